@@ -1,0 +1,95 @@
+"""Typed errors of the log library. Every error names the file (and line or version) it is about."""
+
+from __future__ import annotations
+
+__all__ = [
+    "DeltaLogError",
+    "TableNotFoundError",
+    "MissingCommitError",
+    "VersionNotFoundError",
+    "CorruptLogError",
+    "IncompleteCheckpointError",
+    "MissingSidecarError",
+    "UnsupportedFeatureError",
+    "InvalidLogPathError",
+    "LogFileExistsError",
+    "AtomicWriteUnsupportedError",
+    "UnpublishedVersionError",
+    "ProtocolViolationError",
+]
+
+
+class DeltaLogError(Exception):
+    """Base class; ``path`` is the file the error is about, when there is one."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class TableNotFoundError(DeltaLogError):
+    """The table root has no ``_delta_log`` directory, or it holds no commit or checkpoint."""
+
+
+class MissingCommitError(DeltaLogError):
+    """A version needed to reconstruct the requested snapshot has no commit file (a gap)."""
+
+    def __init__(self, message: str, *, version: int, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.version = version
+
+
+class VersionNotFoundError(DeltaLogError):
+    """The requested version is newer than the latest version or older than the earliest readable one."""
+
+    def __init__(self, message: str, *, version: int, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.version = version
+
+
+class CorruptLogError(DeltaLogError):
+    """A log file cannot be parsed: a truncated or non-JSON line, a bad Parquet footer, a bad action."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        super().__init__(message, path=path)
+        self.line = line
+
+
+class IncompleteCheckpointError(DeltaLogError):
+    """A checkpoint named as complete (by ``_last_checkpoint`` or by the caller) lacks a part."""
+
+
+class MissingSidecarError(DeltaLogError):
+    """A V2 checkpoint references a sidecar file that does not exist."""
+
+
+class UnsupportedFeatureError(DeltaLogError):
+    """The table needs a reader (or writer) feature this library does not implement."""
+
+    def __init__(self, message: str, *, features: list[str], path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.features = features
+
+
+class InvalidLogPathError(DeltaLogError):
+    """A file name would resolve outside the table's ``_delta_log`` directory."""
+
+
+class LogFileExistsError(DeltaLogError):
+    """A create-if-absent write found the file already present."""
+
+
+class AtomicWriteUnsupportedError(DeltaLogError):
+    """The storage backend cannot create a file atomically if absent."""
+
+
+class UnpublishedVersionError(DeltaLogError):
+    """An operation that needs published versions was asked to cover an unpublished one."""
+
+    def __init__(self, message: str, *, version: int, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.version = version
+
+
+class ProtocolViolationError(DeltaLogError):
+    """The log contradicts the protocol (for example two protocol actions in one snapshot missing)."""

@@ -1,0 +1,27 @@
+"""Shared fixtures. Server, jar and Spark fixtures live in ``tests/_infra`` and are loaded as plugins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import fsspec
+import pytest
+from fsspec.implementations.memory import MemoryFileSystem
+
+pytest_plugins = [
+    "tests._infra.servers",
+    "tests._infra.spark",
+]
+
+
+@pytest.fixture
+def memfs() -> Iterator[MemoryFileSystem]:
+    """A clean process-global in-memory filesystem (cleared before and after, like fsspec's own ``m``)."""
+    fs = fsspec.filesystem("memory")
+    fs.store.clear()
+    fs.pseudo_dirs.clear()
+    fs.pseudo_dirs.append("")
+    yield fs
+    fs.store.clear()
+    fs.pseudo_dirs.clear()
+    fs.pseudo_dirs.append("")
