@@ -1,0 +1,49 @@
+"""Typed coordinator errors, classified like delta-spark's ``CommitFailedException(retryable, conflict)``."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CoordinatorError",
+    "CommitConflictError",
+    "CommitLimitReachedError",
+    "TableNotFoundError",
+    "InvalidCoordinatorSpecError",
+]
+
+
+class CoordinatorError(Exception):
+    """A coordinator call failed.
+
+    ``retryable``: the same call may succeed later (transient). ``conflict``: another writer won
+    the version. ``false/false`` is fatal (bad request, permission, schema mismatch).
+    """
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, conflict: bool = False, version: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.conflict = conflict
+        self.version = version
+
+
+class CommitConflictError(CoordinatorError):
+    """The proposed version is already ratified (or the table moved on); rebase and retry."""
+
+    def __init__(self, message: str, *, version: int, retryable: bool = True) -> None:
+        super().__init__(message, retryable=retryable, conflict=True, version=version)
+
+
+class CommitLimitReachedError(CoordinatorError):
+    """Too many ratified commits are unpublished (Unity Catalog 429): publish and report, then retry."""
+
+    def __init__(self, message: str, *, version: int | None = None) -> None:
+        super().__init__(message, retryable=True, conflict=False, version=version)
+
+
+class TableNotFoundError(CoordinatorError):
+    """The coordinator does not know the table."""
+
+
+class InvalidCoordinatorSpecError(CoordinatorError, ValueError):
+    """A coordinator spec string cannot be parsed; the message names the offending part."""

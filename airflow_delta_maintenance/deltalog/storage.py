@@ -1,0 +1,286 @@
+"""Access to a table's ``_delta_log`` through fsspec.
+
+``LogStore`` is the only place that touches storage. It lists ``_delta_log`` once per call, reads
+files, writes files that readers may see atomically (create-if-absent) and deletes files, always by
+names relative to ``_delta_log`` that are checked not to escape it.
+
+Create-if-absent is verified per backend, never assumed: fsspec's generic ``pipe_file(mode="create")``
+is an exists-check followed by a write, which two racing publishers can both pass.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+from .errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, TableNotFoundError
+from .paths import LOG_DIR, ParsedLogPath, parse_log_path
+
+__all__ = ["LogStore", "FileStat", "open_table_storage", "normalize_table_uri"]
+
+# Hadoop-style schemes that mean plain S3 to fsspec.
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+
+
+@dataclass(frozen=True)
+class FileStat:
+    name: str  # relative to _delta_log
+    size: int
+    modification_time: int  # epoch milliseconds
+
+
+def normalize_table_uri(uri: str) -> str:
+    """``s3a://b/t`` → ``s3://b/t``; plain and ``file://`` paths become absolute local paths."""
+    uri = uri.rstrip("/") or "/"
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        return os.path.abspath(os.path.expanduser(uri))
+    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+    if scheme == "file":
+        return os.path.abspath(rest)
+    return f"{scheme}://{rest}"
+
+
+def open_table_storage(
+    uri: str, storage_options: Mapping[str, Any] | None = None, *, allow_unsafe_writes: bool = False
+) -> LogStore:
+    """Build a ``LogStore`` for a table URI (plain path, ``file://``, ``s3://``/``s3a://``, ``memory://``)."""
+    normalized = normalize_table_uri(uri)
+    fs, root = fsspec.core.url_to_fs(normalized, **dict(storage_options or {}))
+    return LogStore(fs, root, uri=normalized, allow_unsafe_writes=allow_unsafe_writes)
+
+
+def _mtime_ms(fs: fsspec.AbstractFileSystem, info: Mapping[str, Any]) -> int:
+    """Modification time in epoch ms from an fsspec ``info`` dict, whatever the backend calls it."""
+    if "mtime" in info:  # local
+        return int(float(info["mtime"]) * 1000)
+    for key in ("LastModified", "last_modified", "updated", "mtime"):  # s3 / gcs / generic
+        value = info.get(key)
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1000)
+        if isinstance(value, (int, float)):
+            return int(value * 1000) if value < 1e11 else int(value)
+    if isinstance(fs, MemoryFileSystem):  # memory `ls` only reports "created"
+        entry = fs.store.get(info["name"]) or fs.store.get("/" + str(info["name"]).lstrip("/"))
+        if entry is not None:
+            return int(entry.modified.timestamp() * 1000)
+    created = info.get("created")
+    if isinstance(created, (int, float)):
+        return int(created * 1000)
+    return 0
+
+
+def _is_precondition_failure(exc: BaseException) -> bool:
+    text = str(exc)
+    return "PreconditionFailed" in text or "412" in text or "ConditionalRequestConflict" in text
+
+
+class LogStore:
+    """Storage of one table's ``_delta_log``; names are relative to ``_delta_log``."""
+
+    def __init__(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        table_root: str,
+        *,
+        uri: str | None = None,
+        allow_unsafe_writes: bool = False,
+    ) -> None:
+        self.fs = fs
+        self.table_root = table_root.rstrip("/") or "/"
+        self.uri = uri or self.table_root
+        self.log_dir = posixpath.join(self.table_root, LOG_DIR)
+        self.allow_unsafe_writes = allow_unsafe_writes
+
+    def __repr__(self) -> str:
+        return f"LogStore({self.uri!r})"
+
+    # ---- names ---------------------------------------------------------------------------------
+
+    def path(self, name: str) -> str:
+        """Absolute (fs-level) path of a name relative to ``_delta_log``; refuses escaping names."""
+        if not name or name.startswith("/") or "\\" in name or "://" in name:
+            raise InvalidLogPathError(f"log file name {name!r} is not relative to {self.log_dir}", path=name)
+        parts = name.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise InvalidLogPathError(f"log file name {name!r} escapes {self.log_dir}", path=name)
+        return f"{self.log_dir}/{name}"
+
+    def display(self, name: str) -> str:
+        """A name for messages: the table URI plus the log file."""
+        return f"{self.uri}/{LOG_DIR}/{name}"
+
+    # ---- listing -------------------------------------------------------------------------------
+
+    def list_dir(self, subdir: str = "") -> list[FileStat]:
+        """One LIST of ``_delta_log`` (or one of its sub-directories); files only, sorted by name."""
+        directory = self.log_dir if not subdir else self.path(subdir)
+        self.fs.invalidate_cache(directory)
+        try:
+            entries = self.fs.ls(directory, detail=True)
+        except FileNotFoundError:
+            return []
+        prefix = "" if not subdir else subdir + "/"
+        out = []
+        for info in entries:
+            if info.get("type") == "directory":
+                continue
+            base = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+            out.append(FileStat(prefix + base, int(info.get("size") or 0), _mtime_ms(self.fs, info)))
+        out.sort(key=lambda s: s.name)
+        return out
+
+    def list_log(self, subdir: str = "") -> list[ParsedLogPath]:
+        """Recognised log files of one directory level, in listing order; unknown names are dropped."""
+        parsed = (parse_log_path(s.name, s.size, s.modification_time) for s in self.list_dir(subdir))
+        return [p for p in parsed if p is not None]
+
+    def require_log_dir(self) -> None:
+        if not self.fs.isdir(self.log_dir):
+            raise TableNotFoundError(f"no Delta table at {self.uri}: {self.log_dir} does not exist", path=self.log_dir)
+
+    # ---- reads ---------------------------------------------------------------------------------
+
+    def read(self, name: str) -> bytes:
+        return self.fs.cat_file(self.path(name))
+
+    def read_many(self, names: Iterable[str]) -> dict[str, bytes]:
+        """Read several files; async backends (S3) fetch them concurrently."""
+        names = list(names)
+        if not names:
+            return {}
+        paths = {self.path(n): n for n in names}
+        got = self.fs.cat(list(paths), on_error="raise")
+        if isinstance(got, (bytes, bytearray)):  # a single path returns bytes
+            got = {next(iter(paths)): got}
+        by_name = {}
+        for p, data in got.items():
+            key = paths.get(p) or paths.get(self.fs._strip_protocol(p))
+            by_name[key if key is not None else p] = data
+        return by_name
+
+    def stat(self, name: str) -> FileStat | None:
+        try:
+            info = self.fs.info(self.path(name))
+        except FileNotFoundError:
+            return None
+        return FileStat(name, int(info.get("size") or 0), _mtime_ms(self.fs, info))
+
+    def exists(self, name: str) -> bool:
+        return self.fs.exists(self.path(name))
+
+    # ---- writes --------------------------------------------------------------------------------
+
+    @property
+    def supports_atomic_create(self) -> bool:
+        return isinstance(self.fs, (LocalFileSystem, MemoryFileSystem)) or self._is_s3
+
+    @property
+    def _is_s3(self) -> bool:
+        protocol = self.fs.protocol
+        protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
+        return "s3" in protocols
+
+    def put_if_absent(self, name: str, data: bytes) -> None:
+        """Write ``name`` only if it does not exist, atomically; ``LogFileExistsError`` otherwise.
+
+        local: write a temp file, fsync, then ``link`` it into place (fails if the target exists and
+        never exposes a partial file); S3: ``PUT`` with ``If-None-Match: *``; memory: exclusive open.
+        Other stores raise ``AtomicWriteUnsupportedError`` unless ``allow_unsafe_writes`` was given.
+        """
+        path = self.path(name)
+        if isinstance(self.fs, LocalFileSystem):
+            self._local_link_create(path, data, name)
+        elif isinstance(self.fs, MemoryFileSystem) or self._is_s3:
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError as exc:
+                raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
+            except OSError as exc:
+                if _is_precondition_failure(exc):
+                    raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
+                raise
+        elif self.allow_unsafe_writes:
+            if self.fs.exists(path):
+                raise LogFileExistsError(f"{self.display(name)} already exists", path=name)
+            self.fs.pipe_file(path, data)
+        else:
+            raise AtomicWriteUnsupportedError(
+                f"{type(self.fs).__name__} cannot create {self.display(name)} if absent atomically; "
+                "pass allow_unsafe_writes=True only if a single writer is guaranteed",
+                path=name,
+            )
+
+    def _local_link_create(self, path: str, data: bytes, name: str) -> None:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)  # no-replace: fails with EEXIST when the target exists
+            except FileExistsError as exc:
+                raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
+            except OSError as exc:
+                if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                    raise AtomicWriteUnsupportedError(
+                        f"hard links are not supported under {directory}; cannot create {name} atomically",
+                        path=name,
+                    ) from exc
+                raise
+            _fsync_dir(directory)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def put_overwrite(self, name: str, data: bytes) -> None:
+        """Replace ``name`` atomically (readers see the old or the new bytes); for ``_last_checkpoint``."""
+        path = self.path(name)
+        if isinstance(self.fs, LocalFileSystem):
+            directory = os.path.dirname(path)
+            os.makedirs(directory, exist_ok=True)
+            tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(directory)
+        else:  # object stores replace whole objects atomically; memory is in-process
+            self.fs.pipe_file(path, data)
+
+    def delete(self, name: str) -> None:
+        """Delete one file of ``_delta_log``; a file already gone is fine (re-runs converge)."""
+        try:
+            self.fs.rm_file(self.path(name))
+        except FileNotFoundError:
+            pass
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
