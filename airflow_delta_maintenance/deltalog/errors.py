@@ -16,6 +16,7 @@ __all__ = [
     "AtomicWriteUnsupportedError",
     "UnpublishedVersionError",
     "ProtocolViolationError",
+    "InvalidTablePropertyError",
 ]
 
 
@@ -93,3 +94,11 @@ class UnpublishedVersionError(DeltaLogError):
 
 class ProtocolViolationError(DeltaLogError):
     """The log contradicts the protocol (for example two protocol actions in one snapshot missing)."""
+
+
+class InvalidTablePropertyError(DeltaLogError):
+    """A ``delta.*`` table property has a value the protocol does not allow; names the key."""
+
+    def __init__(self, message: str, *, key: str, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.key = key

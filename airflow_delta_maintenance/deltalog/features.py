@@ -1,0 +1,71 @@
+"""Table features this library understands, and the gates built on them."""
+
+from __future__ import annotations
+
+from .actions import Protocol
+from .errors import UnsupportedFeatureError
+
+__all__ = [
+    "SUPPORTED_READER_FEATURES",
+    "check_read_supported",
+    "is_catalog_managed",
+    "is_coordinated",
+    "in_commit_timestamps_enabled",
+]
+
+# Reading the *log* (not data files) is safe with these reader features: they change data-file
+# interpretation (column mapping, types, DVs as keys) or the log layout we implement (v2Checkpoint,
+# catalogManaged). Anything else, or a reader version above 3, is refused rather than misread.
+SUPPORTED_READER_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding-preview",
+        "catalogManaged",
+        "catalogOwned-preview",
+        "geospatial",
+    }
+)
+CATALOG_MANAGED_FEATURES = ("catalogManaged", "catalogOwned-preview")
+
+
+def check_read_supported(protocol: Protocol, *, path: str | None = None) -> None:
+    if protocol.min_reader_version > 3:
+        raise UnsupportedFeatureError(
+            f"reader version {protocol.min_reader_version} is not supported (max 3)",
+            features=[f"readerVersion{protocol.min_reader_version}"],
+            path=path,
+        )
+    if protocol.min_reader_version == 3:
+        unknown = sorted(set(protocol.reader_features or ()) - SUPPORTED_READER_FEATURES)
+        if unknown:
+            raise UnsupportedFeatureError(
+                f"unsupported reader features: {', '.join(unknown)}", features=unknown, path=path
+            )
+
+
+def is_catalog_managed(protocol: Protocol) -> bool:
+    return any(protocol.has_writer_feature(f) or protocol.has_reader_feature(f) for f in CATALOG_MANAGED_FEATURES)
+
+
+def is_coordinated(protocol: Protocol, configuration: dict[str, str] | None = None) -> bool:
+    conf = configuration or {}
+    return (
+        is_catalog_managed(protocol)
+        or protocol.has_writer_feature("coordinatedCommits-preview")
+        or "delta.coordinatedCommits.commitCoordinator-preview" in conf
+    )
+
+
+def in_commit_timestamps_enabled(protocol: Protocol, configuration: dict[str, str]) -> bool:
+    return (
+        protocol.has_writer_feature("inCommitTimestamp")
+        and str(configuration.get("delta.enableInCommitTimestamps", "false")).lower() == "true"
+    )

@@ -1,0 +1,109 @@
+"""One LIST of ``_delta_log`` sorted into file kinds; no content is read here."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .paths import LogFileType, ParsedLogPath, checkpoint_rank
+from .storage import LogStore
+
+__all__ = ["LogSegmentFiles", "CheckpointGroup", "list_log_files", "group_checkpoints"]
+
+
+@dataclass(frozen=True)
+class CheckpointGroup:
+    """All files of one checkpoint instance (one file, or the parts of a multi-part set)."""
+
+    version: int
+    files: tuple[ParsedLogPath, ...]
+    expected_parts: int  # 1 unless multi-part
+
+    @property
+    def complete(self) -> bool:
+        return len({f.part for f in self.files}) == self.expected_parts if self.expected_parts > 1 else bool(self.files)
+
+    @property
+    def missing_parts(self) -> list[int]:
+        seen = {f.part for f in self.files}
+        return [p for p in range(1, self.expected_parts + 1) if p not in seen]
+
+    @property
+    def rank(self) -> tuple[int, int, int, str]:
+        return checkpoint_rank(self.files[0])
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass(frozen=True)
+class LogSegmentFiles:
+    """The recognised top-level files of ``_delta_log`` by kind, each sorted by version."""
+
+    commits: tuple[ParsedLogPath, ...]
+    checkpoints: tuple[ParsedLogPath, ...]
+    compactions: tuple[ParsedLogPath, ...]
+    crcs: tuple[ParsedLogPath, ...]
+    last_checkpoint: ParsedLogPath | None
+
+    @classmethod
+    def from_paths(cls, paths: Iterable[ParsedLogPath]) -> LogSegmentFiles:
+        commits, checkpoints, compactions, crcs = [], [], [], []
+        last: ParsedLogPath | None = None
+        for p in paths:
+            if p.type is LogFileType.COMMIT:
+                commits.append(p)
+            elif p.is_checkpoint:
+                checkpoints.append(p)
+            elif p.type is LogFileType.COMPACTION:
+                compactions.append(p)
+            elif p.type is LogFileType.CRC:
+                crcs.append(p)
+            elif p.type is LogFileType.LAST_CHECKPOINT:
+                last = p
+        commits.sort(key=lambda p: p.version)
+        checkpoints.sort(key=lambda p: (p.version, p.filename))
+        compactions.sort(key=lambda p: (p.version, p.end_version))
+        crcs.sort(key=lambda p: p.version)
+        return cls(tuple(commits), tuple(checkpoints), tuple(compactions), tuple(crcs), last)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.commits or self.checkpoints)
+
+    @property
+    def latest_commit_version(self) -> int:
+        return self.commits[-1].version if self.commits else -1
+
+    def checkpoint_groups(self) -> list[CheckpointGroup]:
+        return group_checkpoints(self.checkpoints)
+
+    def complete_checkpoints(self) -> list[CheckpointGroup]:
+        """Complete checkpoint instances, best last for each version (delta-spark's ordering)."""
+        return sorted((g for g in self.checkpoint_groups() if g.complete), key=lambda g: g.rank)
+
+
+def group_checkpoints(checkpoints: Iterable[ParsedLogPath]) -> list[CheckpointGroup]:
+    groups: dict[tuple, list[ParsedLogPath]] = defaultdict(list)
+    for c in checkpoints:
+        if c.type is LogFileType.CHECKPOINT_MULTIPART:
+            groups[(c.version, "multi", c.num_parts)].append(c)
+        else:
+            groups[(c.version, c.type.value, c.filename)].append(c)
+    out = []
+    for key, files in groups.items():
+        files.sort(key=lambda f: f.part)
+        expected = key[2] if key[1] == "multi" else 1
+        out.append(CheckpointGroup(key[0], tuple(files), expected))
+    out.sort(key=lambda g: g.rank)
+    return out
+
+
+def list_log_files(store: LogStore) -> LogSegmentFiles:
+    """One LIST of ``_delta_log``; ``TableNotFoundError`` when there is no log directory at all."""
+    paths = store.list_log()
+    if not paths:
+        store.require_log_dir()
+    return LogSegmentFiles.from_paths(paths)

@@ -1,0 +1,276 @@
+"""Vectorised readers of NDJSON log files and Parquet checkpoints into Arrow.
+
+File actions (the bulk of a log) never go through a Python loop: the lines of all JSON files of a
+segment are split and routed with Arrow compute, and ``add``/``remove`` lines are parsed by
+pyarrow's JSON reader in one call. The few other actions (protocol, metadata, commitInfo, txn,
+domain metadata) are parsed with ``json.loads``. Errors name the file and the 1-based line.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from .checkpoint_schema import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS, STRING_MAP
+from .errors import CorruptLogError
+
+__all__ = [
+    "ParsedActions",
+    "parse_ndjson",
+    "read_parquet_actions",
+    "conform_array",
+    "empty_file_actions",
+    "ORDER",
+]
+
+ORDER = "_order"  # replay position: a later action for the same file wins
+_FILE_ACTION_PREFIXES = ('{"add":', '{"remove":')
+_JSON_SCHEMA = pa.schema(
+    [
+        pa.field("add", pa.struct([f for f in ADD_FIELDS if f.name not in ("partitionValues", "tags")])),
+        pa.field("remove", pa.struct([f for f in REMOVE_FIELDS if f.name not in ("partitionValues", "tags")])),
+    ]
+)
+
+
+def empty_file_actions(fields: Sequence[pa.Field]) -> pa.Table:
+    return pa.schema([*fields, pa.field(ORDER, pa.int64())]).empty_table()
+
+
+@dataclass
+class ParsedActions:
+    """Actions of a set of log files: file actions as Arrow tables, others as ordered dicts.
+
+    ``others`` holds ``(order, source_index, line_number, action)`` in replay order.
+    """
+
+    adds: pa.Table
+    removes: pa.Table
+    others: list[tuple[int, int, int, dict[str, Any]]] = field(default_factory=list)
+
+
+# ---- conversion helpers ---------------------------------------------------------------------------
+
+
+def _struct_to_map(arr: pa.StructArray, drop_null_values: bool) -> pa.Array:
+    """A JSON object inferred as a struct → ``map<string,string>`` (pyarrow's JSON reader has no maps)."""
+    n, k = len(arr), arr.type.num_fields
+    names = [arr.type.field(i).name for i in range(k)]
+    if k == 0:
+        offsets = pa.array(np.zeros(n + 1, dtype=np.int32))
+        keys, items = pa.array([], pa.string()), pa.array([], pa.string())
+    else:
+        children = [pc.struct_field(arr, [i]).cast(pa.string()) for i in range(k)]
+        concatenated = pa.concat_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in children])
+        # row-major interleave: row r's entries are children[0][r], children[1][r], ...
+        take = (np.arange(k)[None, :] * n + np.arange(n)[:, None]).ravel()
+        items = concatenated.take(pa.array(take))
+        keys = pa.array(np.tile(np.array(names, dtype=object), n), pa.string())
+        counts = np.full(n, k, dtype=np.int64)
+        if drop_null_values:
+            valid = np.asarray(items.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            counts = valid.reshape(n, k).sum(axis=1)
+            keys, items = keys.filter(pa.array(valid)), items.filter(pa.array(valid))
+        offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    return pa.MapArray.from_arrays(offsets, keys, items, type=STRING_MAP, mask=arr.is_null())
+
+
+def conform_array(arr: pa.Array | pa.ChunkedArray, target: pa.DataType, *, drop_null_map_values: bool = False) -> pa.Array:
+    """Cast ``arr`` to ``target``: structs get exactly the target's fields (missing ones null),
+    JSON-inferred structs become maps, and null-typed columns become typed nulls."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if arr.type == target:
+        return arr
+    if pa.types.is_null(arr.type):
+        return pa.nulls(len(arr), target)
+    if pa.types.is_map(target) and pa.types.is_struct(arr.type):
+        return _struct_to_map(arr, drop_null_map_values)
+    if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
+        present = {arr.type.field(i).name: i for i in range(arr.type.num_fields)}
+        children = []
+        for f in target:
+            if f.name in present:
+                child = arr.field(present[f.name])
+                children.append(conform_array(child, f.type, drop_null_map_values=f.name == "tags"))
+            else:
+                children.append(pa.nulls(len(arr), f.type))
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=arr.is_null())
+    return arr.cast(target)
+
+
+def _file_action_table(struct: pa.Array, fields: Sequence[pa.Field], order: pa.Array) -> pa.Table:
+    """Valid rows of an ``add``/``remove`` struct column as a flat table with ``_order``."""
+    if isinstance(struct, pa.ChunkedArray):
+        struct = struct.combine_chunks()
+    mask = struct.is_valid()
+    struct, order = struct.filter(mask), order.filter(mask)
+    conformed = conform_array(struct, pa.struct(list(fields)))
+    columns = [conformed.field(i) for i in range(len(fields))]
+    # conform_array re-applies the parent mask; children of valid rows are what we want
+    return pa.Table.from_arrays([*columns, order], schema=pa.schema([*fields, pa.field(ORDER, pa.int64())]))
+
+
+# ---- NDJSON --------------------------------------------------------------------------------------
+
+
+def _locate_bad_line(sources: Sequence[tuple[str, bytes]]) -> CorruptLogError:
+    for name, data in sources:
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                return CorruptLogError(f"{name}: line {number} is not valid JSON ({exc})", path=name, line=number)
+            if not isinstance(obj, dict):
+                return CorruptLogError(f"{name}: line {number} is not a JSON object", path=name, line=number)
+    return CorruptLogError("log files hold actions of the wrong type: " + ", ".join(n for n, _ in sources))
+
+
+def _python_file_actions(rows: list[tuple[int, dict[str, Any]]], key: str, fields: Sequence[pa.Field]) -> pa.Table:
+    """Rare path for file-action lines that are not in the canonical ``{"add":`` form."""
+    names = [f.name for f in fields]
+    records = []
+    for _, action in rows:
+        body = action[key]
+        rec = {n: body.get(n) for n in names}
+        for m in ("partitionValues", "tags"):
+            if isinstance(rec.get(m), dict):
+                rec[m] = list(rec[m].items())
+        if isinstance(rec.get("deletionVector"), dict):
+            rec["deletionVector"] = {f.name: rec["deletionVector"].get(f.name) for f in DV_TYPE}
+        records.append(rec)
+    struct = pa.array(records, type=pa.struct(list(fields)))
+    order = pa.array([o for o, _ in rows], pa.int64())
+    return _file_action_table(struct, fields, order)
+
+
+def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> ParsedActions:
+    """Parse NDJSON log files given in replay order as ``(display name, bytes)``.
+
+    ``_order`` of an action is ``base_order`` plus the global index of its line.
+    """
+    chunks, counts = [], []
+    for _, data in sources:
+        if data and not data.endswith(b"\n"):
+            data += b"\n"
+        chunks.append(data)
+        counts.append(data.count(b"\n"))
+    total = sum(counts)
+    if total == 0:
+        return ParsedActions(empty_file_actions(ADD_FIELDS), empty_file_actions(REMOVE_FIELDS))
+    try:
+        lines = pc.split_pattern(pa.array([b"".join(chunks)], pa.large_binary()), b"\n").flatten()[:total]
+        text = lines.cast(pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise _locate_bad_line(sources) from None
+    source_index = np.repeat(np.arange(len(sources)), counts)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    is_file_action = pc.or_(pc.starts_with(text, _FILE_ACTION_PREFIXES[0]), pc.starts_with(text, _FILE_ACTION_PREFIXES[1]))
+    non_blank = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0)
+    other_idx = np.flatnonzero(pc.and_(pc.invert(is_file_action), non_blank).to_numpy(zero_copy_only=False))
+    fa_idx = np.flatnonzero(is_file_action.to_numpy(zero_copy_only=False))
+
+    adds = [empty_file_actions(ADD_FIELDS)]
+    removes = [empty_file_actions(REMOVE_FIELDS)]
+    if len(fa_idx):
+        fa_lines = text.take(pa.array(fa_idx))
+        joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array([0, len(fa_idx)], pa.int64()), fa_lines), pa.scalar("\n", pa.large_string()))
+        buf = joined[0].as_buffer()
+        order = pa.array(fa_idx + base_order, pa.int64())
+        table = None
+        # Blocks let pyarrow parse in parallel; a single block is the retry for cross-block type trouble.
+        for block_size in (max(1 << 20, len(buf) // 4 + 1), len(buf) + 1):
+            try:
+                table = pj.read_json(
+                    pa.BufferReader(buf),
+                    read_options=pj.ReadOptions(block_size=block_size),
+                    parse_options=pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="infer"),
+                )
+                break
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                continue
+        if table is None or table.num_rows != len(fa_idx):
+            bad = _locate_bad_line(sources)
+            if bad.line is not None:
+                raise bad
+            # Every line is JSON, yet types clash (e.g. a string size): convert through Python to name it.
+            rows = [(int(o), json.loads(s)) for o, s in zip(fa_idx + base_order, fa_lines.to_pylist())]
+            try:
+                adds.append(_python_file_actions([r for r in rows if "add" in r[1]], "add", ADD_FIELDS))
+                removes.append(_python_file_actions([r for r in rows if "remove" in r[1]], "remove", REMOVE_FIELDS))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+                raise CorruptLogError(f"file action of the wrong type in {', '.join(n for n, _ in sources)}: {exc}") from None
+        else:
+            adds.append(_file_action_table(table.column("add"), ADD_FIELDS, order))
+            removes.append(_file_action_table(table.column("remove"), REMOVE_FIELDS, order))
+
+    others: list[tuple[int, int, int, dict[str, Any]]] = []
+    odd_adds: list[tuple[int, dict[str, Any]]] = []
+    odd_removes: list[tuple[int, dict[str, Any]]] = []
+    if len(other_idx):
+        for i, raw in zip(other_idx, text.take(pa.array(other_idx)).to_pylist()):
+            s = int(source_index[i])
+            line_number = int(i - starts[s]) + 1
+            try:
+                action = json.loads(raw)
+            except ValueError as exc:
+                name = sources[s][0]
+                raise CorruptLogError(f"{name}: line {line_number} is not valid JSON ({exc})", path=name, line=line_number) from None
+            if not isinstance(action, dict):
+                name = sources[s][0]
+                raise CorruptLogError(f"{name}: line {line_number} is not a JSON object", path=name, line=line_number)
+            order = int(i) + base_order
+            if "add" in action:
+                odd_adds.append((order, action))
+            elif "remove" in action:
+                odd_removes.append((order, action))
+            else:
+                others.append((order, s, line_number, action))
+    if odd_adds:
+        adds.append(_python_file_actions(odd_adds, "add", ADD_FIELDS))
+    if odd_removes:
+        removes.append(_python_file_actions(odd_removes, "remove", REMOVE_FIELDS))
+    return ParsedActions(pa.concat_tables(adds), pa.concat_tables(removes), others)
+
+
+# ---- Parquet checkpoints ---------------------------------------------------------------------------
+
+_NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
+
+
+def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[ParsedActions, int]:
+    """Actions of a Parquet checkpoint part or sidecar; returns them and the number of rows read."""
+    try:
+        pf = pq.ParquetFile(io.BytesIO(data))
+        present = set(pf.schema_arrow.names)
+        table = pf.read(columns=[c for c in ("add", "remove", *_NON_FILE_COLUMNS) if c in present])
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptLogError(f"{name}: not a readable Parquet checkpoint ({exc})", path=name) from None
+    n = table.num_rows
+    order = pa.array(np.arange(base_order, base_order + n, dtype=np.int64))
+    adds = _file_action_table(table.column("add"), ADD_FIELDS, order) if "add" in present else empty_file_actions(ADD_FIELDS)
+    removes = (
+        _file_action_table(table.column("remove"), REMOVE_FIELDS, order) if "remove" in present else empty_file_actions(REMOVE_FIELDS)
+    )
+    others: list[tuple[int, int, int, dict[str, Any]]] = []
+    for column in _NON_FILE_COLUMNS:
+        if column not in present:
+            continue
+        col = table.column(column)
+        idx = np.flatnonzero(col.is_valid().to_numpy(zero_copy_only=False))
+        if len(idx):
+            for i, value in zip(idx, col.take(pa.array(idx)).to_pylist()):
+                others.append((base_order + int(i), 0, 0, {column: value}))
+    others.sort(key=lambda t: t[0])
+    return ParsedActions(adds, removes, others), n

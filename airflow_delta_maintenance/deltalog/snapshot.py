@@ -1,0 +1,173 @@
+"""``Snapshot``: the reconciled state of a table at one version, and ``load_snapshot``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .actions import DomainMetadata, Metadata, Protocol, Txn
+from .errors import ProtocolViolationError
+from .features import check_read_supported, in_commit_timestamps_enabled
+from .listing import LogSegmentFiles, list_log_files
+from .log_segment import CatalogCommit, LogSegment, build_log_segment
+from .reader import ORDER
+from .replay import in_commit_timestamp, replay_actions
+from .storage import LogStore, open_table_storage
+from .table_properties import TableProperties
+
+__all__ = ["Snapshot", "load_snapshot"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """State of a table at ``version``.
+
+    ``files`` holds the live ``add`` actions (one row per ``(path, dv_unique_id)``, sorted by path);
+    ``tombstones`` the ``remove`` actions not yet expired at ``now_ms``. ``commit_timestamps`` maps
+    each version whose commit was read to its timestamp: the in-commit timestamp where enabled, the
+    commit file's modification time otherwise (for catalog commits, the catalog's timestamp).
+    """
+
+    table_uri: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    properties: TableProperties
+    files: pa.Table
+    tombstones: pa.Table
+    txns: Mapping[str, Txn]
+    domain_metadata: Mapping[str, DomainMetadata]  # live domains only
+    segment: LogSegment
+    timestamp: int
+    commit_timestamps: Mapping[int, int]
+    now_ms: int
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_bytes(self) -> int:
+        total = pc.sum(self.files.column("size")).as_py()
+        return int(total or 0)
+
+    @property
+    def checkpoint_version(self) -> int:
+        """Version of the checkpoint this snapshot was loaded from (-1 if none)."""
+        return self.segment.checkpoint_version
+
+    @property
+    def latest_checkpoint_version(self) -> int:
+        """Newest complete checkpoint in the log, whatever version was loaded (-1 if none)."""
+        complete = self.segment.files.complete_checkpoints()
+        return complete[-1].version if complete else -1
+
+    @property
+    def in_commit_timestamps_enabled(self) -> bool:
+        return in_commit_timestamps_enabled(self.protocol, dict(self.metadata.configuration))
+
+    def file_list(self) -> list[dict[str, Any]]:
+        """Active files as ``{"path", "size"}`` sorted by path (for display, not for hot paths)."""
+        return [{"path": p, "size": s} for p, s in zip(self.files.column("path").to_pylist(), self.files.column("size").to_pylist())]
+
+    def active_file_keys(self) -> set[tuple[str, str | None]]:
+        return set(zip(self.files.column("path").to_pylist(), self.files.column("dv_unique_id").to_pylist()))
+
+    def add_actions(self) -> pa.Table:
+        """The live adds without bookkeeping columns."""
+        return self.files.drop_columns([ORDER, "dv_unique_id"])
+
+
+def _commit_timestamps(
+    segment: LogSegment, commit_infos: Mapping[int, Mapping[str, Any]], ict_from: int | None
+) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for version, source in segment.commit_sources.items():
+        ict = in_commit_timestamp(commit_infos.get(version)) if ict_from is not None and version >= ict_from else None
+        if ict is None and isinstance(source, CatalogCommit):
+            ict = source.timestamp if source.timestamp >= 0 else source.modification_time
+        out[version] = ict if ict is not None else source.modification_time
+    return out
+
+
+def _timestamp_at(store: LogStore, files: LogSegmentFiles, version: int, ict_from: int | None) -> int:
+    """Timestamp of a version whose commit was not replayed (the snapshot sits on a checkpoint)."""
+    commit = next((c for c in reversed(files.commits) if c.version == version), None)
+    if commit is None:
+        group = next(g for g in reversed(files.complete_checkpoints()) if g.version == version)
+        return group.files[0].modification_time
+    if ict_from is not None and version >= ict_from:
+        first_line = store.read(commit.name).split(b"\n", 1)[0]
+        try:
+            ict = in_commit_timestamp(json.loads(first_line).get("commitInfo"))
+        except (ValueError, AttributeError):
+            ict = None
+        if ict is not None:
+            return ict
+    return commit.modification_time
+
+
+def load_snapshot(
+    table: str | LogStore,
+    version: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    catalog_commits: Sequence[CatalogCommit] = (),
+    latest_ratified_version: int | None = None,
+    files: LogSegmentFiles | None = None,
+    now_ms: int | None = None,
+) -> Snapshot:
+    """Load the snapshot at ``version`` (default latest) with one LIST of ``_delta_log``.
+
+    ``catalog_commits``/``latest_ratified_version`` come from a coordinator for coordinated and
+    catalog-managed tables: ratified commits not yet published, which win over published files.
+    """
+    store = table if isinstance(table, LogStore) else open_table_storage(table, storage_options)
+    files = files if files is not None else list_log_files(store)
+    segment = build_log_segment(
+        files,
+        version,
+        catalog_commits=catalog_commits,
+        latest_ratified_version=latest_ratified_version,
+        table=store.uri,
+    )
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    # Tombstone expiry needs the table's retention, which is only known after replay: keep all
+    # tombstones in the replay and filter afterwards.
+    result = replay_actions(store, segment)
+    if result.protocol is None:
+        raise ProtocolViolationError(f"{store.uri}: no protocol action in versions ≤ {segment.version}", path=store.log_dir)
+    if result.metadata is None:
+        raise ProtocolViolationError(f"{store.uri}: no metaData action in versions ≤ {segment.version}", path=store.log_dir)
+    check_read_supported(result.protocol, path=store.uri)
+    properties = TableProperties.from_configuration(result.metadata.configuration)
+    cutoff = now - properties.deleted_file_retention_ms
+    tombstones = result.removes.filter(pc.greater(pc.fill_null(result.removes.column("deletionTimestamp"), 0), cutoff))
+
+    ict_from: int | None = None
+    if in_commit_timestamps_enabled(result.protocol, dict(result.metadata.configuration)):
+        ict_from = properties.ict_enablement_version or 0
+    timestamps = _commit_timestamps(segment, result.commit_infos, ict_from)
+    if segment.version not in timestamps:
+        timestamps[segment.version] = _timestamp_at(store, files, segment.version, ict_from)
+    return Snapshot(
+        table_uri=store.uri,
+        version=segment.version,
+        protocol=result.protocol,
+        metadata=result.metadata,
+        properties=properties,
+        files=result.adds,
+        tombstones=tombstones,
+        txns=result.txns,
+        domain_metadata={k: v for k, v in result.domains.items() if not v.removed},
+        segment=segment,
+        timestamp=timestamps[segment.version],
+        commit_timestamps=timestamps,
+        now_ms=now,
+    )
