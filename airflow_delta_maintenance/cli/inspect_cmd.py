@@ -1,0 +1,60 @@
+"""``delta-maintenance inspect TABLE_URI [--version V] [--files] [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..maintenance.inspect import InspectResult, inspect_table
+from .common import add_storage_options, emit_json, run_guarded, storage_options
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("inspect", help="show a table's version, protocol, metadata and active files")
+    p.add_argument("table_uri", metavar="TABLE_URI", help="path, file://, s3:// (s3a://) or memory:// URI")
+    p.add_argument("--version", type=int, default=None, help="version to load (default: latest)")
+    p.add_argument("--files", action="store_true", help="list the active files (path, size) sorted by path")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_storage_options(p)
+    p.set_defaults(handler=lambda args: run_guarded(lambda: _run(args)))
+
+
+def _human(result: InspectResult) -> str:
+    d = result.to_dict()
+    proto, meta = result.protocol, result.metadata
+    lines = [
+        f"table:              {result.table_uri}",
+        f"version:            {result.version}",
+        f"commit timestamp:   {result.commit_timestamp} ({d['commit_time_utc']})",
+        f"protocol:           reader {proto['minReaderVersion']}, writer {proto['minWriterVersion']}",
+    ]
+    if proto.get("readerFeatures") is not None:
+        lines.append(f"  reader features:  {', '.join(proto['readerFeatures']) or '-'}")
+    if proto.get("writerFeatures") is not None:
+        lines.append(f"  writer features:  {', '.join(proto['writerFeatures']) or '-'}")
+    lines += [
+        f"metadata id:        {meta['id']}",
+        f"partition columns:  {', '.join(meta['partitionColumns']) or '-'}",
+        "configuration:" + ("" if meta["configuration"] else "      -"),
+    ]
+    lines += [f"  {k} = {v}" for k, v in sorted(meta["configuration"].items())]
+    lines += [
+        f"active files:       {result.num_files}",
+        f"total bytes:        {result.size_bytes}",
+        f"latest checkpoint:  {result.latest_checkpoint_version if result.latest_checkpoint_version >= 0 else 'none'}",
+    ]
+    if result.files is not None:
+        lines.append("files:")
+        lines += [f"  {f['size']:>12}  {f['path']}" for f in result.files]
+    return "\n".join(lines)
+
+
+def _run(args: argparse.Namespace) -> int:
+    result = inspect_table(
+        args.table_uri, args.version, storage_options=storage_options(args), include_files=args.files
+    )
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        print(_human(result))
+    return 0
