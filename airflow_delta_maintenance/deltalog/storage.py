@@ -213,6 +213,7 @@ class LogStore:
         elif self.allow_unsafe_writes:
             if self.fs.exists(path):
                 raise LogFileExistsError(f"{self.display(name)} already exists", path=name)
+            self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
             self.fs.pipe_file(path, data)
         else:
             raise AtomicWriteUnsupportedError(

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from fsspec.implementations.memory import MemoryFileSystem
+
+from airflow_delta_maintenance.deltalog.errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError
+from airflow_delta_maintenance.deltalog.storage import LogStore, normalize_table_uri, open_table_storage
+
+
+@pytest.mark.parametrize("name", ["../x.json", "/etc/passwd", "a/../../b", "s3://bucket/x", "", "a//b", "./x", "a\\b"])
+def test_names_that_escape_delta_log_are_refused(tmp_path: Path, name: str) -> None:
+    store = open_table_storage(str(tmp_path))
+    with pytest.raises(InvalidLogPathError):
+        store.put_if_absent(name, b"x")
+
+
+def test_local_put_if_absent_has_exactly_one_winner_under_a_race(tmp_path: Path) -> None:
+    store = open_table_storage(str(tmp_path))
+    winners: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            store.put_if_absent("00000000000000000001.json", f"writer {i}\n".encode())
+            winners.append(i)
+        except LogFileExistsError:
+            pass
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1
+    assert store.read("00000000000000000001.json") == f"writer {winners[0]}\n".encode()
+    # no temporary files are left behind
+    assert sorted(p.name for p in (tmp_path / "_delta_log").iterdir()) == ["00000000000000000001.json"]
+
+
+def test_memory_put_if_absent_refuses_an_existing_file(memfs: MemoryFileSystem) -> None:
+    store = open_table_storage("memory://t")
+    store.put_if_absent("_staged_commits/00000000000000000001.u.json", b"a")
+    with pytest.raises(LogFileExistsError):
+        store.put_if_absent("_staged_commits/00000000000000000001.u.json", b"b")
+    assert store.read("_staged_commits/00000000000000000001.u.json") == b"a"
+
+
+def test_backends_without_atomic_create_are_refused_unless_accepted(tmp_path: Path) -> None:
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs = DirFileSystem(path=str(tmp_path), fs=LocalFileSystem())
+    store = LogStore(fs, "t")
+    with pytest.raises(AtomicWriteUnsupportedError):
+        store.put_if_absent("00000000000000000000.json", b"x")
+    LogStore(fs, "t", allow_unsafe_writes=True).put_if_absent("00000000000000000000.json", b"x")
+    assert (tmp_path / "t" / "_delta_log" / "00000000000000000000.json").read_bytes() == b"x"
+
+
+def test_overwrite_is_atomic_replace_and_delete_is_idempotent(tmp_path: Path) -> None:
+    store = open_table_storage(str(tmp_path))
+    store.put_overwrite("_last_checkpoint", b"1")
+    store.put_overwrite("_last_checkpoint", b"2")
+    assert store.read("_last_checkpoint") == b"2"
+    store.delete("_last_checkpoint")
+    store.delete("_last_checkpoint")
+    assert store.stat("_last_checkpoint") is None
+
+
+def test_listing_is_sorted_and_reports_size_and_mtime(tmp_path: Path) -> None:
+    store = open_table_storage(f"file://{tmp_path}")
+    for v in (2, 0, 1):
+        store.put_if_absent(f"{v:020d}.json", b"{}\n" * (v + 1))
+    listed = store.list_log()
+    assert [p.version for p in listed] == [0, 1, 2]
+    assert [p.size for p in listed] == [3, 6, 9] and all(p.modification_time > 1e12 for p in listed)
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [("s3a://b/t/", "s3://b/t"), ("s3n://b/t", "s3://b/t"), ("file:///x/y", "/x/y"), ("memory://m/t", "memory://m/t")],
+)
+def test_uri_normalisation(uri: str, expected: str) -> None:
+    assert normalize_table_uri(uri) == expected
