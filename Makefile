@@ -16,7 +16,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml requirements/dev.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "uv==0.13.9"
-	$(UV) pip install -q --python $(PY) -r requirements/dev.lock
+	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements/dev.lock
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 	touch $@
 

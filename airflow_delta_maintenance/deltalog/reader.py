@@ -155,45 +155,81 @@ def _python_file_actions(rows: list[tuple[int, dict[str, Any]]], key: str, field
     return _file_action_table(struct, fields, order)
 
 
+def _starts_with(buf: np.ndarray, starts: np.ndarray, prefix: bytes) -> np.ndarray:
+    """Which lines (given by start offsets into a newline-padded buffer) begin with ``prefix``."""
+    mask = np.ones(len(starts), dtype=bool)
+    limit = len(buf) - 1
+    for i, byte in enumerate(prefix):
+        mask &= buf[np.minimum(starts + i, limit)] == byte
+    return mask
+
+
 def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> ParsedActions:
     """Parse NDJSON log files given in replay order as ``(display name, bytes)``.
 
-    ``_order`` of an action is ``base_order`` plus the global index of its line.
+    ``_order`` of an action is ``base_order`` plus the global index of its line. All files are
+    copied once into one buffer; lines are found with numpy; lines that are not canonical file
+    actions are blanked (the JSON reader skips blank lines) after being copied out for
+    ``json.loads``, so pyarrow parses every add/remove in one call without any per-line work.
     """
-    chunks, counts = [], []
+    total = sum(len(d) + 1 for _, d in sources)
+    buf = np.empty(total + 16, dtype=np.uint8)
+    buf[total:] = 32  # padding so prefix checks never read past the end
+    pos = 0
+    file_ends = []
     for _, data in sources:
-        if data and not data.endswith(b"\n"):
-            data += b"\n"
-        chunks.append(data)
-        counts.append(data.count(b"\n"))
-    total = sum(counts)
-    if total == 0:
-        return ParsedActions(empty_file_actions(ADD_FIELDS), empty_file_actions(REMOVE_FIELDS))
-    try:
-        lines = pc.split_pattern(pa.array([b"".join(chunks)], pa.large_binary()), b"\n").flatten()[:total]
-        text = lines.cast(pa.large_string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise _locate_bad_line(sources) from None
-    source_index = np.repeat(np.arange(len(sources)), counts)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    is_file_action = pc.or_(pc.starts_with(text, _FILE_ACTION_PREFIXES[0]), pc.starts_with(text, _FILE_ACTION_PREFIXES[1]))
-    non_blank = pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0)
-    other_idx = np.flatnonzero(pc.and_(pc.invert(is_file_action), non_blank).to_numpy(zero_copy_only=False))
-    fa_idx = np.flatnonzero(is_file_action.to_numpy(zero_copy_only=False))
+        n = len(data)
+        buf[pos : pos + n] = np.frombuffer(data, dtype=np.uint8)
+        pos += n
+        if n and data[-1:] != b"\n":
+            buf[pos] = 10
+            pos += 1
+        file_ends.append(pos)
+    newlines = np.flatnonzero(buf[:pos] == 10)
+    starts = np.concatenate([[0], newlines[:-1] + 1]).astype(np.int64) if len(newlines) else np.zeros(0, np.int64)
+    ends = newlines.astype(np.int64)
+    source_index = np.searchsorted(np.asarray(file_ends), starts, side="right")
+    first_line = np.searchsorted(starts, np.concatenate([[0], np.asarray(file_ends[:-1])]))
+    is_file_action = _starts_with(buf, starts, b'{"add":') | _starts_with(buf, starts, b'{"remove":')
+    other_idx = np.flatnonzero(~is_file_action & (ends > starts))
+    fa_idx = np.flatnonzero(is_file_action)
+
+    others: list[tuple[int, int, int, dict[str, Any]]] = []
+    odd_adds: list[tuple[int, dict[str, Any]]] = []
+    odd_removes: list[tuple[int, dict[str, Any]]] = []
+    for i in other_idx:
+        s = int(source_index[i])
+        raw = buf[starts[i] : ends[i]].tobytes()
+        if not raw.strip():
+            continue
+        line_number = int(i - first_line[s]) + 1
+        name = sources[s][0]
+        try:
+            action = json.loads(raw)
+        except ValueError as exc:
+            raise CorruptLogError(f"{name}: line {line_number} is not valid JSON ({exc})", path=name, line=line_number) from None
+        if not isinstance(action, dict):
+            raise CorruptLogError(f"{name}: line {line_number} is not a JSON object", path=name, line=line_number)
+        order = int(i) + base_order
+        if "add" in action:
+            odd_adds.append((order, action))
+        elif "remove" in action:
+            odd_removes.append((order, action))
+        else:
+            others.append((order, s, line_number, action))
+        buf[starts[i] : ends[i]] = 32  # blank it for the JSON reader
 
     adds = [empty_file_actions(ADD_FIELDS)]
     removes = [empty_file_actions(REMOVE_FIELDS)]
     if len(fa_idx):
-        fa_lines = text.take(pa.array(fa_idx))
-        joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array([0, len(fa_idx)], pa.int64()), fa_lines), pa.scalar("\n", pa.large_string()))
-        buf = joined[0].as_buffer()
+        data = pa.py_buffer(buf[:pos])
         order = pa.array(fa_idx + base_order, pa.int64())
         table = None
         # Blocks let pyarrow parse in parallel; a single block is the retry for cross-block type trouble.
-        for block_size in (max(1 << 20, len(buf) // 4 + 1), len(buf) + 1):
+        for block_size in (max(1 << 20, pos // 8 + 1), pos + 1):
             try:
                 table = pj.read_json(
-                    pa.BufferReader(buf),
+                    pa.BufferReader(data),
                     read_options=pj.ReadOptions(block_size=block_size),
                     parse_options=pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="infer"),
                 )
@@ -205,7 +241,7 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> P
             if bad.line is not None:
                 raise bad
             # Every line is JSON, yet types clash (e.g. a string size): convert through Python to name it.
-            rows = [(int(o), json.loads(s)) for o, s in zip(fa_idx + base_order, fa_lines.to_pylist())]
+            rows = [(int(i) + base_order, json.loads(buf[starts[i] : ends[i]].tobytes())) for i in fa_idx]
             try:
                 adds.append(_python_file_actions([r for r in rows if "add" in r[1]], "add", ADD_FIELDS))
                 removes.append(_python_file_actions([r for r in rows if "remove" in r[1]], "remove", REMOVE_FIELDS))
@@ -214,29 +250,6 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> P
         else:
             adds.append(_file_action_table(table.column("add"), ADD_FIELDS, order))
             removes.append(_file_action_table(table.column("remove"), REMOVE_FIELDS, order))
-
-    others: list[tuple[int, int, int, dict[str, Any]]] = []
-    odd_adds: list[tuple[int, dict[str, Any]]] = []
-    odd_removes: list[tuple[int, dict[str, Any]]] = []
-    if len(other_idx):
-        for i, raw in zip(other_idx, text.take(pa.array(other_idx)).to_pylist()):
-            s = int(source_index[i])
-            line_number = int(i - starts[s]) + 1
-            try:
-                action = json.loads(raw)
-            except ValueError as exc:
-                name = sources[s][0]
-                raise CorruptLogError(f"{name}: line {line_number} is not valid JSON ({exc})", path=name, line=line_number) from None
-            if not isinstance(action, dict):
-                name = sources[s][0]
-                raise CorruptLogError(f"{name}: line {line_number} is not a JSON object", path=name, line=line_number)
-            order = int(i) + base_order
-            if "add" in action:
-                odd_adds.append((order, action))
-            elif "remove" in action:
-                odd_removes.append((order, action))
-            else:
-                others.append((order, s, line_number, action))
     if odd_adds:
         adds.append(_python_file_actions(odd_adds, "add", ADD_FIELDS))
     if odd_removes:

@@ -26,7 +26,7 @@ DV_ID = "dv_unique_id"
 class ReplayResult:
     protocol: Protocol | None
     metadata: Metadata | None
-    adds: pa.Table  # live adds, ADD_FIELDS + dv_unique_id, sorted by path
+    adds: pa.Table  # live adds, ADD_FIELDS + dv_unique_id, in replay order
     removes: pa.Table  # tombstones (all, or only unexpired when a cutoff was given)
     txns: dict[str, Txn]
     domains: dict[str, DomainMetadata]  # latest per domain, tombstones (removed=True) included
@@ -179,7 +179,6 @@ def replay_actions(
     adds = pa.concat_tables([p.adds for p in parts])
     removes = pa.concat_tables([p.removes for p in parts])
     adds, removes = reconcile_file_actions(adds, removes, tombstone_cutoff_ms)
-    adds = adds.take(pc.sort_indices(adds, [("path", "ascending"), (ORDER, "ascending")]))
     return ReplayResult(
         protocol=protocol,
         metadata=metadata,

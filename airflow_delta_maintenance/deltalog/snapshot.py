@@ -28,7 +28,7 @@ __all__ = ["Snapshot", "load_snapshot"]
 class Snapshot:
     """State of a table at ``version``.
 
-    ``files`` holds the live ``add`` actions (one row per ``(path, dv_unique_id)``, sorted by path);
+    ``files`` holds the live ``add`` actions (one row per ``(path, dv_unique_id)``, in replay order);
     ``tombstones`` the ``remove`` actions not yet expired at ``now_ms``. ``commit_timestamps`` maps
     each version whose commit was read to its timestamp: the in-commit timestamp where enabled, the
     commit file's modification time otherwise (for catalog commits, the catalog's timestamp).
@@ -74,7 +74,8 @@ class Snapshot:
 
     def file_list(self) -> list[dict[str, Any]]:
         """Active files as ``{"path", "size"}`` sorted by path (for display, not for hot paths)."""
-        return [{"path": p, "size": s} for p, s in zip(self.files.column("path").to_pylist(), self.files.column("size").to_pylist())]
+        ordered = self.files.select(["path", "size"]).sort_by("path")
+        return ordered.to_pylist()
 
     def active_file_keys(self) -> set[tuple[str, str | None]]:
         return set(zip(self.files.column("path").to_pylist(), self.files.column("dv_unique_id").to_pylist()))
