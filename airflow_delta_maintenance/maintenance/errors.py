@@ -1,0 +1,27 @@
+"""Errors of the maintenance use cases; each names the table, version and file it is about."""
+
+from __future__ import annotations
+
+from ..deltalog.errors import DeltaLogError
+
+__all__ = ["MaintenanceError", "PublishForkError", "StagedCommitError"]
+
+
+class MaintenanceError(DeltaLogError):
+    """Base class of maintenance failures."""
+
+    def __init__(self, message: str, *, version: int | None = None, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.version = version
+
+
+class PublishForkError(MaintenanceError):
+    """``<v>.json`` exists with bytes different from the ratified commit: the table has forked.
+
+    Nothing further is published and nothing is reported to the coordinator.
+    """
+
+
+class StagedCommitError(MaintenanceError):
+    """A ratified commit cannot be published as it is: its staged file is missing, is not NDJSON,
+    has the wrong name, or its in-commit timestamp differs from the coordinator's."""
