@@ -1,0 +1,167 @@
+"""Log compaction files ``<x>.<y>.compacted.json`` (PROTOCOL "Log Compaction Files", delta PR #7080).
+
+A compaction is a patch over the state before ``x``, not a snapshot: it keeps every tombstone
+whatever its age (removes, ``domainMetadata`` with ``removed=true``) and every txn, or a reader
+substituting it for the commits could resurrect older state. It never holds ``commitInfo``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
+from .listing import LogSegmentFiles, list_log_files
+from .log_segment import LogSegment
+from .paths import compaction_name
+from .reader import ORDER
+from .replay import DV_ID, replay_actions
+from .storage import LogStore
+
+__all__ = ["CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
+
+
+@dataclass(frozen=True)
+class CompactionWindow:
+    start: int
+    end: int
+    size_bytes: int
+    skip_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    table_uri: str
+    start: int
+    end: int
+    file: str
+    existed: bool = False
+    num_actions: int = 0
+    size_in_bytes: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan_compaction_windows(
+    files: LogSegmentFiles,
+    interval: int,
+    *,
+    published_version: int | None = None,
+    max_window_bytes: int = 0,
+) -> list[CompactionWindow]:
+    """Aligned windows as in PR #7080: each ends on a multiple of ``interval`` and starts after the
+    last checkpoint before it; windows already written, ending on a checkpoint, shorter than two
+    versions, or over ``max_window_bytes`` of commits (> 0 enables the guard) are listed with a
+    skip reason. Only published versions are considered."""
+    if interval < 2:
+        raise ValueError(f"compaction interval must be >= 2, got {interval}")
+    commits = {c.version: c for c in files.commits}
+    latest = files.latest_commit_version if published_version is None else min(published_version, files.latest_commit_version)
+    checkpoint_versions = sorted({g.version for g in files.complete_checkpoints()})
+    existing = {(c.version, c.end_version) for c in files.compactions}
+    out = []
+    for end in range(interval, latest + 1, interval):
+        last_cp = max((v for v in checkpoint_versions if v < end), default=-1)
+        start = max(end - interval + 1, last_cp + 1)
+        if end in checkpoint_versions:
+            continue  # a checkpoint already serves readers at this version
+        if end <= start or last_cp >= end:
+            continue
+        if any(v not in commits for v in range(start, end + 1)):
+            continue  # commits already cleaned up, or not published
+        size = sum(commits[v].size for v in range(start, end + 1))
+        reason = None
+        if (start, end) in existing:
+            reason = "exists"
+        elif max_window_bytes > 0 and size > max_window_bytes:
+            reason = "windowTooLarge"
+        out.append(CompactionWindow(start, end, size, reason))
+    return out
+
+
+def _clean(value: Any) -> Any:
+    """Arrow ``to_pylist`` values → protocol JSON: maps back to objects, nulls dropped from structs."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list) and value and all(isinstance(x, tuple) and len(x) == 2 for x in value):
+        return {k: v for k, v in value}
+    return value
+
+
+def _file_action_lines(table: pa.Table, key: str) -> list[str]:
+    rows = table.drop_columns([ORDER, DV_ID]).sort_by("path").to_pylist()
+    lines = []
+    for row in rows:
+        body = _clean(row)
+        for m in ("partitionValues", "tags"):
+            if isinstance(row.get(m), list):
+                body[m] = {k: v for k, v in row[m]}  # keep null partition values and empty maps
+        lines.append(json.dumps({key: body}, separators=(",", ":")))
+    return lines
+
+
+def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> list[str]:
+    """The NDJSON lines of the compaction of published commits ``[start, end]``."""
+    commits = {c.version: c for c in files.commits}
+    missing = [v for v in range(start, end + 1) if v not in commits]
+    if missing:
+        raise MissingCommitError(
+            f"{store.uri}: cannot compact [{start}, {end}]: {missing[0]:020d}.json is not published",
+            version=missing[0],
+            path=f"{missing[0]:020d}.json",
+        )
+    segment = LogSegment(
+        version=end,
+        checkpoint=None,
+        deltas=tuple(commits[v] for v in range(start, end + 1)),
+        latest_version=end,
+        published_version=end,
+        files=files,
+    )
+    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False)
+    lines = []
+    if result.protocol is not None:
+        lines.append(json.dumps({"protocol": result.protocol.to_dict()}, separators=(",", ":")))
+    if result.metadata is not None:
+        lines.append(json.dumps({"metaData": result.metadata.to_dict()}, separators=(",", ":")))
+    for txn in sorted(result.txns.values(), key=lambda t: t.app_id):
+        lines.append(json.dumps({"txn": txn.to_dict()}, separators=(",", ":")))
+    for dm in sorted(result.domains.values(), key=lambda d: d.domain):  # tombstones included
+        lines.append(json.dumps({"domainMetadata": dm.to_dict()}, separators=(",", ":")))
+    lines += _file_action_lines(result.adds, "add")
+    lines += _file_action_lines(result.removes, "remove")
+    return lines
+
+
+def write_compaction(
+    store: LogStore,
+    start: int,
+    end: int,
+    *,
+    files: LogSegmentFiles | None = None,
+    published_version: int | None = None,
+) -> CompactionResult:
+    """Write ``<start>.<end>.compacted.json`` create-if-absent; an existing one is a no-op."""
+    started = time.monotonic()
+    name = compaction_name(start, end)
+    files = files if files is not None else list_log_files(store)
+    if published_version is not None and end > published_version:
+        raise UnpublishedVersionError(
+            f"{store.uri}: cannot compact [{start}, {end}]: versions above {published_version} are not published",
+            version=published_version + 1,
+        )
+    if any(c.version == start and c.end_version == end for c in files.compactions):
+        return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
+    lines = compaction_actions(store, files, start, end)
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    try:
+        store.put_if_absent(name, data)
+    except LogFileExistsError:
+        return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
+    return CompactionResult(store.uri, start, end, name, False, len(lines), len(data), round(time.monotonic() - started, 6))
