@@ -31,7 +31,7 @@ from .errors import InvalidTablePropertyError, LogFileExistsError, UnpublishedVe
 from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit
-from .paths import LAST_CHECKPOINT, SIDECAR_DIR, classic_checkpoint_name, uuid_checkpoint_name
+from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
 from .schema import partition_values_type, stats_parse_plan
 from .snapshot import Snapshot
 from .storage import LogStore
@@ -294,8 +294,13 @@ def write_checkpoint(
     *,
     sidecar_max_actions: int = 1_000_000,
     files: LogSegmentFiles | None = None,
+    classic_name: bool = False,
 ) -> CheckpointResult:
-    """Write the checkpoint of ``snapshot.version`` (must be published); idempotent."""
+    """Write the checkpoint of ``snapshot.version`` (must be published); idempotent.
+
+    ``classic_name`` forces a classic-named (V2 when the table has v2Checkpoint) checkpoint, which
+    cleanup leaves behind so that old clients can read the protocol and fail cleanly.
+    """
     started = time.monotonic()
     files = files if files is not None else list_log_files(store)
     v = snapshot.version
@@ -309,9 +314,13 @@ def write_checkpoint(
             features=["checkpointProtection"],
         )
     v2 = snapshot.protocol.has_writer_feature("v2Checkpoint") and snapshot.protocol.has_reader_feature("v2Checkpoint")
-    uuid_named = v2 and props.checkpoint_policy == "v2"
+    uuid_named = v2 and props.checkpoint_policy == "v2" and not classic_name
     kind = "uuid-v2" if uuid_named else ("classic-v2" if v2 else "classic")
-    existing = [g for g in files.complete_checkpoints() if g.version == v]
+    existing = [
+        g
+        for g in files.complete_checkpoints()
+        if g.version == v and (not classic_name or g.files[0].type is not LogFileType.CHECKPOINT_UUID)
+    ]
     if existing:
         group = existing[-1]
         hint = LastCheckpointHint(version=v, size=_rows(store, group.files), size_in_bytes=group.size_in_bytes,

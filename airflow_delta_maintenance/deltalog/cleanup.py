@@ -1,0 +1,238 @@
+"""Metadata cleanup: the protocol's algorithm (PROTOCOL "Metadata Cleanup"), as a plan, then an execution.
+
+1. ``cutoff`` = UTC midnight of ``now - delta.logRetentionDuration``.
+2. ``cutOffCommit`` = newest commit with timestamp ≤ cutoff: in-commit timestamps for ICT-era
+   versions (monotonic, found by binary search), monotonically adjusted file mtimes before them.
+3. ``cutOffCheckpoint`` = newest complete checkpoint ≤ ``cutOffCommit`` (and ≤ the
+   ``_last_checkpoint`` version when that hint is readable). None → delete nothing.
+4. Delete commits, checkpoints and ``.crc`` files below it, compactions starting at or below it,
+   published staged commits at or below it, then sidecars no remaining checkpoint references and
+   older than a day. Commits go before checkpoints (checkpointProtection rule d).
+
+Gates that skip with a reason: ``delta.enableExpiredLogCleanup=false``; catalog-managed tables
+unless the caller says the catalog permits it; ``checkpointProtection`` with a protected version.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from .errors import DeltaLogError
+from .features import is_catalog_managed
+from .last_checkpoint import parse_last_checkpoint
+from .listing import LogSegmentFiles, list_log_files
+from .paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
+from .replay import in_commit_timestamp
+from .snapshot import Snapshot
+from .storage import LogStore
+from .table_properties import DAY_MS
+
+__all__ = ["CleanupPlan", "CleanupResult", "plan_log_cleanup", "execute_cleanup", "utc_midnight", "adjusted_commit_timestamps"]
+
+
+def utc_midnight(ms: int) -> int:
+    return ms - ms % DAY_MS
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    table_uri: str
+    now_ms: int
+    retention_ms: int
+    cutoff_timestamp: int
+    cutoff_commit: int | None = None
+    cutoff_checkpoint: int | None = None
+    skip_reason: str | None = None
+    deletions: tuple[str, ...] = ()  # in execution order, names relative to _delta_log
+    bytes: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    needs_compat_checkpoint: bool = False
+
+    @property
+    def skipped(self) -> bool:
+        return self.skip_reason is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["deletions"] = len(self.deletions)
+        out["first_deleted"] = self.deletions[0] if self.deletions else None
+        out["last_deleted"] = self.deletions[-1] if self.deletions else None
+        return out
+
+
+@dataclass(frozen=True)
+class CleanupResult:
+    plan: CleanupPlan
+    dry_run: bool
+    deleted: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.plan.to_dict()
+        out.update(dry_run=self.dry_run, deleted=self.deleted, seconds=self.seconds)
+        return out
+
+
+def adjusted_commit_timestamps(commits: Sequence[ParsedLogPath]) -> dict[int, int]:
+    """File mtimes made strictly increasing with the version (delta-spark's BufferingLogDeletionIterator)."""
+    out: dict[int, int] = {}
+    previous = None
+    for c in commits:
+        ts = c.modification_time if previous is None or c.modification_time > previous else previous + 1
+        out[c.version] = ts
+        previous = ts
+    return out
+
+
+def _ict(store: LogStore, commit: ParsedLogPath) -> int:
+    first = store.read(commit.name).split(b"\n", 1)[0]
+    try:
+        ict = in_commit_timestamp(json.loads(first).get("commitInfo"))
+    except (ValueError, AttributeError):
+        ict = None
+    if ict is None:
+        raise DeltaLogError(f"{store.display(commit.name)}: in-commit timestamps are enabled but the first action has none", path=commit.name)
+    return ict
+
+
+def _cutoff_commit(store: LogStore, commits: Sequence[ParsedLogPath], cutoff: int, ict_from: int | None) -> int | None:
+    """Newest commit version whose timestamp ≤ cutoff."""
+    if not commits:
+        return None
+    pre = [c for c in commits if ict_from is None or c.version < ict_from]
+    ict_era = [c for c in commits if ict_from is not None and c.version >= ict_from]
+    if ict_era:
+        # ICT is strictly increasing: binary search reads O(log n) first lines.
+        lo, hi, best = 0, len(ict_era) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if _ict(store, ict_era[mid]) <= cutoff:
+                best, lo = ict_era[mid].version, mid + 1
+            else:
+                hi = mid - 1
+        if best is not None:
+            return best
+    adjusted = adjusted_commit_timestamps(pre)
+    eligible = [v for v, ts in adjusted.items() if ts <= cutoff]
+    return max(eligible) if eligible else None
+
+
+def _referenced_sidecars(store: LogStore, checkpoints: Sequence[ParsedLogPath]) -> set[str]:
+    names: set[str] = set()
+    for c in checkpoints:
+        if c.type is LogFileType.CHECKPOINT_MULTIPART:
+            continue  # V1 only: never references sidecars
+        data = store.read(c.name)
+        if c.extension == "json":
+            for line in data.split(b"\n"):
+                if line.strip():
+                    action = json.loads(line)
+                    if "sidecar" in action:
+                        names.add(action["sidecar"]["path"].rsplit("/", 1)[-1])
+            continue
+        pf = pq.ParquetFile(io.BytesIO(data))
+        if "sidecar" in pf.schema_arrow.names:
+            column = pf.read(columns=["sidecar"]).column("sidecar")
+            names.update(s["path"].rsplit("/", 1)[-1] for s in column.to_pylist() if s)
+    return names
+
+
+def plan_log_cleanup(
+    store: LogStore,
+    snapshot: Snapshot,
+    *,
+    now_ms: int | None = None,
+    retention_ms: int | None = None,
+    catalog_permits_cleanup: bool = False,
+    latest_published_version: int | None = None,
+    files: LogSegmentFiles | None = None,
+) -> CleanupPlan:
+    """Plan (never delete) the cleanup of ``_delta_log`` for the latest ``snapshot`` of the table."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    props = snapshot.properties
+    retention = props.log_retention_ms if retention_ms is None else retention_ms
+    cutoff = utc_midnight(now - retention)
+    base = dict(table_uri=store.uri, now_ms=now, retention_ms=retention, cutoff_timestamp=cutoff)
+    if not props.enable_expired_log_cleanup:
+        return CleanupPlan(**base, skip_reason="delta.enableExpiredLogCleanup is false")
+    if is_catalog_managed(snapshot.protocol) and not catalog_permits_cleanup:
+        return CleanupPlan(**base, skip_reason="catalog-managed table: metadata cleanup needs the catalog's explicit permission")
+    if snapshot.protocol.has_writer_feature("checkpointProtection") and props.checkpoint_protection_version > 0:
+        return CleanupPlan(
+            **base,
+            skip_reason=f"checkpointProtection: delta.requireCheckpointProtectionBeforeVersion={props.checkpoint_protection_version}",
+        )
+
+    files = files if files is not None else list_log_files(store)
+    ict_from = (props.ict_enablement_version or 0) if snapshot.in_commit_timestamps_enabled else None
+    cutoff_commit = _cutoff_commit(store, files.commits, cutoff, ict_from)
+    if cutoff_commit is None:
+        return CleanupPlan(**base, skip_reason="no commit is older than the retention cutoff")
+    limit = cutoff_commit
+    try:
+        hint = parse_last_checkpoint(store.read(LAST_CHECKPOINT))
+    except FileNotFoundError:
+        hint = None
+    if hint is not None:
+        limit = min(limit, hint.version)
+    candidates = [g for g in files.complete_checkpoints() if g.version <= limit]
+    if not candidates:
+        return CleanupPlan(**base, cutoff_commit=cutoff_commit, skip_reason="no complete checkpoint at or before the cutoff commit")
+    anchor = candidates[-1]
+    cp = anchor.version
+    anchor_has_classic = any(g.version == cp and g.files[0].type is not LogFileType.CHECKPOINT_UUID for g in candidates)
+
+    published = files.latest_commit_version if latest_published_version is None else latest_published_version
+    commits = [c for c in files.commits if c.version < cp]
+    checkpoints = [c for c in files.checkpoints if c.version < cp]
+    crcs = [c for c in files.crcs if c.version < cp]
+    compactions = [c for c in files.compactions if c.version <= cp]
+    staged = [
+        s
+        for d in (STAGED_DIR, LEGACY_STAGED_DIR)
+        for s in store.list_log(d)
+        if s.type is LogFileType.STAGED_COMMIT and s.version <= cp and s.version <= published
+    ]
+    remaining = [c for c in files.checkpoints if c.version >= cp]
+    referenced = _referenced_sidecars(store, remaining)
+    sidecar_cutoff = utc_midnight(now) - DAY_MS
+    sidecars = [
+        s for s in store.list_log(SIDECAR_DIR) if s.filename not in referenced and s.modification_time < sidecar_cutoff
+    ]
+    ordered = [*commits, *checkpoints, *crcs, *compactions, *staged, *sidecars]
+    counts = {
+        "commits": len(commits),
+        "checkpoints": len(checkpoints),
+        "crcs": len(crcs),
+        "compactions": len(compactions),
+        "staged_commits": len(staged),
+        "sidecars": len(sidecars),
+    }
+    return CleanupPlan(
+        **base,
+        cutoff_commit=cutoff_commit,
+        cutoff_checkpoint=cp,
+        deletions=tuple(p.name for p in ordered),
+        bytes=sum(p.size for p in ordered),
+        counts=counts,
+        needs_compat_checkpoint=bool(checkpoints) and not anchor_has_classic,
+    )
+
+
+def execute_cleanup(store: LogStore, plan: CleanupPlan, *, dry_run: bool = True) -> CleanupResult:
+    """Delete the planned files in order (commits first); a file already gone is fine."""
+    started = time.monotonic()
+    if dry_run or plan.skipped:
+        return CleanupResult(plan, dry_run=dry_run, seconds=round(time.monotonic() - started, 6))
+    deleted = 0
+    for name in plan.deletions:
+        store.delete(name)
+        deleted += 1
+    return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
