@@ -1,0 +1,55 @@
+"""Metadata cleanup use case: dry run by default, retention never shorter than the table's by accident."""
+
+from __future__ import annotations
+
+from ..deltalog.checkpoint_writer import write_checkpoint
+from ..deltalog.cleanup import CleanupResult, execute_cleanup, plan_log_cleanup
+from ..deltalog.listing import list_log_files
+from ..deltalog.snapshot import load_snapshot
+from ..deltalog.storage import LogStore
+from .errors import MaintenanceError
+
+__all__ = ["RetentionTooShortError", "run_metadata_cleanup"]
+
+
+class RetentionTooShortError(MaintenanceError):
+    """A retention shorter than the table's ``delta.logRetentionDuration`` needs an explicit override."""
+
+
+def run_metadata_cleanup(
+    store: LogStore,
+    *,
+    dry_run: bool = True,
+    retention_ms: int | None = None,
+    allow_shorter_retention: bool = False,
+    catalog_permits_cleanup: bool = False,
+    published_version: int | None = None,
+    now_ms: int | None = None,
+) -> CleanupResult:
+    """Plan the cleanup of the latest published snapshot and, unless ``dry_run``, execute it.
+
+    When the anchor checkpoint is UUID-named only, a classic-named V2 checkpoint is written at the
+    same version first (as delta-spark does), so old clients can still read the protocol.
+    """
+    files = list_log_files(store)
+    version = files.latest_commit_version if published_version is None else min(published_version, files.latest_commit_version)
+    snapshot = load_snapshot(store, version, files=files, now_ms=now_ms)
+    table_retention = snapshot.properties.log_retention_ms
+    if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
+        raise RetentionTooShortError(
+            f"{store.uri}: retention {retention_ms} ms is shorter than the table's delta.logRetentionDuration "
+            f"({table_retention} ms); pass allow_shorter_retention to override"
+        )
+    plan = plan_log_cleanup(
+        store,
+        snapshot,
+        now_ms=snapshot.now_ms,
+        retention_ms=retention_ms,
+        catalog_permits_cleanup=catalog_permits_cleanup,
+        latest_published_version=version,
+        files=files,
+    )
+    if not dry_run and plan.needs_compat_checkpoint and plan.cutoff_checkpoint is not None:
+        anchor = load_snapshot(store, plan.cutoff_checkpoint, files=files, now_ms=snapshot.now_ms)
+        write_checkpoint(store, anchor, files=files, classic_name=True)
+    return execute_cleanup(store, plan, dry_run=dry_run)
