@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timezone
 from typing import Any
 
+from ..deltalog.compaction import write_compaction
 from ..deltalog.listing import list_log_files
 from ..deltalog.storage import open_table_storage
 from ..deltalog.table_properties import DAY_MS
@@ -24,43 +26,42 @@ def register(sub: Any) -> None:
     c = sub.add_parser("checkpoint", help="write a checkpoint at the latest published version when due")
     _table(c)
     c.add_argument("--version", type=int, default=None, help="published version (default: latest published)")
-    c.add_argument("--interval", type=int, default=None, help="commits between checkpoints (default: delta.checkpointInterval)")
-    c.add_argument("--force", action="store_true", help="write even if not due by policy")
+    c.add_argument("--interval", type=int, default=None, help="write only when this many commits follow the last checkpoint")
     c.add_argument("--engine", choices=["local"], default="local", help="local (single node)")
     c.set_defaults(handler=lambda a: run_guarded(lambda: _checkpoint(a)))
 
-    k = sub.add_parser("compact-log", help="write aligned log compaction files over published versions")
+    k = sub.add_parser("compact-log", help="write a log compaction file [start, end], or aligned windows")
     _table(k)
-    k.add_argument("--interval", type=int, default=10, help="window length; windows end on multiples of it")
+    k.add_argument("--start", type=int, default=None, help="first version of the window")
+    k.add_argument("--end", type=int, default=None, help="last version of the window (> start)")
+    k.add_argument("--interval", type=int, default=10, help="without --start/--end: aligned windows ending on multiples of it")
     k.add_argument("--max-window-bytes", type=int, default=0, help="skip windows with more commit bytes (0: no guard)")
     k.set_defaults(handler=lambda a: run_guarded(lambda: _compact(a)))
 
     d = sub.add_parser("cleanup", help="plan (default) or run retention-gated metadata cleanup")
     _table(d)
-    d.add_argument("--delete", action="store_true", help="delete the planned files (default: dry run)")
+    d.add_argument("--execute", action="store_true", help="delete the planned files (default: dry run)")
+    d.add_argument("--now", default=None, metavar="ISO8601", help="the clock to plan with (default: now)")
     d.add_argument("--retention-days", type=float, default=None, help="default: delta.logRetentionDuration")
     d.add_argument("--allow-shorter-retention", action="store_true", help="accept a retention below the table's own")
-    d.add_argument("--catalog-permits-cleanup", action="store_true", help="the table's catalog allows metadata cleanup")
+    d.add_argument("--allow-catalog-managed", action="store_true", help="the table's catalog permits metadata cleanup")
     d.set_defaults(handler=lambda a: run_guarded(lambda: _cleanup(a)))
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
     store = open_table_storage(args.table_uri, storage_options(args))
     files = list_log_files(store)
-    interval = args.interval
-    if interval is None:
-        from ..deltalog.snapshot import load_snapshot
-
-        interval = load_snapshot(store, args.version, files=files).properties.checkpoint_interval
-    decision = decide_checkpoint(files, interval=interval, version=args.version, force=args.force)
-    out: dict[str, Any] = {"decision": decision.to_dict(), "checkpoint": None}
-    if decision.due:
-        out["checkpoint"] = run_local_checkpoint(store, decision.version, files=files).to_dict()
+    decision = decide_checkpoint(files, interval=args.interval or 1, version=args.version, force=args.interval is None)
+    out: dict[str, Any] = {"decision": decision.to_dict(), "checkpoint_version": decision.version, "written": False,
+                           "files": [], "num_actions": 0, "num_add_files": 0, "size_bytes": 0}
+    if decision.due or decision.last_checkpoint_version == decision.version:
+        r = run_local_checkpoint(store, decision.version, files=files)
+        out.update(kind=r.kind, written=not r.existed, existed=r.existed, files=r.files, num_actions=r.num_actions,
+                   num_add_files=r.num_add_files, size_bytes=r.size_in_bytes, stats_parsed=r.stats_parsed)
     if args.json:
         emit_json(out)
-    elif out["checkpoint"]:
-        r = out["checkpoint"]
-        print(f"{store.uri}: wrote {r['kind']} checkpoint at {r['version']} ({r['num_actions']} actions, {r['size_in_bytes']} bytes)")
+    elif out["written"]:
+        print(f"{store.uri}: wrote {out['kind']} checkpoint at {out['checkpoint_version']} ({out['num_actions']} actions, {out['size_bytes']} bytes)")
     else:
         print(f"{store.uri}: no checkpoint written: {decision.reason}")
     return 0
@@ -68,6 +69,17 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 def _compact(args: argparse.Namespace) -> int:
     store = open_table_storage(args.table_uri, storage_options(args))
+    if (args.start is None) != (args.end is None):
+        raise ValueError("--start and --end go together")
+    if args.start is not None:
+        r = write_compaction(store, args.start, args.end)
+        out: dict[str, Any] = {"start_version": r.start, "end_version": r.end, "path": r.file, "created": not r.existed,
+                               "num_actions": r.num_actions, "size_bytes": r.size_in_bytes}
+        if args.json:
+            emit_json(out)
+        else:
+            print(f"{store.uri}: {'wrote' if out['created'] else 'already had'} {r.file}")
+        return 0
     result = run_log_compaction(store, interval=args.interval, max_window_bytes=args.max_window_bytes)
     if args.json:
         emit_json(result.to_dict())
@@ -83,12 +95,17 @@ def _compact(args: argparse.Namespace) -> int:
 def _cleanup(args: argparse.Namespace) -> int:
     store = open_table_storage(args.table_uri, storage_options(args))
     retention = None if args.retention_days is None else int(args.retention_days * DAY_MS)
+    now_ms = None
+    if args.now is not None:
+        now = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
+        now_ms = int((now if now.tzinfo else now.replace(tzinfo=timezone.utc)).timestamp() * 1000)
     result = run_metadata_cleanup(
         store,
-        dry_run=not args.delete,
+        dry_run=not args.execute,
         retention_ms=retention,
         allow_shorter_retention=args.allow_shorter_retention,
-        catalog_permits_cleanup=args.catalog_permits_cleanup,
+        catalog_permits_cleanup=args.allow_catalog_managed,
+        now_ms=now_ms,
     )
     if args.json:
         emit_json(result.to_dict())
@@ -102,4 +119,6 @@ def _cleanup(args: argparse.Namespace) -> int:
         f"{store.uri}: cutoff {p.cutoff_timestamp} → commit {p.cutoff_commit}, anchor checkpoint {p.cutoff_checkpoint}; "
         f"{verb} {len(p.deletions)} file(s), {p.bytes} bytes: " + ", ".join(f"{k}={v}" for k, v in p.counts.items())
     )
+    for d in p.deletions:
+        print(f"  {d.kind:<20} {d.size:>10}  {d.path}")
     return 0

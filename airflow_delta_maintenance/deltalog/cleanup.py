@@ -34,11 +34,18 @@ from .snapshot import Snapshot
 from .storage import LogStore
 from .table_properties import DAY_MS
 
-__all__ = ["CleanupPlan", "CleanupResult", "plan_log_cleanup", "execute_cleanup", "utc_midnight", "adjusted_commit_timestamps"]
+__all__ = ["Deletion", "PlanChangedError", "CleanupPlan", "CleanupResult", "plan_log_cleanup", "execute_cleanup", "utc_midnight", "adjusted_commit_timestamps"]
 
 
 def utc_midnight(ms: int) -> int:
     return ms - ms % DAY_MS
+
+
+@dataclass(frozen=True)
+class Deletion:
+    path: str  # relative to _delta_log
+    kind: str  # LogFileType value: commit, checkpoint_classic, crc, compaction, staged_commit, sidecar, ...
+    size: int
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ class CleanupPlan:
     cutoff_commit: int | None = None
     cutoff_checkpoint: int | None = None
     skip_reason: str | None = None
-    deletions: tuple[str, ...] = ()  # in execution order, names relative to _delta_log
+    deletions: tuple[Deletion, ...] = ()  # in execution order
     bytes: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     needs_compat_checkpoint: bool = False
@@ -59,12 +66,24 @@ class CleanupPlan:
     def skipped(self) -> bool:
         return self.skip_reason is not None
 
+    @property
+    def paths(self) -> list[str]:
+        return [d.path for d in self.deletions]
+
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["deletions"] = len(self.deletions)
-        out["first_deleted"] = self.deletions[0] if self.deletions else None
-        out["last_deleted"] = self.deletions[-1] if self.deletions else None
-        return out
+        return {
+            "table_uri": self.table_uri,
+            "now_ms": self.now_ms,
+            "retention_ms": self.retention_ms,
+            "cutoff_timestamp": self.cutoff_timestamp,
+            "cutoff_commit_version": self.cutoff_commit,
+            "cutoff_checkpoint_version": self.cutoff_checkpoint,
+            "skipped_reason": self.skip_reason,
+            "delete": [asdict(d) for d in self.deletions],
+            "delete_bytes": self.bytes,
+            "counts": dict(self.counts),
+            "needs_compat_checkpoint": self.needs_compat_checkpoint,
+        }
 
 
 @dataclass(frozen=True)
@@ -76,7 +95,7 @@ class CleanupResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = self.plan.to_dict()
-        out.update(dry_run=self.dry_run, deleted=self.deleted, seconds=self.seconds)
+        out.update(executed=not self.dry_run and not self.plan.skipped, dry_run=self.dry_run, deleted=self.deleted, seconds=self.seconds)
         return out
 
 
@@ -219,20 +238,40 @@ def plan_log_cleanup(
         **base,
         cutoff_commit=cutoff_commit,
         cutoff_checkpoint=cp,
-        deletions=tuple(p.name for p in ordered),
+        deletions=tuple(Deletion(p.name, p.type.value, p.size) for p in ordered),
         bytes=sum(p.size for p in ordered),
         counts=counts,
         needs_compat_checkpoint=bool(checkpoints) and not anchor_has_classic,
     )
 
 
-def execute_cleanup(store: LogStore, plan: CleanupPlan, *, dry_run: bool = True) -> CleanupResult:
-    """Delete the planned files in order (commits first); a file already gone is fine."""
+class PlanChangedError(DeltaLogError):
+    """The log changed between planning and execution in a way that invalidates the plan."""
+
+
+def execute_cleanup(
+    store: LogStore, plan: CleanupPlan, *, dry_run: bool = True, fresh_plan: CleanupPlan | None = None
+) -> CleanupResult:
+    """Delete the planned files in order (commits first); a file already gone is fine.
+
+    ``fresh_plan`` is the same plan recomputed from a new listing just before deleting: it must
+    keep the same anchor checkpoint, and only files in both plans are deleted.
+    """
     started = time.monotonic()
     if dry_run or plan.skipped:
         return CleanupResult(plan, dry_run=dry_run, seconds=round(time.monotonic() - started, 6))
+    allowed = set(plan.paths)
+    if fresh_plan is not None:
+        if fresh_plan.skipped or fresh_plan.cutoff_checkpoint != plan.cutoff_checkpoint:
+            raise PlanChangedError(
+                f"{store.uri}: the cleanup plan no longer holds (anchor checkpoint {plan.cutoff_checkpoint} → "
+                f"{fresh_plan.cutoff_checkpoint}, {fresh_plan.skip_reason or 'not skipped'}); nothing was deleted",
+                path=store.log_dir,
+            )
+        allowed &= set(fresh_plan.paths)
     deleted = 0
-    for name in plan.deletions:
-        store.delete(name)
-        deleted += 1
+    for d in plan.deletions:
+        if d.path in allowed:
+            store.delete(d.path)
+            deleted += 1
     return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..deltalog.checkpoint_writer import write_checkpoint
-from ..deltalog.cleanup import CleanupResult, execute_cleanup, plan_log_cleanup
-from ..deltalog.listing import list_log_files
+from ..deltalog.cleanup import CleanupPlan, CleanupResult, execute_cleanup, plan_log_cleanup
+from ..deltalog.listing import LogSegmentFiles, list_log_files
 from ..deltalog.snapshot import load_snapshot
 from ..deltalog.storage import LogStore
 from .errors import MaintenanceError
@@ -40,16 +40,22 @@ def run_metadata_cleanup(
             f"{store.uri}: retention {retention_ms} ms is shorter than the table's delta.logRetentionDuration "
             f"({table_retention} ms); pass allow_shorter_retention to override"
         )
-    plan = plan_log_cleanup(
-        store,
-        snapshot,
-        now_ms=snapshot.now_ms,
-        retention_ms=retention_ms,
-        catalog_permits_cleanup=catalog_permits_cleanup,
-        latest_published_version=version,
-        files=files,
-    )
-    if not dry_run and plan.needs_compat_checkpoint and plan.cutoff_checkpoint is not None:
+    def make_plan(listing: LogSegmentFiles) -> CleanupPlan:
+        return plan_log_cleanup(
+            store,
+            snapshot,
+            now_ms=snapshot.now_ms,
+            retention_ms=retention_ms,
+            catalog_permits_cleanup=catalog_permits_cleanup,
+            latest_published_version=version,
+            files=listing,
+        )
+
+    plan = make_plan(files)
+    if dry_run or plan.skipped:
+        return execute_cleanup(store, plan, dry_run=dry_run)
+    if plan.needs_compat_checkpoint and plan.cutoff_checkpoint is not None:
         anchor = load_snapshot(store, plan.cutoff_checkpoint, files=files, now_ms=snapshot.now_ms)
         write_checkpoint(store, anchor, files=files, classic_name=True)
-    return execute_cleanup(store, plan, dry_run=dry_run)
+    # Re-validate against a fresh listing right before deleting (a writer or cleaner may have run).
+    return execute_cleanup(store, plan, dry_run=False, fresh_plan=make_plan(list_log_files(store)))

@@ -48,7 +48,7 @@ def plan(**kw):
 def test_cleanup_never_deletes_without_an_anchor_checkpoint(log: LogBuilder) -> None:
     daily_log(log, 30)
     _, p = plan()
-    assert p.skip_reason == "no complete checkpoint at or before the cutoff commit" and p.deletions == ()
+    assert p.skip_reason == "no complete checkpoint at or before the cutoff commit" and p.paths == []
 
 
 def test_protocol_algorithm_keeps_the_cutoff_checkpoint_and_its_commit(log: LogBuilder) -> None:
@@ -64,13 +64,13 @@ def test_protocol_algorithm_keeps_the_cutoff_checkpoint_and_its_commit(log: LogB
     # cutoff = midnight of NOW - 10 days; version 20 is exactly 10 days old at 15:00 → after the cutoff
     assert p.cutoff_timestamp == utc_midnight(NOW - 10 * DAY)
     assert p.cutoff_commit == 19 and p.cutoff_checkpoint == 15
-    deleted = set(p.deletions)
+    deleted = set(p.paths)
     assert {f"{v:020d}.json" for v in range(15)} <= deleted and f"{15:020d}.json" not in deleted
     assert f"{5:020d}.checkpoint.parquet" in deleted and f"{15:020d}.checkpoint.parquet" not in deleted
     assert "00000000000000000003.crc" in deleted and "00000000000000000015.crc" not in deleted
     assert "00000000000000000001.00000000000000000004.compacted.json" in deleted
     assert "00000000000000000015.00000000000000000018.compacted.json" in deleted  # start <= cutOffCheckpoint
-    kinds = [parse_log_path(n).type.value for n in p.deletions]
+    kinds = [d.kind for d in p.deletions]
     assert kinds.index("checkpoint_classic") > max(i for i, k in enumerate(kinds) if k == "commit")  # commits first
     before = {v: load_snapshot(store, v, now_ms=NOW).active_file_keys() for v in range(15, 30)}
     dry = execute_cleanup(store, p)
@@ -81,7 +81,7 @@ def test_protocol_algorithm_keeps_the_cutoff_checkpoint_and_its_commit(log: LogB
         assert load_snapshot(store, v, now_ms=NOW).active_file_keys() == keys
     # re-running converges: nothing left to delete below the anchor
     _, again = plan()
-    assert again.deletions == () and again.cutoff_checkpoint == 15
+    assert again.paths == [] and again.cutoff_checkpoint == 15
 
 
 def test_buffering_iterator_example_adjusts_mtimes() -> None:
@@ -130,7 +130,7 @@ def test_gates_skip_with_a_reason(log: LogBuilder, conf: dict, proto: dict | Non
     daily_log(log, 30, conf=conf, proto=proto)
     checkpoint_at(log, 15, conf=conf, proto=proto)
     _, p = plan()
-    assert p.skipped and reason in p.skip_reason and p.deletions == ()
+    assert p.skipped and reason in p.skip_reason and p.paths == []
 
 
 def test_catalog_permission_lifts_the_catalog_gate(log: LogBuilder) -> None:
@@ -148,11 +148,11 @@ def test_staged_commits_above_the_published_version_are_never_deleted(log: LogBu
     log.write("_commits/00000000000000000011.b.json", b"{}\n", mtime_ms=NOW - 20 * DAY)
     log.write("_staged_commits/00000000000000000030.c.json", b"{}\n", mtime_ms=NOW - 20 * DAY)
     _, p = plan(latest_published_version=12)
-    assert "_staged_commits/00000000000000000010.a.json" in p.deletions
-    assert "_commits/00000000000000000011.b.json" in p.deletions
-    assert all("00000000000000000030" not in n for n in p.deletions)
+    assert "_staged_commits/00000000000000000010.a.json" in p.paths
+    assert "_commits/00000000000000000011.b.json" in p.paths
+    assert all("00000000000000000030" not in n for n in p.paths)
     _, p = plan(latest_published_version=10)
-    assert "_commits/00000000000000000011.b.json" not in p.deletions
+    assert "_commits/00000000000000000011.b.json" not in p.paths
 
 
 def test_only_unreferenced_old_sidecars_are_deleted(log: LogBuilder) -> None:
@@ -168,5 +168,5 @@ def test_only_unreferenced_old_sidecars_are_deleted(log: LogBuilder) -> None:
     log.set_mtime("_sidecars/orphan-new.parquet", NOW - 1000)  # younger than a day: may belong to a checkpoint in progress
     log.set_mtime("_sidecars/used.parquet", NOW - 3 * DAY)
     _, p = plan()
-    sidecars = [n for n in p.deletions if n.startswith("_sidecars/")]
+    sidecars = [n for n in p.paths if n.startswith("_sidecars/")]
     assert sidecars == ["_sidecars/orphan-old.parquet"]
