@@ -12,14 +12,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import LogSegment
 from .paths import compaction_name
 from .reader import ORDER
-from .replay import DV_ID, replay_actions
+from .replay import replay_actions
 from .storage import LogStore
 
 __all__ = ["CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
@@ -85,29 +85,12 @@ def plan_compaction_windows(
     return out
 
 
-def _clean(value: Any) -> Any:
-    """Arrow ``to_pylist`` values → protocol JSON: maps back to objects, nulls dropped from structs."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list) and value and all(isinstance(x, tuple) and len(x) == 2 for x in value):
-        return {k: v for k, v in value}
-    return value
+def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> bytes:
+    """The NDJSON content of the compaction of published commits ``[start, end]``.
 
-
-def _file_action_lines(table: pa.Table, key: str) -> list[str]:
-    rows = table.drop_columns([ORDER, DV_ID]).sort_by("path").to_pylist()
-    lines = []
-    for row in rows:
-        body = _clean(row)
-        for m in ("partitionValues", "tags"):
-            if isinstance(row.get(m), list):
-                body[m] = {k: v for k, v in row[m]}  # keep null partition values and empty maps
-        lines.append(json.dumps({key: body}, separators=(",", ":")))
-    return lines
-
-
-def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> list[str]:
-    """The NDJSON lines of the compaction of published commits ``[start, end]``."""
+    File actions are the winning lines exactly as the commits wrote them (every field, even ones
+    this library does not know, survives); non-file actions are re-serialised.
+    """
     commits = {c.version: c for c in files.commits}
     missing = [v for v in range(start, end + 1) if v not in commits]
     if missing:
@@ -124,7 +107,7 @@ def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end:
         published_version=end,
         files=files,
     )
-    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False)
+    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True)
     lines = []
     if result.protocol is not None:
         lines.append(json.dumps({"protocol": result.protocol.to_dict()}, separators=(",", ":")))
@@ -134,9 +117,12 @@ def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end:
         lines.append(json.dumps({"txn": txn.to_dict()}, separators=(",", ":")))
     for dm in sorted(result.domains.values(), key=lambda d: d.domain):  # tombstones included
         lines.append(json.dumps({"domainMetadata": dm.to_dict()}, separators=(",", ":")))
-    lines += _file_action_lines(result.adds, "add")
-    lines += _file_action_lines(result.removes, "remove")
-    return lines
+    assert result.deltas is not None
+    head = "".join(line + "\n" for line in lines).encode("utf-8")
+    by_path = [pc.sort_indices(t, [("path", "ascending")]) for t in (result.adds, result.removes)]
+    adds = result.deltas.original_lines(result.adds.column(ORDER).take(by_path[0]), result.delta_base_order)
+    removes = result.deltas.original_lines(result.removes.column(ORDER).take(by_path[1]), result.delta_base_order)
+    return head + adds + removes
 
 
 def write_compaction(
@@ -158,10 +144,10 @@ def write_compaction(
         )
     if any(c.version == start and c.end_version == end for c in files.compactions):
         return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    lines = compaction_actions(store, files, start, end)
-    data = ("\n".join(lines) + "\n").encode("utf-8")
+    data = compaction_actions(store, files, start, end)
     try:
         store.put_if_absent(name, data)
     except LogFileExistsError:
         return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    return CompactionResult(store.uri, start, end, name, False, len(lines), len(data), round(time.monotonic() - started, 6))
+    num_actions = data.count(b"\n")
+    return CompactionResult(store.uri, start, end, name, False, num_actions, len(data), round(time.monotonic() - started, 6))

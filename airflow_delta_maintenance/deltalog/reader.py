@@ -41,6 +41,16 @@ _JSON_SCHEMA = pa.schema(
     ]
 )
 
+# Only what reconciliation needs: the file key and the tombstone time. Everything else is skipped
+# by the JSON reader (users that emit the original lines, like compaction, need nothing more).
+_KEY_FIELDS = ("path", "deletionVector", "deletionTimestamp", "size")
+_JSON_KEYS_SCHEMA = pa.schema(
+    [
+        pa.field("add", pa.struct([f for f in ADD_FIELDS if f.name in _KEY_FIELDS])),
+        pa.field("remove", pa.struct([f for f in REMOVE_FIELDS if f.name in _KEY_FIELDS])),
+    ]
+)
+
 
 def empty_file_actions(fields: Sequence[pa.Field]) -> pa.Table:
     return pa.schema([*fields, pa.field(ORDER, pa.int64())]).empty_table()
@@ -56,6 +66,29 @@ class ParsedActions:
     adds: pa.Table
     removes: pa.Table
     others: list[tuple[int, int, int, dict[str, Any]]] = field(default_factory=list)
+    # NDJSON only: every line as written (with its newline), indexed by ``_order - base_order``;
+    # lines that are not canonical file actions are blank here (their bytes are in ``odd_lines``).
+    lines: pa.LargeBinaryArray | None = None
+    odd_lines: dict[int, bytes] = field(default_factory=dict)
+
+    def original_lines(self, orders: pa.Array, base_order: int = 0) -> bytes:
+        """The original NDJSON bytes of the actions with these ``_order`` values, in that order."""
+        if self.lines is None or len(orders) == 0:
+            return b""
+        if isinstance(orders, pa.ChunkedArray):
+            orders = orders.combine_chunks()
+        index = pc.subtract(orders, pa.scalar(base_order, pa.int64()))
+        taken = self.lines.take(index)
+        out = taken.buffers()[2]
+        offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64)[taken.offset : taken.offset + len(taken) + 1]
+        data = out.to_pybytes()[offsets[0] : offsets[-1]] if out is not None else b""
+        if not self.odd_lines:
+            return data
+        # rare: re-assemble with the saved bytes of lines that were not in canonical form
+        pieces = []
+        for i, o in enumerate(index.to_pylist()):
+            pieces.append(self.odd_lines.get(o) or data[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]])
+        return b"".join(pieces)
 
 
 # ---- conversion helpers ---------------------------------------------------------------------------
@@ -164,7 +197,7 @@ def _starts_with(buf: np.ndarray, starts: np.ndarray, prefix: bytes) -> np.ndarr
     return mask
 
 
-def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> ParsedActions:
+def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0, *, keys_only: bool = False) -> ParsedActions:
     """Parse NDJSON log files given in replay order as ``(display name, bytes)``.
 
     ``_order`` of an action is ``base_order`` plus the global index of its line. All files are
@@ -197,6 +230,7 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> P
     others: list[tuple[int, int, int, dict[str, Any]]] = []
     odd_adds: list[tuple[int, dict[str, Any]]] = []
     odd_removes: list[tuple[int, dict[str, Any]]] = []
+    odd_lines: dict[int, bytes] = {}
     for i in other_idx:
         s = int(source_index[i])
         raw = buf[starts[i] : ends[i]].tobytes()
@@ -213,8 +247,10 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> P
         order = int(i) + base_order
         if "add" in action:
             odd_adds.append((order, action))
+            odd_lines[int(i)] = raw.rstrip(b"\r") + b"\n"
         elif "remove" in action:
             odd_removes.append((order, action))
+            odd_lines[int(i)] = raw.rstrip(b"\r") + b"\n"
         else:
             others.append((order, s, line_number, action))
         buf[starts[i] : ends[i]] = 32  # blank it for the JSON reader
@@ -231,7 +267,10 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> P
                 table = pj.read_json(
                     pa.BufferReader(data),
                     read_options=pj.ReadOptions(block_size=block_size),
-                    parse_options=pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="infer"),
+                    parse_options=pj.ParseOptions(
+                        explicit_schema=_JSON_KEYS_SCHEMA if keys_only else _JSON_SCHEMA,
+                        unexpected_field_behavior="ignore" if keys_only else "infer",
+                    ),
                 )
                 break
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -254,7 +293,12 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0) -> P
         adds.append(_python_file_actions(odd_adds, "add", ADD_FIELDS))
     if odd_removes:
         removes.append(_python_file_actions(odd_removes, "remove", REMOVE_FIELDS))
-    return ParsedActions(pa.concat_tables(adds), pa.concat_tables(removes), others)
+    # Each line with its newline: offsets are the line starts plus the end of the last line.
+    offsets = np.concatenate([starts, [ends[-1] + 1]]) if len(starts) else np.zeros(1, np.int64)
+    lines = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(starts), [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(buf[:pos])]
+    )
+    return ParsedActions(pa.concat_tables(adds), pa.concat_tables(removes), others, lines, odd_lines)
 
 
 # ---- Parquet checkpoints ---------------------------------------------------------------------------

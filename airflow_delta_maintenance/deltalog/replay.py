@@ -33,6 +33,8 @@ class ReplayResult:
     commit_infos: dict[int, dict[str, Any]]  # version -> commitInfo of commits read
     sidecars: list[dict[str, Any]] = field(default_factory=list)  # sidecar actions of a V2 checkpoint
     checkpoint_metadata: dict[str, Any] | None = None
+    deltas: ParsedActions | None = None  # the parsed JSON deltas, with their original lines
+    delta_base_order: int = 0
 
 
 def file_action_keys(table: pa.Table) -> pa.Array:
@@ -133,14 +135,19 @@ def replay_actions(
     *,
     tombstone_cutoff_ms: int | None = None,
     include_checkpoint: bool = True,
+    keys_only: bool = False,
 ) -> ReplayResult:
-    """Reconcile the checkpoint (with its sidecars) and the deltas of ``segment``."""
+    """Reconcile the checkpoint (with its sidecars) and the deltas of ``segment``.
+
+    ``keys_only`` parses only the fields reconciliation needs from JSON file actions (the other
+    columns are null); for callers that only need which actions won, like compaction.
+    """
     parts: list[ParsedActions] = []
     base = 0
     if include_checkpoint and segment.checkpoint is not None:
         parts, base = _read_checkpoint(store, segment.checkpoint.files)
     sources = _read_deltas(store, segment)
-    deltas = parse_ndjson(sources, base_order=base)
+    deltas = parse_ndjson(sources, base_order=base, keys_only=keys_only)
     parts.append(deltas)
 
     source_versions = [d.version for d in segment.deltas]
@@ -189,6 +196,8 @@ def replay_actions(
         commit_infos=commit_infos,
         sidecars=sidecars,
         checkpoint_metadata=checkpoint_metadata,
+        deltas=deltas,
+        delta_base_order=base,
     )
 
 
