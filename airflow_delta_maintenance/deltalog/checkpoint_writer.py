@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from . import checkpoint_schema as cs
-from .actions import Protocol
+from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .errors import InvalidTablePropertyError, LogFileExistsError, UnpublishedVersionError, UnsupportedFeatureError
 from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import LogSegmentFiles, list_log_files
@@ -35,12 +35,15 @@ from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint
 from .schema import partition_values_type, stats_parse_plan
 from .snapshot import Snapshot
 from .storage import LogStore
+from .table_properties import TableProperties
 
 __all__ = [
     "SUPPORTED_WRITER_FEATURES",
     "CheckpointResult",
     "check_writer_features",
     "checkpoint_actions_table",
+    "non_file_rows",
+    "checkpoint_codec",
     "write_checkpoint",
     "update_last_checkpoint",
 ]
@@ -112,8 +115,8 @@ def check_writer_features(protocol: Protocol, *, operation: str, path: str | Non
         raise UnsupportedFeatureError(f"{operation}: unsupported writer features {', '.join(unknown)}", features=unknown, path=path)
 
 
-def _codec(snapshot: Snapshot) -> str:
-    raw = snapshot.properties.compression_codec
+def checkpoint_codec(properties: TableProperties) -> str:
+    raw = properties.compression_codec
     if raw not in _CODECS:
         raise InvalidTablePropertyError(f"delta.parquet.compression.codec: unsupported codec {raw!r}", key="delta.parquet.compression.codec")
     return _CODECS[raw]
@@ -170,20 +173,34 @@ def _struct(table: pa.Table, fields: Sequence[pa.Field]) -> pa.StructArray:
     return pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in fields], fields=list(fields))
 
 
-def _non_file_rows(snapshot: Snapshot, checkpoint_metadata: bool) -> list[dict[str, Any]]:
+def non_file_rows(
+    version: int,
+    protocol: Protocol,
+    metadata: Metadata,
+    domains: Iterable[DomainMetadata],
+    txns: Iterable[Txn],
+    properties: TableProperties,
+    now_ms: int,
+    *,
+    checkpoint_metadata: bool,
+) -> list[dict[str, Any]]:
+    """Rows of a checkpoint's non-file actions in delta-spark's order (maps as key/value pairs).
+
+    Live domain metadata only; txns older than ``delta.setTransactionRetentionDuration`` dropped.
+    """
     rows: list[dict[str, Any]] = []
     if checkpoint_metadata:
-        rows.append({"checkpointMetadata": {"version": snapshot.version, "tags": None}})
-    rows.append({"protocol": snapshot.protocol.to_dict()})
-    meta = snapshot.metadata.to_dict()
+        rows.append({"checkpointMetadata": {"version": version, "tags": None}})
+    rows.append({"protocol": protocol.to_dict()})
+    meta = metadata.to_dict()
     meta["format"]["options"] = list(meta["format"]["options"].items())
     meta["configuration"] = list(meta["configuration"].items())
     rows.append({"metaData": meta})
-    for dm in sorted(snapshot.domain_metadata.values(), key=lambda d: d.domain):
+    for dm in sorted((d for d in domains if not d.removed), key=lambda d: d.domain):
         rows.append({"domainMetadata": dm.to_dict()})
-    retention = snapshot.properties.set_transaction_retention_ms
-    for txn in sorted(snapshot.txns.values(), key=lambda t: t.app_id):
-        if retention is not None and txn.last_updated is not None and txn.last_updated <= snapshot.now_ms - retention:
+    retention = properties.set_transaction_retention_ms
+    for txn in sorted(txns, key=lambda t: t.app_id):
+        if retention is not None and txn.last_updated is not None and txn.last_updated <= now_ms - retention:
             continue  # delta-spark drops txns older than delta.setTransactionRetentionDuration
         rows.append({"txn": txn.to_dict()})
     return rows
@@ -235,7 +252,16 @@ def checkpoint_actions_table(snapshot: Snapshot, *, v2: bool, with_file_actions:
         columns += [("checkpointMetadata", cs.CHECKPOINT_METADATA_TYPE), ("sidecar", cs.SIDECAR_TYPE)]
     schema = pa.schema([pa.field(name, typ) for name, typ in columns])
 
-    rows = _non_file_rows(snapshot, checkpoint_metadata=v2)
+    rows = non_file_rows(
+        snapshot.version,
+        snapshot.protocol,
+        snapshot.metadata,
+        snapshot.domain_metadata.values(),
+        snapshot.txns.values(),
+        snapshot.properties,
+        snapshot.now_ms,
+        checkpoint_metadata=v2,
+    )
     non_file = pa.Table.from_pylist(rows, schema=schema)
 
     n_add, n_rem = len(add_struct), len(remove_struct)
@@ -329,7 +355,7 @@ def write_checkpoint(
         return CheckpointResult(store.uri, v, kind, [f.name for f in group.files], existed=True, last_checkpoint_updated=updated,
                                 seconds=round(time.monotonic() - started, 6))
 
-    codec = _codec(snapshot)
+    codec = checkpoint_codec(props)
     non_file, file_rows, has_stats_parsed = checkpoint_actions_table(snapshot, v2=v2)
     num_adds = snapshot.num_files
     written: list[str] = []
