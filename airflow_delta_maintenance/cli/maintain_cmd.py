@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,6 +14,7 @@ from ..deltalog.table_properties import DAY_MS
 from ..maintenance.checkpoint import decide_checkpoint, run_local_checkpoint
 from ..maintenance.cleanup import run_metadata_cleanup
 from ..maintenance.compaction import run_log_compaction
+from ..maintenance.spark_submit import checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint, verify_compaction
 from .common import add_storage_options, emit_json, run_guarded, storage_options
 
 
@@ -22,12 +24,28 @@ def _table(p: argparse.ArgumentParser) -> None:
     add_storage_options(p)
 
 
+def _engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=["local", "spark"], default="local", help="local (single node, default) or spark (spark-submit)")
+    p.add_argument("--master", default="local[*]", help="Spark master for --engine spark")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
+
+
+def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    out = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--spark-conf expects KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
 def register(sub: Any) -> None:
     c = sub.add_parser("checkpoint", help="write a checkpoint at the latest published version when due")
     _table(c)
     c.add_argument("--version", type=int, default=None, help="published version (default: latest published)")
     c.add_argument("--interval", type=int, default=None, help="write only when this many commits follow the last checkpoint")
-    c.add_argument("--engine", choices=["local"], default="local", help="local (single node)")
+    _engine(c)
     c.set_defaults(handler=lambda a: run_guarded(lambda: _checkpoint(a)))
 
     k = sub.add_parser("compact-log", help="write a log compaction file [start, end], or aligned windows")
@@ -36,6 +54,7 @@ def register(sub: Any) -> None:
     k.add_argument("--end", type=int, default=None, help="last version of the window (> start)")
     k.add_argument("--interval", type=int, default=10, help="without --start/--end: aligned windows ending on multiples of it")
     k.add_argument("--max-window-bytes", type=int, default=0, help="skip windows with more commit bytes (0: no guard)")
+    _engine(k)
     k.set_defaults(handler=lambda a: run_guarded(lambda: _compact(a)))
 
     d = sub.add_parser("cleanup", help="plan (default) or run retention-gated metadata cleanup")
@@ -54,7 +73,14 @@ def _checkpoint(args: argparse.Namespace) -> int:
     decision = decide_checkpoint(files, interval=args.interval or 1, version=args.version, force=args.interval is None)
     out: dict[str, Any] = {"decision": decision.to_dict(), "checkpoint_version": decision.version, "written": False,
                            "files": [], "num_actions": 0, "num_add_files": 0, "size_bytes": 0}
-    if decision.due or decision.last_checkpoint_version == decision.version:
+    if (decision.due or decision.last_checkpoint_version == decision.version) and args.engine == "spark":
+        job = checkpoint_job(store.uri, decision.version, storage_options(args), conf=_spark_conf(args))
+        reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
+        group = verify_checkpoint(store, decision.version)  # the log, not the exit code, says it worked
+        out.update(kind="spark", written=not reported.get("existed", False), existed=reported.get("existed", False),
+                   files=[f.name for f in group.files], num_actions=reported.get("num_actions", 0),
+                   num_add_files=reported.get("num_add_files", 0), size_bytes=group.size_in_bytes)
+    elif decision.due or decision.last_checkpoint_version == decision.version:
         r = run_local_checkpoint(store, decision.version, files=files)
         out.update(kind=r.kind, written=not r.existed, existed=r.existed, files=r.files, num_actions=r.num_actions,
                    num_add_files=r.num_add_files, size_bytes=r.size_in_bytes, stats_parsed=r.stats_parsed)
@@ -71,15 +97,28 @@ def _compact(args: argparse.Namespace) -> int:
     store = open_table_storage(args.table_uri, storage_options(args))
     if (args.start is None) != (args.end is None):
         raise ValueError("--start and --end go together")
-    if args.start is not None:
+    if args.start is None:
+        if args.engine == "spark":
+            raise ValueError("--engine spark needs --start and --end")
+        return _compact_windows(store, args)
+    out: dict[str, Any]
+    if args.engine == "spark":
+        job = compaction_job(store.uri, args.start, args.end, storage_options(args), conf=_spark_conf(args))
+        reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
+        found = verify_compaction(store, args.start, args.end)  # the log, not the exit code, says it worked
+        out = {"start_version": args.start, "end_version": args.end, "path": found.name, "created": reported["created"], "size_bytes": found.size}
+    else:
         r = write_compaction(store, args.start, args.end)
-        out: dict[str, Any] = {"start_version": r.start, "end_version": r.end, "path": r.file, "created": not r.existed,
-                               "num_actions": r.num_actions, "size_bytes": r.size_in_bytes}
-        if args.json:
-            emit_json(out)
-        else:
-            print(f"{store.uri}: {'wrote' if out['created'] else 'already had'} {r.file}")
-        return 0
+        out = {"start_version": r.start, "end_version": r.end, "path": r.file, "created": not r.existed,
+               "num_actions": r.num_actions, "size_bytes": r.size_in_bytes}
+    if args.json:
+        emit_json(out)
+    else:
+        print(f"{store.uri}: {'wrote' if out['created'] else 'already had'} {out['path']}")
+    return 0
+
+
+def _compact_windows(store: Any, args: argparse.Namespace) -> int:
     result = run_log_compaction(store, interval=args.interval, max_window_bytes=args.max_window_bytes)
     if args.json:
         emit_json(result.to_dict())

@@ -43,6 +43,7 @@ __all__ = [
     "check_writer_features",
     "checkpoint_actions_table",
     "non_file_rows",
+    "checkpoint_num_rows",
     "checkpoint_codec",
     "write_checkpoint",
     "update_last_checkpoint",
@@ -349,7 +350,7 @@ def write_checkpoint(
     ]
     if existing:
         group = existing[-1]
-        hint = LastCheckpointHint(version=v, size=_rows(store, group.files), size_in_bytes=group.size_in_bytes,
+        hint = LastCheckpointHint(version=v, size=checkpoint_num_rows(store, group.files), size_in_bytes=group.size_in_bytes,
                                   parts=group.expected_parts if group.expected_parts > 1 else None)
         updated = update_last_checkpoint(store, hint)
         return CheckpointResult(store.uri, v, kind, [f.name for f in group.files], existed=True, last_checkpoint_updated=updated,
@@ -407,7 +408,8 @@ def write_checkpoint(
     )
 
 
-def _rows(store: LogStore, files: Sequence[Any]) -> int:
+def checkpoint_num_rows(store: LogStore, files: Sequence[Any]) -> int:
+    """Number of actions in a checkpoint's files (Parquet footers, or JSON lines)."""
     total = 0
     for f in files:
         if f.extension == "json":

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import LogSegment
 from .paths import compaction_name
 from .reader import ORDER
-from .replay import replay_actions
+from .replay import DV_ID, replay_actions
 from .storage import LogStore
 
-__all__ = ["CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
+__all__ = ["compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,29 @@ def plan_compaction_windows(
     return out
 
 
+def compaction_head(
+    protocol: Protocol | None, metadata: Metadata | None, txns: Iterable[Txn], domains: Iterable[DomainMetadata]
+) -> bytes:
+    """The non-file lines of a compaction: protocol, metadata, txns, then domain metadata
+    (tombstones included), each sorted by key; shared with the Spark job for identical output."""
+    lines = []
+    if protocol is not None:
+        lines.append(json.dumps({"protocol": protocol.to_dict()}, separators=(",", ":")))
+    if metadata is not None:
+        lines.append(json.dumps({"metaData": metadata.to_dict()}, separators=(",", ":")))
+    for txn in sorted(txns, key=lambda t: t.app_id):
+        lines.append(json.dumps({"txn": txn.to_dict()}, separators=(",", ":")))
+    for dm in sorted(domains, key=lambda d: d.domain):
+        lines.append(json.dumps({"domainMetadata": dm.to_dict()}, separators=(",", ":")))
+    return "".join(line + "\n" for line in lines).encode("utf-8")
+
+
+def _by_key(table: pa.Table) -> pa.Array:
+    """File actions ordered by (path, DV unique id with none first), as the Spark job orders them."""
+    keys = pa.table({"path": table.column("path"), "dv": pc.fill_null(table.column(DV_ID), "")})
+    return pc.sort_indices(keys, [("path", "ascending"), ("dv", "ascending")])
+
+
 def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> bytes:
     """The NDJSON content of the compaction of published commits ``[start, end]``.
 
@@ -108,18 +134,9 @@ def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end:
         files=files,
     )
     result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True)
-    lines = []
-    if result.protocol is not None:
-        lines.append(json.dumps({"protocol": result.protocol.to_dict()}, separators=(",", ":")))
-    if result.metadata is not None:
-        lines.append(json.dumps({"metaData": result.metadata.to_dict()}, separators=(",", ":")))
-    for txn in sorted(result.txns.values(), key=lambda t: t.app_id):
-        lines.append(json.dumps({"txn": txn.to_dict()}, separators=(",", ":")))
-    for dm in sorted(result.domains.values(), key=lambda d: d.domain):  # tombstones included
-        lines.append(json.dumps({"domainMetadata": dm.to_dict()}, separators=(",", ":")))
+    head = compaction_head(result.protocol, result.metadata, result.txns.values(), result.domains.values())
     assert result.deltas is not None
-    head = "".join(line + "\n" for line in lines).encode("utf-8")
-    by_path = [pc.sort_indices(t, [("path", "ascending")]) for t in (result.adds, result.removes)]
+    by_path = [_by_key(t) for t in (result.adds, result.removes)]
     adds = result.deltas.original_lines(result.adds.column(ORDER).take(by_path[0]), result.delta_base_order)
     removes = result.deltas.original_lines(result.removes.column(ORDER).take(by_path[1]), result.delta_base_order)
     return head + adds + removes

@@ -266,6 +266,33 @@ class LogStore:
         else:  # object stores replace whole objects atomically; memory is in-process
             self.fs.pipe_file(path, data)
 
+    def put_if_absent_from(self, source: str, name: str) -> None:
+        """Make the complete file ``source`` visible as ``name`` if ``name`` is absent (atomic).
+
+        local: a hard link (no copy, no replace); elsewhere the bytes are re-put create-if-absent.
+        """
+        if isinstance(self.fs, LocalFileSystem):
+            try:
+                os.link(self.path(source), self.path(name))
+            except FileExistsError as exc:
+                raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
+            _fsync_dir(os.path.dirname(self.path(name)))
+            return
+        self.put_if_absent(name, self.read(source))
+
+    def move(self, source: str, name: str) -> None:
+        """Rename a file that readers cannot see yet (staging → sidecar); not for visible files."""
+        self.fs.mv(self.path(source), self.path(name))
+
+    def delete_tree(self, subdir: str) -> None:
+        """Remove a private working directory under ``_delta_log`` (never a log file)."""
+        if not subdir.startswith("_spark_staging/"):
+            raise InvalidLogPathError(f"{subdir!r} is not a staging directory", path=subdir)
+        try:
+            self.fs.rm(self.path(subdir), recursive=True)
+        except FileNotFoundError:
+            pass
+
     def delete(self, name: str) -> None:
         """Delete one file of ``_delta_log``; a file already gone is fine (re-runs converge)."""
         try:

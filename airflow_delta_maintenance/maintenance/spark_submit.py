@@ -1,0 +1,223 @@
+"""Spark submission of the maintenance jobs, without Airflow: what to submit and how to verify it.
+
+The Airflow layer turns a ``SparkJobSpec`` into a ``SparkSubmitHook`` call; the CLI runs the same
+spec with ``spark-submit``. Either way success is decided by reading the log afterwards — a zero
+exit code alone is not success.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..deltalog.listing import CheckpointGroup, list_log_files
+from ..deltalog.paths import ParsedLogPath
+from ..deltalog.storage import LogStore
+from .errors import MaintenanceError
+
+__all__ = [
+    "STORAGE_OPTIONS_ENV",
+    "SparkJobSpec",
+    "SparkJobError",
+    "job_application",
+    "package_zip",
+    "checkpoint_job",
+    "compaction_job",
+    "run_spark_submit",
+    "verify_checkpoint",
+    "verify_compaction",
+    "local_spark_conf",
+]
+
+STORAGE_OPTIONS_ENV = "DELTA_MAINTENANCE_STORAGE_OPTIONS"  # same name as spark_jobs._common (no import: pyspark)
+
+
+class SparkJobError(MaintenanceError):
+    """The Spark job failed, or finished without the expected files in the log."""
+
+
+@dataclass(frozen=True)
+class SparkJobSpec:
+    name: str
+    application: str
+    application_args: list[str]
+    conf: dict[str, str] = field(default_factory=dict)
+    jars: str | None = None
+    packages: str | None = None
+    py_files: str | None = None
+    env_vars: dict[str, str] = field(default_factory=dict)  # secrets travel here, never in argv
+
+    def hook_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``SparkSubmitHook`` (everything but the connection and name)."""
+        return {
+            "conf": dict(self.conf),
+            "jars": self.jars,
+            "packages": self.packages,
+            "py_files": self.py_files,
+            "application_args": list(self.application_args),
+            "env_vars": dict(self.env_vars),
+        }
+
+    def command(self, master: str = "local[*]") -> list[str]:
+        cmd = [_spark_submit_binary(), "--master", master, "--name", self.name]
+        for k, v in self.conf.items():
+            cmd += ["--conf", f"{k}={v}"]
+        if self.jars:
+            cmd += ["--jars", self.jars]
+        if self.packages:
+            cmd += ["--packages", self.packages]
+        if self.py_files:
+            cmd += ["--py-files", self.py_files]
+        return [*cmd, self.application, *self.application_args]
+
+
+def _spark_submit_binary() -> str:
+    beside = Path(sys.executable).with_name("spark-submit")  # pip's pyspark puts it next to python
+    return str(beside) if beside.exists() else "spark-submit"
+
+
+def job_application(job: str) -> str:
+    """Path of ``spark_jobs/<job>.py`` inside the installed package (located without importing pyspark)."""
+    spec = importlib.util.find_spec(f"airflow_delta_maintenance.spark_jobs.{job}")
+    if spec is None or spec.origin is None:
+        raise SparkJobError(f"Spark job {job!r} is not part of the installed package")
+    return spec.origin
+
+
+def package_zip() -> str:
+    """The package zipped for ``--py-files`` (clusters without it installed); built once per process."""
+    global _ZIP
+    if _ZIP and os.path.exists(_ZIP):
+        return _ZIP
+    root = Path(__file__).resolve().parents[1]
+    fd, path = tempfile.mkstemp(prefix="airflow_delta_maintenance-", suffix=".zip")
+    os.close(fd)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for file in root.rglob("*.py"):
+            zf.write(file, file.relative_to(root.parent))
+    _ZIP = path
+    return path
+
+
+_ZIP: str | None = None
+
+
+def _storage_env(storage_options: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(env vars, Spark conf) for the job's storage: fsspec options for the driver, s3a for executors."""
+    env = {STORAGE_OPTIONS_ENV: json.dumps(dict(storage_options))} if storage_options else {}
+    conf: dict[str, str] = {}
+    client = storage_options.get("client_kwargs") or {}
+    if client.get("endpoint_url"):
+        conf["spark.hadoop.fs.s3a.endpoint"] = str(client["endpoint_url"])
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        if str(client["endpoint_url"]).startswith("http://"):
+            conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
+    if client.get("region_name"):
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = str(client["region_name"])
+    if storage_options.get("key") and storage_options.get("secret"):
+        # s3a's default provider chain reads these from the environment
+        env["AWS_ACCESS_KEY_ID"] = str(storage_options["key"])
+        env["AWS_SECRET_ACCESS_KEY"] = str(storage_options["secret"])
+        if storage_options.get("token"):
+            env["AWS_SESSION_TOKEN"] = str(storage_options["token"])
+    return env, conf
+
+
+def local_spark_conf() -> dict[str, str]:
+    """For ``local[*]``: keep the driver and its UI off the network."""
+    return {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1", "spark.ui.enabled": "false"}
+
+
+def _job(
+    name: str,
+    job: str,
+    table_uri: str,
+    args: list[str],
+    storage_options: Mapping[str, Any] | None,
+    conf: Mapping[str, Any] | None,
+    jars: str | None,
+    packages: str | None,
+    ship_package: bool,
+) -> SparkJobSpec:
+    env, storage_conf = _storage_env(storage_options or {})
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    merged = {**storage_conf, **{k: str(v) for k, v in (conf or {}).items()}}
+    return SparkJobSpec(
+        name=name,
+        application=job_application(job),
+        application_args=["--table-uri", table_uri, *args],
+        conf=merged,
+        jars=jars,
+        packages=packages,
+        py_files=package_zip() if ship_package else None,
+        env_vars=env,
+    )
+
+
+def checkpoint_job(
+    table_uri: str,
+    version: int,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    conf: Mapping[str, Any] | None = None,
+    jars: str | None = None,
+    packages: str | None = None,
+    ship_package: bool = False,
+    sidecars: int = 0,
+) -> SparkJobSpec:
+    args = ["--version", str(version)] + (["--sidecars", str(sidecars)] if sidecars else [])
+    return _job(f"delta-checkpoint-{version}", "checkpoint", table_uri, args, storage_options, conf, jars, packages, ship_package)
+
+
+def compaction_job(
+    table_uri: str,
+    start: int,
+    end: int,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    conf: Mapping[str, Any] | None = None,
+    jars: str | None = None,
+    packages: str | None = None,
+    ship_package: bool = False,
+) -> SparkJobSpec:
+    args = ["--start", str(start), "--end", str(end)]
+    return _job(f"delta-compaction-{start}-{end}", "log_compaction", table_uri, args, storage_options, conf, jars, packages, ship_package)
+
+
+def run_spark_submit(spec: SparkJobSpec, master: str = "local[*]", *, timeout: float | None = None) -> str:
+    """Run the job with ``spark-submit`` (the CLI's Spark engine); returns its stdout."""
+    conf = {**(local_spark_conf() if master.startswith("local") else {}), **spec.conf}
+    spec = SparkJobSpec(spec.name, spec.application, spec.application_args, conf, spec.jars, spec.packages, spec.py_files, spec.env_vars)
+    env = {**os.environ, **spec.env_vars}
+    if master.startswith("local"):
+        env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    proc = subprocess.run(spec.command(master), capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        tail = "\n".join(line for line in proc.stderr.splitlines() if "delta-maintenance spark job failed" in line) or proc.stderr[-2000:]
+        raise SparkJobError(f"Spark job {spec.name} exited with {proc.returncode}: {tail}")
+    return proc.stdout
+
+
+def verify_checkpoint(store: LogStore, version: int) -> CheckpointGroup:
+    """The complete checkpoint at ``version`` that the job must have made visible."""
+    groups = [g for g in list_log_files(store).complete_checkpoints() if g.version == version]
+    if not groups:
+        raise SparkJobError(f"{store.uri}: the Spark job finished but no complete checkpoint exists at version {version}", version=version)
+    return groups[-1]
+
+
+def verify_compaction(store: LogStore, start: int, end: int) -> ParsedLogPath:
+    found = [c for c in list_log_files(store).compactions if c.version == start and c.end_version == end]
+    if not found:
+        raise SparkJobError(f"{store.uri}: the Spark job finished but {start}.{end}.compacted.json is missing", version=end)
+    return found[0]

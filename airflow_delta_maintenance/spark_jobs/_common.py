@@ -1,0 +1,205 @@
+"""Shared parts of the Spark jobs: arguments, storage, distributed reading and reconciliation.
+
+The driver lists the log and plans with the log library (one LIST); executors read the checkpoint
+parts, sidecars and commits as DataFrames and reconcile file actions by (path, deletion-vector
+unique id) with the same rule as the single-node replay: the action from the newest version wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
+from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
+from airflow_delta_maintenance.deltalog.log_segment import CatalogCommit, LogSegment
+from airflow_delta_maintenance.deltalog.paths import LogFileType, ParsedLogPath
+from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
+
+__all__ = [
+    "STORAGE_OPTIONS_ENV",
+    "JobFailed",
+    "base_parser",
+    "open_store",
+    "spark_session",
+    "hadoop_path",
+    "read_actions",
+    "NonFileState",
+    "collect_non_file_state",
+    "reconcile",
+    "run_job",
+]
+
+# Secrets never travel on the command line: storage options (JSON) come from this variable.
+STORAGE_OPTIONS_ENV = "DELTA_MAINTENANCE_STORAGE_OPTIONS"
+
+ACTION_SCHEMA = from_arrow_schema(
+    pa.schema(
+        [
+            pa.field("txn", cs.TXN_TYPE),
+            pa.field("add", cs.ADD_TYPE),
+            pa.field("remove", cs.REMOVE_TYPE),
+            pa.field("metaData", cs.METADATA_TYPE),
+            pa.field("protocol", cs.PROTOCOL_TYPE),
+            pa.field("domainMetadata", cs.DOMAIN_METADATA_TYPE),
+        ]
+    )
+)
+VERSION = "_version"
+
+
+class JobFailed(Exception):
+    """A reason to exit non-zero; the message is printed on stderr."""
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--table-uri", required=True)
+    p.add_argument("--storage-options-env", default=STORAGE_OPTIONS_ENV, help="env var holding fsspec storage options as JSON")
+    p.add_argument("--now-ms", type=int, default=None, help="clock for tombstone expiry (tests)")
+    return p
+
+
+def open_store(args: argparse.Namespace) -> LogStore:
+    raw = os.environ.get(args.storage_options_env) or "{}"
+    return open_table_storage(args.table_uri, json.loads(raw))
+
+
+def spark_session(app_name: str) -> SparkSession:
+    return SparkSession.builder.appName(app_name).getOrCreate()
+
+
+def hadoop_path(store: LogStore, name: str = "") -> str:
+    """The Hadoop URI of a file of ``_delta_log`` (``s3://`` → ``s3a://``, local → ``file://``)."""
+    path = store.log_dir if not name else store.path(name)
+    protocol = store.fs.protocol
+    protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
+    if "s3" in protocols or "s3a" in protocols:
+        return f"s3a://{path}"
+    if "file" in protocols or "local" in protocols:
+        return f"file://{path}"
+    raise JobFailed(f"{store.uri}: Spark jobs support local paths and s3:// (s3a://) tables")
+
+
+def _version_from_file(col: Column) -> Column:
+    # <v>.json → v ; <x>.<y>.compacted.json → y (a compaction stands for its end version)
+    name = F.regexp_extract(col, r"([^/]+)$", 1)
+    end = F.regexp_extract(name, r"^\d+\.(\d+)\.compacted\.json$", 1)
+    start = F.regexp_extract(name, r"^(\d+)", 1)
+    return F.when(end != "", end).otherwise(start).cast("long")
+
+
+def read_actions(spark: SparkSession, store: LogStore, segment: LogSegment, sidecars: Sequence[str] = (), *, include_checkpoint: bool = True) -> DataFrame:
+    """All actions of the segment as one DataFrame with ``_version``; checkpoint rows first."""
+    frames: list[DataFrame] = []
+    if include_checkpoint and segment.checkpoint is not None:
+        v = segment.checkpoint.version
+        parquet = [hadoop_path(store, f.name) for f in segment.checkpoint.files if f.extension != "json"]
+        parquet += [hadoop_path(store, f"_sidecars/{s}") for s in sidecars]
+        if parquet:
+            frames.append(spark.read.schema(ACTION_SCHEMA).parquet(*parquet).withColumn(VERSION, F.lit(v).cast("long")))
+        json_parts = [hadoop_path(store, f.name) for f in segment.checkpoint.files if f.extension == "json"]
+        if json_parts:
+            frames.append(spark.read.schema(ACTION_SCHEMA).json(json_parts).withColumn(VERSION, F.lit(v).cast("long")))
+    published = [d for d in segment.deltas if isinstance(d, ParsedLogPath)]
+    if any(isinstance(d, CatalogCommit) for d in segment.deltas):
+        raise JobFailed(f"{store.uri}: Spark jobs work on published versions only")
+    if published:
+        frames.append(
+            spark.read.schema(ACTION_SCHEMA)
+            .option("mode", "FAILFAST")
+            .json([hadoop_path(store, d.name) for d in published])
+            .withColumn(VERSION, _version_from_file(F.input_file_name()))
+        )
+    if not frames:
+        return spark.createDataFrame([], ACTION_SCHEMA.add(VERSION, "long"))
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+@dataclass(frozen=True)
+class NonFileState:
+    protocol: Protocol | None
+    metadata: Metadata | None
+    txns: dict[str, Txn]
+    domains: dict[str, DomainMetadata]  # tombstones included
+
+
+def _pairs_to_dict(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _pairs_to_dict(v) for k, v in value.items()}
+    return value
+
+
+def collect_non_file_state(actions: DataFrame) -> NonFileState:
+    """Protocol, metadata, txns and domain metadata (few rows) reconciled on the driver."""
+    rows = (
+        actions.where(F.col("protocol").isNotNull() | F.col("metaData").isNotNull() | F.col("txn").isNotNull() | F.col("domainMetadata").isNotNull())
+        .select("protocol", "metaData", "txn", "domainMetadata", VERSION)
+        .orderBy(VERSION)
+        .collect()
+    )
+    protocol = metadata = None
+    txns: dict[str, Txn] = {}
+    domains: dict[str, DomainMetadata] = {}
+    for r in rows:
+        d = r.asDict(recursive=True)
+        if d["protocol"] is not None:
+            protocol = Protocol.from_dict(d["protocol"])
+        if d["metaData"] is not None:
+            metadata = Metadata.from_dict(_pairs_to_dict(d["metaData"]))
+        if d["txn"] is not None:
+            t = Txn.from_dict(d["txn"])
+            txns[t.app_id] = t
+        if d["domainMetadata"] is not None:
+            dm = DomainMetadata.from_dict(d["domainMetadata"])
+            domains[dm.domain] = dm
+    return NonFileState(protocol, metadata, txns, domains)
+
+
+def _dv_unique_id(dv: Column) -> Column:
+    offset = F.when(dv["offset"].isNotNull(), F.concat(F.lit("@"), dv["offset"].cast("string"))).otherwise(F.lit(""))
+    return F.when(dv.isNotNull(), F.concat(dv["storageType"], dv["pathOrInlineDv"], offset))
+
+
+def reconcile(actions: DataFrame, *, tombstone_cutoff_ms: int | None) -> tuple[DataFrame, DataFrame]:
+    """(winning adds, winning removes): the newest action per (path, DV unique id) wins; removes
+    at or below the cutoff (missing timestamp = 0) are dropped unless the cutoff is None."""
+    files = actions.where(F.col("add").isNotNull() | F.col("remove").isNotNull()).select(
+        F.coalesce(F.col("add.path"), F.col("remove.path")).alias("path"),
+        F.coalesce(_dv_unique_id(F.col("add.deletionVector")), _dv_unique_id(F.col("remove.deletionVector")), F.lit("")).alias("dv"),
+        F.col(VERSION),
+        F.col("add"),
+        F.col("remove"),
+    )
+    # max_by: one hash aggregation instead of a window sort; versions are unique per key in a valid log
+    winners = files.groupBy("path", "dv").agg(F.max_by(F.struct("add", "remove"), F.col(VERSION)).alias("w"))
+    adds = winners.where(F.col("w.add").isNotNull()).select(F.col("w.add").alias("add"))
+    removes = winners.where(F.col("w.remove").isNotNull()).select(F.col("w.remove").alias("remove"))
+    if tombstone_cutoff_ms is not None:
+        removes = removes.where(F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)) > F.lit(tombstone_cutoff_ms))
+    return adds, removes
+
+
+def run_job(main_fn: Any, argv: Sequence[str] | None) -> int:
+    """Run a job body; any failure is reported on stderr with a non-zero exit code."""
+    try:
+        return int(main_fn(argv) or 0)
+    except JobFailed as exc:
+        print(f"delta-maintenance spark job failed: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a job must exit non-zero with the reason
+        print(f"delta-maintenance spark job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1

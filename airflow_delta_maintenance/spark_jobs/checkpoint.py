@@ -1,0 +1,235 @@
+"""Spark application: write the checkpoint of a published version with distributed replay.
+
+    spark-submit checkpoint.py --table-uri URI --version V [--sidecars N]
+
+Delayed commit (seed 001): executors write their output under unique names in a private staging
+directory (``_delta_log/_spark_staging/<uuid>/``, invisible to readers); only after every task
+succeeded does the driver make the checkpoint visible — sidecars moved into ``_sidecars/`` and the
+top-level file created if absent (V2), or the single classic file created if absent — and then
+``_last_checkpoint``. On failure the staging directory is removed and the job exits non-zero.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_type
+
+from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
+from airflow_delta_maintenance.deltalog.checkpoint_writer import (
+    check_writer_features,
+    checkpoint_codec,
+    checkpoint_num_rows,
+    non_file_rows,
+    update_last_checkpoint,
+)
+from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
+from airflow_delta_maintenance.deltalog.features import check_read_supported
+from airflow_delta_maintenance.deltalog.last_checkpoint import LastCheckpointHint
+from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
+from airflow_delta_maintenance.deltalog.paths import SIDECAR_DIR, classic_checkpoint_name, uuid_checkpoint_name
+from airflow_delta_maintenance.deltalog.schema import partition_values_type, stats_parse_plan
+from airflow_delta_maintenance.deltalog.storage import LogStore
+from airflow_delta_maintenance.deltalog.table_properties import TableProperties
+from airflow_delta_maintenance.spark_jobs._common import (
+    JobFailed,
+    base_parser,
+    collect_non_file_state,
+    hadoop_path,
+    open_store,
+    read_actions,
+    reconcile,
+    run_job,
+    spark_session,
+)
+
+STAGING = "_spark_staging"
+
+
+def _referenced_sidecars(store: LogStore, files: Sequence) -> list[str]:
+    names: list[str] = []
+    for f in files:
+        if f.extension == "json":
+            for line in store.read(f.name).split(b"\n"):
+                if line.strip() and b'"sidecar"' in line:
+                    names.append(json.loads(line)["sidecar"]["path"].rsplit("/", 1)[-1])
+        else:
+            pf = pq.ParquetFile(io.BytesIO(store.read(f.name)))
+            if "sidecar" in pf.schema_arrow.names:
+                names += [s["path"].rsplit("/", 1)[-1] for s in pf.read(columns=["sidecar"]).column("sidecar").to_pylist() if s]
+    return names
+
+
+def _file_action_frame(adds: DataFrame, removes: DataFrame, props: TableProperties, state, with_dv: bool) -> DataFrame:
+    add_fields = [F.col(f"add.{f.name}").alias(f.name) for f in cs.ADD_FIELDS if f.name not in ("dataChange", "stats")]
+    add_fields.insert(4, F.lit(False).alias("dataChange"))
+    if props.write_stats_as_json:
+        add_fields.append(F.col("add.stats").alias("stats"))
+    if props.write_stats_as_struct:
+        pv_type = partition_values_type(state.metadata.schema, state.metadata.partition_columns)
+        if pv_type is not None and pv_type.num_fields:
+            parsed = []
+            for col, f in zip(state.metadata.partition_columns, pv_type):
+                raw = F.coalesce(F.col("add.partitionValues")[f.name], F.col("add.partitionValues")[col])
+                if not pa.types.is_string(f.type):
+                    raw = F.when(raw != "", raw)
+                parsed.append(raw.cast(from_arrow_type(f.type)).alias(f.name))
+            add_fields.append(F.struct(*parsed).alias("partitionValues_parsed"))
+        plan = stats_parse_plan(state.metadata.schema, state.metadata.partition_columns, with_dv)
+        add_fields.append(F.from_json(F.col("add.stats"), from_arrow_type(plan.final_type)).alias("stats_parsed"))
+    remove_fields = [
+        (F.lit(False) if f.name == "dataChange" else F.col(f"remove.{f.name}")).alias(f.name)
+        for f in cs.REMOVE_FIELDS
+        if f.name not in ("tags", "stats")
+    ]
+    a = adds.select(F.col("add.path").alias("_path"), F.struct(*add_fields).alias("add"))
+    r = removes.select(F.col("remove.path").alias("_path"), F.struct(*remove_fields).alias("remove"))
+    return a.unionByName(r, allowMissingColumns=True)
+
+
+def _non_file_frame(spark: SparkSession, rows: list[dict], v2: bool) -> DataFrame:
+    columns = [("txn", cs.TXN_TYPE), ("metaData", cs.METADATA_TYPE), ("protocol", cs.PROTOCOL_TYPE), ("domainMetadata", cs.DOMAIN_METADATA_TYPE)]
+    if v2:
+        columns.append(("checkpointMetadata", cs.CHECKPOINT_METADATA_TYPE))
+    schema = pa.schema([pa.field(n, t) for n, t in columns])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    # one partition keeps the rows' order; the sort key keeps it through the union
+    return spark.createDataFrame(table).coalesce(1).withColumn("_k2", F.format_string("%010d", F.monotonically_increasing_id()))
+
+
+def _cleanup_strays(store: LogStore, version: int, keep_staging: str | None) -> None:
+    """Remove staging directories of earlier, killed runs and their unreferenced sidecars."""
+    root = store.path(STAGING)
+    if store.fs.exists(root):
+        for entry in store.fs.ls(root, detail=False):
+            name = f"{STAGING}/{str(entry).rstrip('/').rsplit('/', 1)[-1]}"
+            if name != keep_staging:
+                store.delete_tree(name)
+        if keep_staging is None and not store.fs.ls(root, detail=False):
+            store.fs.rmdir(root)
+    files = list_log_files(store)
+    referenced: set[str] = set()
+    for g in files.complete_checkpoints():
+        if g.version == version:
+            referenced.update(_referenced_sidecars(store, g.files))
+    for s in store.list_log(SIDECAR_DIR):
+        if s.filename.startswith(f"{version:020d}.checkpoint.") and s.filename not in referenced:
+            store.delete(s.name)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    p = base_parser("Write a Delta checkpoint with Spark")
+    p.add_argument("--version", type=int, required=True)
+    p.add_argument("--sidecars", type=int, default=0, help="number of sidecar files for V2 (default: Spark's partitions)")
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    store = open_store(args)
+    files = list_log_files(store)
+    v = args.version
+    if v not in {c.version for c in files.commits}:
+        raise JobFailed(f"{store.uri}: version {v} is not published ({v:020d}.json is missing)")
+    existing = [g for g in files.complete_checkpoints() if g.version == v]
+    if existing:
+        g = existing[-1]
+        update_last_checkpoint(store, LastCheckpointHint(version=v, size=checkpoint_num_rows(store, g.files), size_in_bytes=g.size_in_bytes))
+        _cleanup_strays(store, v, None)
+        print(json.dumps({"version": v, "existed": True, "files": [f.name for f in g.files]}))
+        return 0
+    segment = build_log_segment(files, v, table=store.uri)
+    sidecars = _referenced_sidecars(store, segment.checkpoint.files) if segment.checkpoint else []
+    spark = spark_session(f"delta-checkpoint {store.uri}@{v}")
+    actions = read_actions(spark, store, segment, sidecars)
+    state = collect_non_file_state(actions)
+    if state.protocol is None or state.metadata is None:
+        raise JobFailed(f"{store.uri}: no protocol or metadata at version {v}")
+    check_read_supported(state.protocol, path=store.uri)
+    check_writer_features(state.protocol, operation=f"checkpoint of {store.uri} at {v}", path=store.uri)
+    props = TableProperties.from_configuration(state.metadata.configuration)
+    if state.protocol.has_writer_feature("checkpointProtection") and v < props.checkpoint_protection_version:
+        raise JobFailed(f"{store.uri}: checkpointProtection forbids a checkpoint at {v}")
+    now = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
+    adds, removes = reconcile(actions, tombstone_cutoff_ms=now - props.deleted_file_retention_ms)
+    v2 = state.protocol.has_writer_feature("v2Checkpoint") and state.protocol.has_reader_feature("v2Checkpoint")
+    uuid_named = v2 and props.checkpoint_policy == "v2"
+    codec = checkpoint_codec(props)
+    file_frame = _file_action_frame(adds, removes, props, state, state.protocol.has_writer_feature("deletionVectors"))
+    rows = non_file_rows(v, state.protocol, state.metadata, state.domains.values(), state.txns.values(), props, now, checkpoint_metadata=v2)
+
+    staging = f"{STAGING}/{uuid.uuid4()}"
+    staging_uri = hadoop_path(store, staging)
+    moved: list[str] = []
+    try:
+        num_adds = adds.count()
+        if uuid_named:
+            frame = file_frame.drop("_path") if args.sidecars <= 0 else file_frame.repartition(args.sidecars, "_path").drop("_path")
+            frame = frame.select("add", "remove")
+            frame.write.option("compression", "uncompressed" if codec == "none" else codec).parquet(staging_uri)
+            staged = [s for s in store.list_dir(staging) if s.name.endswith(".parquet")]
+            sidecar_rows = []
+            token = uuid.uuid4()
+            for i, s in enumerate(sorted(staged, key=lambda s: s.name), start=1):
+                name = f"{v:020d}.checkpoint.{i:010d}.{len(staged):010d}.{token}.parquet"
+                store.move(s.name, f"{SIDECAR_DIR}/{name}")
+                moved.append(f"{SIDECAR_DIR}/{name}")
+                stat = store.stat(f"{SIDECAR_DIR}/{name}")
+                sidecar_rows.append({"sidecar": {"path": name, "sizeInBytes": s.size, "modificationTime": stat.modification_time if stat else 0, "tags": None}})
+            top_schema = pa.schema(
+                [pa.field(n, t) for n, t in [("txn", cs.TXN_TYPE), ("metaData", cs.METADATA_TYPE), ("protocol", cs.PROTOCOL_TYPE),
+                                             ("domainMetadata", cs.DOMAIN_METADATA_TYPE), ("checkpointMetadata", cs.CHECKPOINT_METADATA_TYPE),
+                                             ("sidecar", cs.SIDECAR_TYPE)]]
+            )
+            top = pa.Table.from_pylist(rows + sidecar_rows, schema=top_schema)
+            buf = io.BytesIO()
+            pq.write_table(top, buf, compression=codec)
+            final = uuid_checkpoint_name(v, str(uuid.uuid4()), "parquet")
+            store.put_if_absent(final, buf.getvalue())
+            num_actions = len(rows) + num_adds + removes.count()
+            total = buf.tell() + sum(s.size for s in staged)
+            written = [*moved, final]
+        else:
+            nonfile = _non_file_frame(spark, rows, v2).withColumn("_k1", F.lit(0))
+            files_df = file_frame.withColumn("_k1", F.lit(1)).withColumnRenamed("_path", "_k2")
+            ordered = nonfile.unionByName(files_df, allowMissingColumns=True).orderBy("_k1", "_k2").coalesce(1).drop("_k1", "_k2")
+            columns = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"] + (["checkpointMetadata"] if v2 else [])
+            ordered.select(*columns).write.option("compression", "uncompressed" if codec == "none" else codec).parquet(staging_uri)
+            staged = [s for s in store.list_dir(staging) if s.name.endswith(".parquet")]
+            if len(staged) != 1:
+                raise JobFailed(f"expected one staged checkpoint file, found {len(staged)}")
+            final = classic_checkpoint_name(v)
+            try:
+                store.put_if_absent_from(staged[0].name, final)
+            except LogFileExistsError:
+                print(json.dumps({"version": v, "existed": True, "files": [final]}))
+                return 0
+            num_actions = pq.ParquetFile(io.BytesIO(store.read(final))).metadata.num_rows
+            total = staged[0].size
+            written = [final]
+        update_last_checkpoint(store, LastCheckpointHint(version=v, size=num_actions, size_in_bytes=total, num_of_add_files=num_adds))
+    except BaseException:
+        for name in moved:  # sidecars that no checkpoint references yet
+            store.delete(name)
+        raise
+    finally:
+        store.delete_tree(staging)
+    _cleanup_strays(store, v, None)
+    print(json.dumps({"version": v, "existed": False, "files": written, "num_actions": num_actions, "num_add_files": num_adds,
+                      "size_bytes": total, "seconds": round(time.monotonic() - started, 3)}))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_job(_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

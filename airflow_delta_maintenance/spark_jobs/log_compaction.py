@@ -1,0 +1,117 @@
+"""Spark application: write ``<start>.<end>.compacted.json`` over published commits.
+
+    spark-submit log_compaction.py --table-uri URI --start X --end Y
+
+Executors read the commits as text, parse only the file keys, and keep the newest line per
+(path, deletion-vector unique id) — every tombstone kept, whatever its age. The driver assembles
+the file exactly like the single-node writer (same head, lines sorted by key) and creates it if
+absent: nothing is visible before that single atomic write.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
+from airflow_delta_maintenance.deltalog.compaction import compaction_head
+from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
+from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.paths import compaction_name
+from airflow_delta_maintenance.spark_jobs._common import JobFailed, base_parser, hadoop_path, open_store, run_job, spark_session
+
+_DV = StructType([StructField("storageType", StringType()), StructField("pathOrInlineDv", StringType()), StructField("offset", LongType())])
+_KEYS = StructType(
+    [
+        StructField("add", StructType([StructField("path", StringType()), StructField("deletionVector", _DV)])),
+        StructField("remove", StructType([StructField("path", StringType()), StructField("deletionVector", _DV)])),
+    ]
+)
+
+
+def _dv_id(dv: F.Column) -> F.Column:
+    offset = F.when(dv["offset"].isNotNull(), F.concat(F.lit("@"), dv["offset"].cast("string"))).otherwise(F.lit(""))
+    return F.when(dv.isNotNull(), F.concat(dv["storageType"], dv["pathOrInlineDv"], offset))
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    p = base_parser("Write a Delta log compaction file with Spark")
+    p.add_argument("--start", type=int, required=True)
+    p.add_argument("--end", type=int, required=True)
+    args = p.parse_args(argv)
+    started = time.monotonic()
+    if args.end <= args.start:
+        raise JobFailed(f"a compaction needs end > start, got [{args.start}, {args.end}]")
+    store = open_store(args)
+    files = list_log_files(store)
+    name = compaction_name(args.start, args.end)
+    if any(c.version == args.start and c.end_version == args.end for c in files.compactions):
+        print(json.dumps({"path": name, "created": False}))
+        return 0
+    commits = {c.version: c for c in files.commits}
+    missing = [v for v in range(args.start, args.end + 1) if v not in commits]
+    if missing:
+        raise JobFailed(f"{store.uri}: version {missing[0]} is not published; compactions cover published versions only")
+
+    spark = spark_session(f"delta-compaction {store.uri}[{args.start},{args.end}]")
+    paths = [hadoop_path(store, commits[v].name) for v in range(args.start, args.end + 1)]
+    lines = (
+        spark.read.text(paths)
+        .withColumn("_version", F.regexp_extract(F.input_file_name(), r"(\d+)\.json$", 1).cast("long"))
+        .where(F.trim(F.col("value")) != "")
+    )
+    parsed = lines.withColumn("_a", F.from_json("value", _KEYS))
+    is_file = F.col("_a.add.path").isNotNull() | F.col("_a.remove.path").isNotNull()
+
+    # Non-file actions are few: reconcile them on the driver in version order.
+    protocol = metadata = None
+    txns: dict[str, Txn] = {}
+    domains: dict[str, DomainMetadata] = {}
+    for row in parsed.where(~is_file).select("value", "_version").orderBy("_version").collect():
+        action = json.loads(row["value"])
+        if "protocol" in action:
+            protocol = Protocol.from_dict(action["protocol"])
+        elif "metaData" in action:
+            metadata = Metadata.from_dict(action["metaData"])
+        elif "txn" in action:
+            t = Txn.from_dict(action["txn"])
+            txns[t.app_id] = t
+        elif "domainMetadata" in action:
+            d = DomainMetadata.from_dict(action["domainMetadata"])
+            domains[d.domain] = d
+
+    files_df = parsed.where(is_file).select(
+        F.coalesce(F.col("_a.add.path"), F.col("_a.remove.path")).alias("path"),
+        F.coalesce(_dv_id(F.col("_a.add.deletionVector")), _dv_id(F.col("_a.remove.deletionVector")), F.lit("")).alias("dv"),
+        F.col("_a.add.path").isNotNull().alias("is_add"),
+        "value",
+        "_version",
+    )
+    winners = files_df.groupBy("path", "dv").agg(F.max_by(F.struct("is_add", "value"), F.col("_version")).alias("w"))
+    ordered = winners.select("path", "dv", "w.is_add", "w.value").orderBy(F.col("is_add").desc(), "path", "dv")
+    body = bytearray(compaction_head(protocol, metadata, txns.values(), domains.values()))
+    count = 0
+    for row in ordered.toLocalIterator():
+        body += row["value"].encode("utf-8") + b"\n"
+        count += 1
+    try:
+        store.put_if_absent(name, bytes(body))
+        created = True
+    except LogFileExistsError:
+        created = False
+    print(json.dumps({"path": name, "created": created, "num_file_actions": count, "size_bytes": len(body),
+                      "seconds": round(time.monotonic() - started, 3)}))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_job(_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
