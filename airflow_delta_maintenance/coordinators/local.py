@@ -1,0 +1,205 @@
+"""The embedded default coordinator: a SQLite file with a catalog's semantics.
+
+- ratifies version v at most once and only right after v-1 (one ``BEGIN IMMEDIATE`` transaction);
+- keeps each ratified commit's staged-file location (and small commits inline) until it is
+  reported published, then forgets it while remembering the latest version and timestamp;
+- version 0 is published directly with create-if-absent, as the protocol says.
+
+Safe across threads and processes: every call opens its own connection (WAL, busy timeout).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ._commit_file import commit_bytes, next_in_commit_timestamp, published_name, staged_name
+from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
+from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
+
+__all__ = ["LocalCoordinator", "INLINE_LIMIT"]
+
+INLINE_LIMIT = 64 * 1024  # commits up to this size are also kept in the database
+SCHEMA_VERSION = 1
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS tables (
+        table_uri TEXT PRIMARY KEY,
+        latest_version INTEGER NOT NULL,
+        latest_timestamp INTEGER,
+        published_version INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS commits (
+        table_uri TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        commit_timestamp INTEGER NOT NULL,
+        file_name TEXT NOT NULL,
+        file_size INTEGER NOT NULL,
+        file_modification_time INTEGER NOT NULL,
+        inline_content BLOB,
+        PRIMARY KEY (table_uri, version)
+    )""",
+]
+
+
+class LocalCoordinator:
+    """``local:///path/coordinator.db`` — see the module docstring."""
+
+    def __init__(
+        self,
+        database: str,
+        writer_factory: LogFileWriterFactory | None = None,
+        *,
+        normalize_uri: Callable[[str], str] = lambda u: u,
+        busy_timeout_s: float = 60.0,
+    ) -> None:
+        self.database = database
+        self.writer_factory = writer_factory
+        self.normalize_uri = normalize_uri
+        self.busy_timeout_s = busy_timeout_s
+        if database != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
+        with self._connect() as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise CoordinatorError(f"{database}: coordinator schema version {row[0]} is not supported (expected {SCHEMA_VERSION})")
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.database, timeout=self.busy_timeout_s, isolation_level=None)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")  # one writer at a time across processes
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def describe(self) -> str:
+        return f"local coordinator (SQLite {self.database})"
+
+    def close(self) -> None:
+        pass
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:
+        with self._connect() as conn:
+            row = conn.execute("SELECT latest_version FROM tables WHERE table_uri = ?", (self.normalize_uri(table_uri),)).fetchone()
+        return -1 if row is None else int(row[0])
+
+    def get_commits(
+        self,
+        table_uri: str,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        table_conf: Mapping[str, str] | None = None,
+    ) -> CommitsResponse:
+        uri = self.normalize_uri(table_uri)
+        with self._connect() as conn:
+            conn.execute("BEGIN")  # one consistent read of both tables
+            head = conn.execute("SELECT latest_version FROM tables WHERE table_uri = ?", (uri,)).fetchone()
+            rows = conn.execute(
+                "SELECT version, commit_timestamp, file_name, file_size, file_modification_time, inline_content "
+                "FROM commits WHERE table_uri = ? AND version >= ? AND version <= ? ORDER BY version",
+                (uri, start_version if start_version is not None else 0, end_version if end_version is not None else 2**62),
+            ).fetchall()
+            conn.execute("COMMIT")
+        commits = tuple(RatifiedCommit(r[0], r[1], r[2], r[3], r[4], bytes(r[5]) if r[5] is not None else None) for r in rows)
+        return CommitsResponse(commits, -1 if head is None else int(head[0]))
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def register_table(self, table_uri: str, current_version: int, current_timestamp: int | None = None) -> dict[str, str]:
+        """Take over an existing filesystem table whose log is published up to ``current_version``."""
+        uri = self.normalize_uri(table_uri)
+        with self._transaction() as conn:
+            if conn.execute("SELECT 1 FROM tables WHERE table_uri = ?", (uri,)).fetchone():
+                raise CommitConflictError(f"{uri} is already registered with {self.describe()}", version=current_version, retryable=False)
+            conn.execute("INSERT INTO tables VALUES (?, ?, ?, ?)", (uri, current_version, current_timestamp, current_version))
+        return {}
+
+    def commit(
+        self,
+        table_uri: str,
+        version: int,
+        actions: Sequence[Mapping[str, Any]],
+        table_conf: Mapping[str, str] | None = None,
+    ) -> RatifiedCommit:
+        if self.writer_factory is None:
+            raise CoordinatorError("this coordinator client was opened without storage; it cannot stage commits")
+        uri = self.normalize_uri(table_uri)
+        writer = self.writer_factory(uri)
+        with self._connect() as conn:
+            head = conn.execute("SELECT latest_version, latest_timestamp FROM tables WHERE table_uri = ?", (uri,)).fetchone()
+        if version == 0:
+            return self._create(uri, writer, actions, head)
+        if head is None:
+            raise TableNotFoundError(f"{uri} is not registered with {self.describe()}; commit version 0 first", version=version)
+        self._check_next(uri, version, head[0])
+        ict = next_in_commit_timestamp(head[1])
+        data = commit_bytes(actions, ict)
+        written = writer.write_new(staged_name(version), data)  # a unique name: an attempt never overwrites
+        with self._transaction() as conn:
+            latest, latest_ts = conn.execute("SELECT latest_version, latest_timestamp FROM tables WHERE table_uri = ?", (uri,)).fetchone()
+            self._check_next(uri, version, latest)
+            if latest_ts is not None and ict <= latest_ts:  # another commit won meanwhile
+                raise CommitConflictError(f"{uri}: version {version} lost a race", version=version)
+            conn.execute(
+                "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (uri, version, ict, written.file_name, written.size, written.modification_time, data if len(data) <= INLINE_LIMIT else None),
+            )
+            conn.execute("UPDATE tables SET latest_version = ?, latest_timestamp = ? WHERE table_uri = ?", (version, ict, uri))
+        return RatifiedCommit(version, ict, written.file_name, written.size, written.modification_time, data if len(data) <= INLINE_LIMIT else None)
+
+    def _check_next(self, uri: str, version: int, latest: int) -> None:
+        if version <= latest:
+            raise CommitConflictError(f"{uri}: version {version} is already ratified (latest {latest})", version=version)
+        if version > latest + 1:
+            raise CoordinatorError(
+                f"{uri}: cannot ratify version {version} before {latest + 1} (latest ratified is {latest})",
+                retryable=False,
+                version=version,
+            )
+
+    def _create(self, uri: str, writer: Any, actions: Sequence[Mapping[str, Any]], head: Any) -> RatifiedCommit:
+        if head is not None:
+            raise CommitConflictError(f"{uri}: version 0 already exists", version=0, retryable=False)
+        ict = next_in_commit_timestamp(None)
+        data = commit_bytes(actions, ict)
+        try:
+            written = writer.write_new(published_name(0), data)  # create-if-absent, published directly
+        except FileExistsError:
+            raise CommitConflictError(f"{uri}: {published_name(0)} already exists", version=0, retryable=False) from None
+        with self._transaction() as conn:
+            if conn.execute("SELECT 1 FROM tables WHERE table_uri = ?", (uri,)).fetchone():
+                raise CommitConflictError(f"{uri}: version 0 already exists", version=0, retryable=False)
+            conn.execute("INSERT INTO tables VALUES (?, 0, ?, 0)", (uri, ict))
+        return RatifiedCommit(0, ict, written.file_name, written.size, written.modification_time)
+
+    def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
+        uri = self.normalize_uri(table_uri)
+        with self._transaction() as conn:
+            row = conn.execute("SELECT latest_version, published_version FROM tables WHERE table_uri = ?", (uri,)).fetchone()
+            if row is None:
+                raise TableNotFoundError(f"{uri} is not registered with {self.describe()}", version=version)
+            if version > row[0]:
+                raise CoordinatorError(f"{uri}: cannot report version {version} published; latest ratified is {row[0]}", version=version)
+            conn.execute("UPDATE tables SET published_version = MAX(published_version, ?) WHERE table_uri = ?", (version, uri))
+            conn.execute("DELETE FROM commits WHERE table_uri = ? AND version <= ?", (uri, version))
