@@ -30,7 +30,7 @@ $(JARS_STAMP): .ci/fetch-jars $(wildcard .ci/maven/*.xml)
 demo: $(STAMP)
 	$(VENV)/bin/python -m airflow_delta_maintenance.demo
 
-test: $(STAMP)
+test: $(STAMP) $(JARS_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -1,0 +1,342 @@
+"""A client of delta-spark's DynamoDB commit coordinator (``io.delta.dynamodbcommitcoordinator``).
+
+It reads and writes exactly delta-spark's item schema and conditional updates, so tables committed
+by delta-spark through that coordinator can be maintained here, and the reverse:
+
+one item per Delta table, hash key ``tableId`` (S): ``path`` (S), ``acceptingCommits`` (BOOL),
+``tableVersion`` (N), ``tableTimestamp`` (N), ``schemaVersion`` (N = 1), ``hasAcceptedCommits``
+(BOOL), ``commits`` (L of M: ``version``, ``timestamp``, ``fsName``, ``fsLength``, ``fsTimestamp``).
+
+Unlike delta-spark, reads are strongly consistent, and reporting a partial backfill keeps the
+commits above the reported version instead of clearing the list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ._commit_file import commit_bytes, next_in_commit_timestamp, published_name, staged_name
+from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
+from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
+
+__all__ = ["DynamoDBCoordinator", "SCHEMA_VERSION", "hadoop_table_path"]
+
+SCHEMA_VERSION = 1
+COORDINATOR_NAME = "dynamodb"
+_CONF_PROPS = (
+    "delta.coordinatedCommits.commitCoordinator-preview",
+    "delta.coordinatedCommits.commitCoordinatorConf-preview",
+    "delta.coordinatedCommits.tableConf-preview",
+)
+
+
+def hadoop_table_path(table_uri: str) -> str:
+    """The table path as delta-spark stores it in ``path`` (Hadoop ``Path.toString``)."""
+    if table_uri.startswith("s3://"):
+        return "s3a://" + table_uri[len("s3://") :]
+    if "://" not in table_uri:
+        return "file:" + os.path.abspath(table_uri)
+    return table_uri
+
+
+class DynamoDBCoordinator:
+    """``dynamodb://<dynamodb-table>?region=...&endpoint=...&table_id=...``."""
+
+    needs_table_conf = True
+
+    def __init__(
+        self,
+        dynamodb_table: str,
+        *,
+        region: str,
+        endpoint: str | None = None,
+        table_id: str | None = None,
+        writer_factory: LogFileWriterFactory | None = None,
+        normalize_uri: Callable[[str], str] = lambda u: u,
+        aws_access_key_id: str | None = None,
+        aws_secret_access_key: str | None = None,
+        client: Any = None,
+    ) -> None:
+        import boto3
+
+        self.dynamodb_table = dynamodb_table
+        self.region = region
+        self.endpoint = endpoint
+        self.table_id = table_id
+        self.writer_factory = writer_factory
+        self.normalize_uri = normalize_uri
+        self.client = client or boto3.client(
+            "dynamodb",
+            region_name=region,
+            endpoint_url=endpoint,
+            aws_access_key_id=aws_access_key_id or None,
+            aws_secret_access_key=aws_secret_access_key or None,
+        )
+
+    def describe(self) -> str:
+        where = f" at {self.endpoint}" if self.endpoint else ""
+        return f"DynamoDB coordinator (table {self.dynamodb_table}, {self.region}{where})"
+
+    def close(self) -> None:
+        pass
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _table_id(self, table_conf: Mapping[str, str] | None) -> str:
+        tid = (table_conf or {}).get("tableId") or self.table_id
+        if not tid:
+            raise CoordinatorError(
+                f"{self.describe()}: the Delta table's tableId is unknown; pass the table's "
+                "delta.coordinatedCommits.tableConf-preview or table_id= in the coordinator spec"
+            )
+        return tid
+
+    def _get_item(self, table_id: str) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        try:
+            resp = self.client.get_item(TableName=self.dynamodb_table, Key={"tableId": {"S": table_id}}, ConsistentRead=True)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "ResourceNotFoundException":
+                raise TableNotFoundError(f"{self.describe()}: DynamoDB table {self.dynamodb_table} does not exist") from None
+            raise CoordinatorError(f"{self.describe()}: GetItem failed: {code}", retryable=_transient(code)) from None
+        item = resp.get("Item")
+        if item is None:
+            raise TableNotFoundError(f"{self.describe()}: no item for Delta table {table_id}")
+        return item
+
+    def create_dynamodb_table(self, read_capacity: int = 5, write_capacity: int = 5) -> None:
+        """Create the coordinator's DynamoDB table as delta-spark does (hash key ``tableId``), if missing."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.create_table(
+                TableName=self.dynamodb_table,
+                AttributeDefinitions=[{"AttributeName": "tableId", "AttributeType": "S"}],
+                KeySchema=[{"AttributeName": "tableId", "KeyType": "HASH"}],
+                ProvisionedThroughput={"ReadCapacityUnits": read_capacity, "WriteCapacityUnits": write_capacity},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
+                raise
+        for _ in range(120):
+            status = self.client.describe_table(TableName=self.dynamodb_table)["Table"]["TableStatus"]
+            if status == "ACTIVE":
+                return
+            time.sleep(0.5)
+        raise CoordinatorError(f"{self.describe()}: table did not become ACTIVE", retryable=True)
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:
+        return self.get_commits(table_uri, 0, 0, table_conf).latest_table_version
+
+    def get_commits(
+        self,
+        table_uri: str,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        table_conf: Mapping[str, str] | None = None,
+    ) -> CommitsResponse:
+        item = self._get_item(self._table_id(table_conf))
+        latest = int(item["tableVersion"]["N"]) if item.get("hasAcceptedCommits", {}).get("BOOL") else -1
+        lo = 0 if start_version is None else start_version
+        hi = 2**62 if end_version is None else end_version
+        commits = []
+        for entry in item.get("commits", {}).get("L", []):
+            m = entry["M"]
+            v = int(m["version"]["N"])
+            if lo <= v <= hi:
+                commits.append(
+                    RatifiedCommit(
+                        version=v,
+                        commit_timestamp=int(m["timestamp"]["N"]),
+                        file_name=f"_staged_commits/{m['fsName']['S']}",
+                        file_size=int(m["fsLength"]["N"]),
+                        file_modification_time=int(m["fsTimestamp"]["N"]),
+                    )
+                )
+        commits.sort(key=lambda c: c.version)
+        return CommitsResponse(tuple(commits), latest)
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    def register_table(self, table_uri: str, current_version: int) -> dict[str, str]:
+        """delta-spark's ``registerTable``: a new item with ``tableVersion = current_version + 1``
+        (the conversion commit, written to the filesystem by the caller). Returns the tableConf."""
+        from botocore.exceptions import ClientError
+
+        table_id = str(uuid.uuid4())
+        try:
+            self.client.put_item(
+                TableName=self.dynamodb_table,
+                Item={
+                    "tableId": {"S": table_id},
+                    "tableVersion": {"N": str(current_version + 1)},
+                    "hasAcceptedCommits": {"BOOL": False},
+                    "path": {"S": hadoop_table_path(self.normalize_uri(table_uri))},
+                    "commits": {"L": []},
+                    "acceptingCommits": {"BOOL": True},
+                    "schemaVersion": {"N": str(SCHEMA_VERSION)},
+                },
+                ConditionExpression="attribute_not_exists(tableId)",
+            )
+        except ClientError as exc:
+            raise CoordinatorError(f"{self.describe()}: registerTable failed: {exc.response.get('Error', {}).get('Code')}") from None
+        return {"tableId": table_id}
+
+    def coordinator_properties(self, table_conf: Mapping[str, str]) -> dict[str, str]:
+        """The table properties that point delta-spark at this coordinator."""
+        conf = {"dynamoDBTableName": self.dynamodb_table}
+        if self.endpoint:
+            conf["dynamoDBEndpoint"] = self.endpoint
+        return {
+            _CONF_PROPS[0]: COORDINATOR_NAME,
+            _CONF_PROPS[1]: json.dumps(conf, separators=(",", ":")),
+            _CONF_PROPS[2]: json.dumps(dict(table_conf), separators=(",", ":")),
+            "delta.enableInCommitTimestamps": "true",
+        }
+
+    def commit(
+        self,
+        table_uri: str,
+        version: int,
+        actions: Sequence[Mapping[str, Any]],
+        table_conf: Mapping[str, str] | None = None,
+    ) -> RatifiedCommit:
+        if self.writer_factory is None:
+            raise CoordinatorError("this coordinator client was opened without storage; it cannot stage commits")
+        uri = self.normalize_uri(table_uri)
+        writer = self.writer_factory(uri)
+        if version == 0:
+            return self._create(uri, writer, actions)
+        table_id = self._table_id(table_conf)
+        item = self._get_item(table_id)
+        previous_ts = int(item["tableTimestamp"]["N"]) if "tableTimestamp" in item else None
+        ict = next_in_commit_timestamp(previous_ts)
+        data = commit_bytes(actions, ict)
+        written = writer.write_new(staged_name(version), data)
+        self._ratify(table_id, item["path"]["S"], version, ict, written.file_name.rsplit("/", 1)[-1], written.size, written.modification_time)
+        return RatifiedCommit(version, ict, written.file_name, written.size, written.modification_time)
+
+    def _ratify(self, table_id: str, path: str, version: int, ict: int, fs_name: str, size: int, mtime: int) -> None:
+        from botocore.exceptions import ClientError
+
+        entry = {
+            "M": {
+                "version": {"N": str(version)},
+                "timestamp": {"N": str(ict)},
+                "fsName": {"S": fs_name},
+                "fsLength": {"N": str(size)},
+                "fsTimestamp": {"N": str(mtime)},
+            }
+        }
+        try:
+            self.client.update_item(
+                TableName=self.dynamodb_table,
+                Key={"tableId": {"S": table_id}},
+                Expected={
+                    "tableVersion": {"Value": {"N": str(version - 1)}, "ComparisonOperator": "EQ"},
+                    "acceptingCommits": {"Value": {"BOOL": True}, "ComparisonOperator": "EQ"},
+                    "path": {"Value": {"S": path}, "ComparisonOperator": "EQ"},
+                    "schemaVersion": {"Value": {"N": str(SCHEMA_VERSION)}, "ComparisonOperator": "EQ"},
+                },
+                AttributeUpdates={
+                    "tableVersion": {"Value": {"N": str(version)}, "Action": "PUT"},
+                    "hasAcceptedCommits": {"Value": {"BOOL": True}, "Action": "PUT"},
+                    "tableTimestamp": {"Value": {"N": str(ict)}, "Action": "PUT"},
+                    "commits": {"Value": {"L": [entry]}, "Action": "ADD"},
+                },
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code != "ConditionalCheckFailedException":
+                raise CoordinatorError(f"{self.describe()}: UpdateItem failed: {code}", retryable=_transient(code), version=version) from None
+            self._classify_failed_commit(table_id, path, version)
+
+    def _classify_failed_commit(self, table_id: str, path: str, version: int) -> None:
+        """Re-read the item after a failed condition, as delta-spark does, to say why."""
+        item = self._get_item(table_id)
+        if int(item.get("schemaVersion", {}).get("N", "0")) != SCHEMA_VERSION:
+            raise CoordinatorError(f"{self.describe()}: schema version mismatch for {table_id}", version=version)
+        if item["path"]["S"] != path:
+            raise CoordinatorError(f"{self.describe()}: {table_id} belongs to {item['path']['S']}, not {path}", version=version)
+        if not item.get("acceptingCommits", {}).get("BOOL", True):
+            raise CoordinatorError(f"{self.describe()}: {table_id} no longer accepts commits", version=version)
+        current = int(item["tableVersion"]["N"])
+        if current > version - 1:
+            raise CommitConflictError(f"{self.describe()}: version {version} is already ratified (latest {current})", version=version)
+        raise CoordinatorError(f"{self.describe()}: cannot ratify {version}: latest ratified is {current}", version=version)
+
+    def _create(self, uri: str, writer: Any, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
+        table_conf = self.register_table(uri, -1)
+        props = self.coordinator_properties(table_conf)
+        out: list[dict[str, Any]] = []
+        for action in actions:
+            if "metaData" in action:
+                meta = dict(action["metaData"])
+                meta["configuration"] = {**dict(meta.get("configuration") or {}), **props}
+                out.append({"metaData": meta})
+            elif "protocol" in action:
+                out.append({"protocol": _coordinated_protocol(action["protocol"])})
+            else:
+                out.append(dict(action))
+        ict = next_in_commit_timestamp(None)
+        data = commit_bytes(out, ict)
+        try:
+            written = writer.write_new(published_name(0), data)  # version 0 goes through the filesystem
+        except FileExistsError:
+            raise CommitConflictError(f"{uri}: {published_name(0)} already exists", version=0, retryable=False) from None
+        self.table_id = self.table_id or table_conf["tableId"]
+        return RatifiedCommit(0, ict, written.file_name, written.size, written.modification_time)
+
+    def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
+        """Drop commits ≤ ``version`` from the item, conditional on ``tableVersion`` not moving."""
+        from botocore.exceptions import ClientError
+
+        table_id = self._table_id(table_conf)
+        for _ in range(10):
+            item = self._get_item(table_id)
+            current = int(item["tableVersion"]["N"])
+            if version > current:
+                raise CoordinatorError(f"{self.describe()}: cannot report {version} published; latest ratified is {current}", version=version)
+            keep = [e for e in item.get("commits", {}).get("L", []) if int(e["M"]["version"]["N"]) > version]
+            if len(keep) == len(item.get("commits", {}).get("L", [])):
+                return  # nothing tracked at or below version: already reported
+            try:
+                self.client.update_item(
+                    TableName=self.dynamodb_table,
+                    Key={"tableId": {"S": table_id}},
+                    Expected={
+                        "tableVersion": {"Value": {"N": str(current)}, "ComparisonOperator": "EQ"},
+                        "path": {"Value": {"S": item["path"]["S"]}, "ComparisonOperator": "EQ"},
+                        "schemaVersion": {"Value": {"N": str(SCHEMA_VERSION)}, "ComparisonOperator": "EQ"},
+                    },
+                    AttributeUpdates={"commits": {"Value": {"L": keep}, "Action": "PUT"}},
+                )
+                return
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                    raise CoordinatorError(f"{self.describe()}: report failed: {exc.response.get('Error', {}).get('Code')}", retryable=True) from None
+        raise CoordinatorError(f"{self.describe()}: the item kept changing while reporting {version}", retryable=True, version=version)
+
+
+def _coordinated_protocol(protocol: Mapping[str, Any]) -> dict[str, Any]:
+    """Protocol with the features delta-spark requires for coordinated commits."""
+    reader_v, writer_v = int(protocol.get("minReaderVersion", 1)), int(protocol.get("minWriterVersion", 2))
+    implied_w = [f for v, f in ((2, "appendOnly"), (2, "invariants"), (3, "checkConstraints"), (4, "changeDataFeed"),
+                                (4, "generatedColumns"), (5, "columnMapping"), (6, "identityColumns")) if writer_v >= v and writer_v < 7]
+    implied_r = ["columnMapping"] if reader_v == 2 else []
+    readers = set(protocol.get("readerFeatures") or []) | set(implied_r) | {"vacuumProtocolCheck"}
+    writers = set(protocol.get("writerFeatures") or []) | set(implied_w) | {"coordinatedCommits-preview", "inCommitTimestamp", "vacuumProtocolCheck"}
+    return {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": sorted(readers), "writerFeatures": sorted(writers | readers)}
+
+
+def _transient(code: str) -> bool:
+    return code in {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "InternalServerError", "ServiceUnavailable"}
