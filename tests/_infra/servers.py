@@ -142,3 +142,19 @@ def s3_bucket(s3_endpoint: str, aws_env: dict[str, str]) -> tuple[str, dict[str,
         "client_kwargs": {"endpoint_url": s3_endpoint, "region_name": "us-east-1"},
     }
     return name, options
+
+
+@pytest.fixture(scope="session")
+def uc_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The UC OpenAPI test server (the OSS server is not on Maven Central; see its docstring)."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("uc") / "server.log"
+    script = Path(__file__).resolve().parents[1] / "uc_openapi_server" / "server.py"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, proc, 30, log)
+        print(f"\n[servers] UC OpenAPI test server (not the OSS server) on 127.0.0.1:{port}, pid {proc.pid}", file=sys.stderr)
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop(proc)
