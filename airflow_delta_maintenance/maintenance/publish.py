@@ -17,7 +17,7 @@ from typing import Any
 from ..coordinators.base import CommitCoordinatorClient, CommitsResponse, RatifiedCommit
 from ..deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError
 from ..deltalog.listing import list_log_files
-from ..deltalog.paths import LogFileType, commit_name, parse_log_path
+from ..deltalog.paths import LEGACY_STAGED_DIR, LogFileType, commit_name, parse_log_path
 from ..deltalog.storage import LogStore
 from .errors import PublishForkError, StagedCommitError
 
@@ -52,6 +52,13 @@ def read_ratified_commit(store: LogStore, commit: RatifiedCommit) -> bytes:
         )
     try:
         return store.read(commit.file_name)  # store.path() refuses names escaping _delta_log
+    except FileNotFoundError:
+        pass
+    # Coordinators that store bare names (DynamoDB's fsName) written by older delta-spark
+    # releases staged into the legacy _commits/ directory.
+    legacy = f"{LEGACY_STAGED_DIR}/{parsed.filename}"
+    try:
+        return store.read(legacy)
     except FileNotFoundError:
         raise StagedCommitError(
             f"{store.display(commit.file_name)}: staged file of ratified version {commit.version} is missing",
