@@ -70,6 +70,7 @@ class ParsedActions:
     # lines that are not canonical file actions are blank here (their bytes are in ``odd_lines``).
     lines: pa.LargeBinaryArray | None = None
     odd_lines: dict[int, bytes] = field(default_factory=dict)
+    source_first_line: list[int] = field(default_factory=list)  # global index of each source's first line
 
     def original_lines(self, orders: pa.Array, base_order: int = 0) -> bytes:
         """The original NDJSON bytes of the actions with these ``_order`` values, in that order."""
@@ -298,7 +299,9 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0, *, k
     lines = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(starts), [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(buf[:pos])]
     )
-    return ParsedActions(pa.concat_tables(adds), pa.concat_tables(removes), others, lines, odd_lines)
+    return ParsedActions(
+        pa.concat_tables(adds), pa.concat_tables(removes), others, lines, odd_lines, [int(x) for x in first_line]
+    )
 
 
 # ---- Parquet checkpoints ---------------------------------------------------------------------------

@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .errors import CorruptLogError, MissingCommitError, MissingSidecarError
+from .errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
 from .log_segment import CatalogCommit, LogSegment
 from .paths import SIDECAR_DIR, LogFileType, ParsedLogPath
 from .reader import ORDER, ParsedActions, parse_ndjson, read_parquet_actions
 from .storage import LogStore
 
-__all__ = ["ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]
+__all__ = ["UnreconciledCompactionError", "ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]
 
 DV_ID = "dv_unique_id"
 
@@ -47,8 +47,39 @@ def file_action_keys(table: pa.Table) -> pa.Array:
     return pc.binary_join_element_wise(storage, path, suffix, "")
 
 
+def canonical_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Key form of file paths: ``file:/x`` and ``file:///x`` name the same file as ``/x``
+    (delta-spark canonicalises paths before reconciling; golden tables canonicalized-paths-*)."""
+    if len(paths) == 0 or not pc.any(pc.starts_with(paths, "file:")).as_py():
+        return paths
+    return pc.replace_substring_regex(paths, pattern="^file:(?://)?/", replacement="/")
+
+
 def _key_table(t: pa.Table) -> pa.Table:
-    return pa.table({"path": t.column("path"), "dv": pc.fill_null(t.column(DV_ID), ""), ORDER: t.column(ORDER)})
+    return pa.table({"path": canonical_paths(t.column("path")), "dv": pc.fill_null(t.column(DV_ID), ""), ORDER: t.column(ORDER)})
+
+
+class UnreconciledCompactionError(DeltaLogError):
+    """A compaction file holds more than one action for the same logical file, so the order of
+    its lines cannot say which one is newer; readers must use the commits instead."""
+
+
+def _check_compactions(segment: LogSegment, deltas: ParsedActions, base: int, sources: list[tuple[str, bytes]]) -> None:
+    bounds = [*deltas.source_first_line, None]
+    for i, d in enumerate(segment.deltas):
+        if isinstance(d, CatalogCommit) or d.end_version == d.version:
+            continue
+        lo = base + bounds[i]
+        hi = base + bounds[i + 1] if bounds[i + 1] is not None else None
+        keys = []
+        for t in (deltas.adds, deltas.removes):
+            order = t.column(ORDER)
+            mask = pc.greater_equal(order, lo) if hi is None else pc.and_(pc.greater_equal(order, lo), pc.less(order, hi))
+            keys.append(t.filter(mask).select(["path", "deletionVector"]).append_column("dv", file_action_keys(t.filter(mask))).select(["path", "dv"]))
+        both = pa.concat_tables(keys)
+        both = both.set_column(1, "dv", pc.fill_null(both.column("dv"), "")).set_column(0, "path", canonical_paths(both.column("path")))
+        if both.group_by(["path", "dv"]).aggregate([]).num_rows != both.num_rows:
+            raise UnreconciledCompactionError(f"{sources[i][0]} repeats a logical file; it is not a reconciled compaction", path=d.name)
 
 
 def reconcile_file_actions(
@@ -148,6 +179,7 @@ def replay_actions(
         parts, base = _read_checkpoint(store, segment.checkpoint.files)
     sources = _read_deltas(store, segment)
     deltas = parse_ndjson(sources, base_order=base, keys_only=keys_only)
+    _check_compactions(segment, deltas, base, sources)
     parts.append(deltas)
 
     source_versions = [d.version for d in segment.deltas]

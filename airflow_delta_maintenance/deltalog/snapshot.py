@@ -17,7 +17,7 @@ from .features import check_read_supported, in_commit_timestamps_enabled
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, LogSegment, build_log_segment
 from .reader import ORDER
-from .replay import in_commit_timestamp, replay_actions
+from .replay import UnreconciledCompactionError, in_commit_timestamp, replay_actions
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
 
@@ -141,7 +141,19 @@ def load_snapshot(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # Tombstone expiry needs the table's retention, which is only known after replay: keep all
     # tombstones in the replay and filter afterwards.
-    result = replay_actions(store, segment)
+    try:
+        result = replay_actions(store, segment)
+    except UnreconciledCompactionError:
+        # Like delta-spark's failed compacted-delta validation: fall back to the plain commits.
+        segment = build_log_segment(
+            files,
+            version,
+            catalog_commits=catalog_commits,
+            latest_ratified_version=latest_ratified_version,
+            use_compactions=False,
+            table=store.uri,
+        )
+        result = replay_actions(store, segment)
     if result.protocol is None:
         raise ProtocolViolationError(f"{store.uri}: no protocol action in versions ≤ {segment.version}", path=store.log_dir)
     if result.metadata is None:

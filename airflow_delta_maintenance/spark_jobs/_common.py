@@ -178,7 +178,8 @@ def reconcile(actions: DataFrame, *, tombstone_cutoff_ms: int | None) -> tuple[D
     """(winning adds, winning removes): the newest action per (path, DV unique id) wins; removes
     at or below the cutoff (missing timestamp = 0) are dropped unless the cutoff is None."""
     files = actions.where(F.col("add").isNotNull() | F.col("remove").isNotNull()).select(
-        F.coalesce(F.col("add.path"), F.col("remove.path")).alias("path"),
+        # same key form as deltalog.replay.canonical_paths: file:/x and file:///x are /x
+        F.regexp_replace(F.coalesce(F.col("add.path"), F.col("remove.path")), "^file:(?://)?/", "/").alias("path"),
         F.coalesce(_dv_unique_id(F.col("add.deletionVector")), _dv_unique_id(F.col("remove.deletionVector")), F.lit("")).alias("dv"),
         F.col(VERSION),
         F.col("add"),

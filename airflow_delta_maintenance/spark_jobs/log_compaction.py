@@ -86,7 +86,7 @@ def _main(argv: Sequence[str] | None) -> int:
             domains[d.domain] = d
 
     files_df = parsed.where(is_file).select(
-        F.coalesce(F.col("_a.add.path"), F.col("_a.remove.path")).alias("path"),
+        F.regexp_replace(F.coalesce(F.col("_a.add.path"), F.col("_a.remove.path")), "^file:(?://)?/", "/").alias("path"),
         F.coalesce(_dv_id(F.col("_a.add.deletionVector")), _dv_id(F.col("_a.remove.deletionVector")), F.lit("")).alias("dv"),
         F.col("_a.add.path").isNotNull().alias("is_add"),
         "value",
