@@ -1,0 +1,56 @@
+"""What the ratified-version sensor asks: one coordinator call per poll, no storage listing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..coordinators.base import CommitCoordinatorClient
+
+__all__ = ["VersionObservation", "observe_ratified_versions"]
+
+
+@dataclass(frozen=True)
+class VersionObservation:
+    latest_ratified_version: int
+    latest_published_version: int  # derived from the coordinator's unpublished commits
+    unpublished: int
+    baseline_version: int  # the version "new commits" are counted from
+    new_commits: int
+    satisfied: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def observe_ratified_versions(
+    client: CommitCoordinatorClient,
+    table_uri: str,
+    *,
+    target_version: int | None = None,
+    min_new_commits: int | None = None,
+    baseline_version: int | None = None,
+    table_conf: Mapping[str, str] | None = None,
+) -> VersionObservation:
+    """Is the coordinator's latest ratified version ≥ ``target_version``, or are at least
+    ``min_new_commits`` ratified beyond ``baseline_version`` (default: the last published)?
+
+    One ``get_commits`` call: it returns the unpublished ratified commits and the latest version,
+    from which the last published version follows without listing storage.
+    """
+    if target_version is None and min_new_commits is None:
+        raise ValueError("give target_version or min_new_commits")
+    resp = client.get_commits(table_uri, 0, None, table_conf=table_conf)
+    latest = resp.latest_table_version
+    commits = sorted(c.version for c in resp.commits)
+    published = commits[0] - 1 if commits else latest
+    baseline = published if baseline_version is None else baseline_version
+    new = max(0, latest - baseline)
+    if target_version is not None and latest >= target_version:
+        return VersionObservation(latest, published, len(commits), baseline, new, True, f"ratified version {latest} >= {target_version}")
+    if min_new_commits is not None and new >= min_new_commits:
+        return VersionObservation(latest, published, len(commits), baseline, new, True, f"{new} commits ratified beyond {baseline}")
+    wanted = f"version {target_version}" if target_version is not None else f"{min_new_commits} new commits beyond {baseline}"
+    return VersionObservation(latest, published, len(commits), baseline, new, False, f"latest ratified {latest}; waiting for {wanted}")

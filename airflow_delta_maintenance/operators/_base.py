@@ -1,0 +1,111 @@
+"""Shared plumbing of the maintenance operators: storage, coordinator, error translation, lineage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
+
+from ..coordinators.base import CommitCoordinatorClient
+from ..coordinators.errors import CoordinatorError
+from ..deltalog.errors import (
+    AtomicWriteUnsupportedError,
+    DeltaLogError,
+    InvalidLogPathError,
+    ProtocolViolationError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from ..deltalog.storage import LogStore, open_table_storage
+from ..hooks.coordinator import DeltaCoordinatorHook
+from ..hooks.storage import DeltaStorageHook
+from ..maintenance.errors import PublishForkError, StagedCommitError
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+__all__ = ["DeltaTableOperator", "translate_errors"]
+
+T = TypeVar("T")
+
+# Errors a retry cannot fix: fail the task at once with the message (no retries burned).
+PERMANENT = (
+    TableNotFoundError,
+    UnsupportedFeatureError,
+    ProtocolViolationError,
+    InvalidLogPathError,
+    AtomicWriteUnsupportedError,
+    PublishForkError,
+    StagedCommitError,
+)
+
+
+def translate_errors(action: str, table_uri: str, fn: Callable[[], T]) -> T:
+    """Run ``fn``; library errors become Airflow exceptions that say what to do."""
+    try:
+        return fn()
+    except PERMANENT as exc:
+        raise AirflowFailException(f"{action} of {table_uri} failed permanently: {type(exc).__name__}: {exc}") from exc
+    except CoordinatorError as exc:
+        if exc.retryable:
+            raise AirflowException(f"{action} of {table_uri}: transient coordinator error, will retry: {exc}") from exc
+        raise AirflowFailException(f"{action} of {table_uri}: coordinator refused: {type(exc).__name__}: {exc}") from exc
+    except DeltaLogError as exc:
+        raise AirflowException(f"{action} of {table_uri} failed: {type(exc).__name__}: {exc}") from exc
+
+
+class DeltaTableOperator(BaseOperator):
+    """Base of the maintenance operators: one table, its storage connection and its coordinator.
+
+    :param table_uri: table root URI (templated)
+    :param delta_storage_conn_id: storage connection (``None``: environment credentials)
+    :param delta_coordinator_conn_id: coordinator connection; ``coordinator_spec`` overrides it (templated)
+    """
+
+    template_fields: Sequence[str] = ("table_uri", "coordinator_spec")
+    ui_color = "#00add4"
+
+    def __init__(
+        self,
+        *,
+        table_uri: str,
+        delta_storage_conn_id: str | None = None,
+        delta_coordinator_conn_id: str | None = None,
+        coordinator_spec: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_uri = table_uri
+        self.delta_storage_conn_id = delta_storage_conn_id
+        self.delta_coordinator_conn_id = delta_coordinator_conn_id
+        self.coordinator_spec = coordinator_spec
+
+    def storage_options(self) -> dict[str, Any]:
+        return DeltaStorageHook(self.delta_storage_conn_id).get_storage_options(self.table_uri)
+
+    def store(self, *, allow_unsafe_writes: bool = False) -> LogStore:
+        return open_table_storage(self.table_uri, self.storage_options(), allow_unsafe_writes=allow_unsafe_writes)
+
+    @property
+    def has_coordinator(self) -> bool:
+        return bool(self.coordinator_spec or self.delta_coordinator_conn_id)
+
+    def coordinator(self) -> CommitCoordinatorClient:
+        hook = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec)
+        return hook.get_client(self.storage_options())
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The maintained table as both input and output dataset (lazy OpenLineage import)."""
+        try:
+            from airflow.providers.common.compat.openlineage.facet import Dataset
+            from airflow.providers.openlineage.extractors import OperatorLineage
+        except ImportError:
+            return None
+        scheme, sep, rest = self.table_uri.partition("://")
+        namespace, name = (f"{scheme}://{rest.split('/', 1)[0]}", "/" + rest.split("/", 1)[1] if "/" in rest else "/") if sep else ("file", self.table_uri)
+        dataset = Dataset(namespace=namespace, name=name)
+        return OperatorLineage(inputs=[dataset], outputs=[dataset])
+
+    def execute(self, context: Context) -> Any:  # pragma: no cover - subclasses implement
+        raise NotImplementedError

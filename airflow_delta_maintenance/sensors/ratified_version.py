@@ -1,0 +1,112 @@
+"""``DeltaRatifiedVersionSensor``: wait until the coordinator has ratified new versions."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import AirflowException, BaseSensorOperator, PokeReturnValue, conf
+
+from ..coordinators.errors import CoordinatorError
+from ..triggers.ratified_version import DeltaRatifiedVersionTrigger, poll_once
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+
+class DeltaRatifiedVersionSensor(BaseSensorOperator):
+    """Succeeds when the latest ratified version is ≥ ``target_version``, or when at least
+    ``min_new_commits`` are ratified beyond ``baseline_version`` (default: the last published).
+
+    One coordinator call per poke and no storage listing. Works in poke and reschedule modes, and
+    deferrable (``deferrable=True``) with ``DeltaRatifiedVersionTrigger``. The observed versions
+    go to XCom (``return_value``: latest ratified and published versions, pending count).
+
+    :param table_uri: the table (templated)
+    :param target_version: wait for this ratified version (templated)
+    :param min_new_commits: or for this many commits beyond the baseline (templated)
+    :param baseline_version: count new commits from here (default: the last published) (templated)
+    """
+
+    template_fields: Sequence[str] = ("table_uri", "target_version", "min_new_commits", "baseline_version", "coordinator_spec")
+    ui_color = "#00add4"
+
+    def __init__(
+        self,
+        *,
+        table_uri: str,
+        target_version: int | str | None = None,
+        min_new_commits: int | str | None = None,
+        baseline_version: int | str | None = None,
+        delta_coordinator_conn_id: str | None = None,
+        coordinator_spec: str | None = None,
+        delta_storage_conn_id: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_uri = table_uri
+        self.target_version = target_version
+        self.min_new_commits = min_new_commits
+        self.baseline_version = baseline_version
+        self.delta_coordinator_conn_id = delta_coordinator_conn_id
+        self.coordinator_spec = coordinator_spec
+        self.delta_storage_conn_id = delta_storage_conn_id
+        self.deferrable = deferrable
+
+    @staticmethod
+    def _int(value: Any) -> int | None:
+        return None if value in (None, "", "None") else int(value)
+
+    def _condition(self) -> dict[str, int | None]:
+        target, new = self._int(self.target_version), self._int(self.min_new_commits)
+        if target is None and new is None:
+            new = 1  # default: any new ratified commit
+        return {"target_version": target, "min_new_commits": new, "baseline_version": self._int(self.baseline_version)}
+
+    def poke(self, context: Context) -> PokeReturnValue | bool:
+        try:
+            observation = poll_once(
+                self.table_uri,
+                delta_coordinator_conn_id=self.delta_coordinator_conn_id,
+                coordinator_spec=self.coordinator_spec,
+                delta_storage_conn_id=self.delta_storage_conn_id,
+                **self._condition(),
+            )
+        except CoordinatorError as exc:
+            if exc.retryable:
+                self.log.warning("transient coordinator error, poking again: %s", exc)
+                return False
+            raise AirflowException(f"ratified-version sensor for {self.table_uri}: {type(exc).__name__}: {exc}") from exc
+        self.log.info("%s", observation["reason"])
+        if observation["satisfied"]:
+            return PokeReturnValue(is_done=True, xcom_value=observation)
+        return False
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        result = self.poke(context)
+        if isinstance(result, PokeReturnValue) and result.is_done:
+            return result.xcom_value
+        timeout = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else float(self.timeout)
+        self.defer(
+            trigger=DeltaRatifiedVersionTrigger(
+                self.table_uri,
+                delta_coordinator_conn_id=self.delta_coordinator_conn_id,
+                coordinator_spec=self.coordinator_spec,
+                delta_storage_conn_id=self.delta_storage_conn_id,
+                poll_interval=float(self.poke_interval if not isinstance(self.poke_interval, timedelta) else self.poke_interval.total_seconds()),
+                end_time=time.time() + timeout,
+                **self._condition(),
+            ),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        if not event or event.get("status") != "success":
+            status = (event or {}).get("status", "missing event")
+            raise AirflowException(f"ratified-version sensor for {self.table_uri} ended with {status}: {(event or {}).get('message')}")
+        return {k: v for k, v in event.items() if k not in ("status", "message")}
