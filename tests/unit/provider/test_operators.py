@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
+
+from airflow_delta_maintenance.coordinators.errors import CoordinatorError
+from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.storage import open_table_storage
+from airflow_delta_maintenance.maintenance.errors import PublishForkError
+from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator
+from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator
+from airflow_delta_maintenance.operators.compaction import DeltaLogCompactionOperator
+from airflow_delta_maintenance.operators.publish import DeltaPublishCommitsOperator
+
+OPERATORS = [DeltaPublishCommitsOperator, DeltaCheckpointOperator, DeltaLogCompactionOperator, DeltaLogCleanupOperator]
+
+
+@pytest.mark.parametrize("cls", OPERATORS)
+def test_template_fields_are_attributes(cls: type) -> None:
+    op = cls(task_id="t", table_uri="/x", coordinator_spec="local:///tmp/c.db")
+    for name in cls.template_fields:
+        assert hasattr(op, name), name
+
+
+def test_publish_then_idempotent_retry(coordinated_table: tuple[str, str]) -> None:
+    spec, uri = coordinated_table
+    op = DeltaPublishCommitsOperator(task_id="publish", table_uri=uri, coordinator_spec=spec, up_to_version="{{ params.x }}")
+    op.up_to_version = "8"  # as rendered
+    first = op.execute({})
+    assert first["published"] == list(range(1, 9)) and first["latest_published_version"] == 8
+    op.up_to_version = None
+    assert op.execute({})["published"] == [9, 10, 11, 12]
+    assert op.execute({})["published"] == []
+
+
+def test_publish_fork_fails_permanently(coordinated_table: tuple[str, str]) -> None:
+    spec, uri = coordinated_table
+    op = DeltaPublishCommitsOperator(task_id="publish", table_uri=uri, coordinator_spec=spec)
+    with mock.patch("airflow_delta_maintenance.operators.publish.publish_ratified_commits", side_effect=PublishForkError("forked at 3", version=3)):
+        with pytest.raises(AirflowFailException, match="forked at 3"):
+            op.execute({})
+    with mock.patch("airflow_delta_maintenance.operators.publish.publish_ratified_commits", side_effect=CoordinatorError("busy", retryable=True)):
+        with pytest.raises(AirflowException, match="will retry"):
+            op.execute({})
+
+
+def test_local_checkpoint_compaction_and_dry_run_cleanup(coordinated_table: tuple[str, str]) -> None:
+    spec, uri = coordinated_table
+    DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec).execute({})
+    not_due = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=20).execute({})
+    assert not_due["skipped"] and "only 13 commits" in not_due["reason"]
+    written = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10).execute({})
+    assert written["checkpoint_version"] == 12 and not written["skipped"]
+    again = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10).execute({})
+    assert again["skipped"]
+    compacted = DeltaLogCompactionOperator(task_id="k", table_uri=uri, interval=5).execute({})
+    assert [(w["start"], w["end"]) for w in compacted["written"]] == [(1, 5), (6, 10)]
+    cleanup = DeltaLogCleanupOperator(task_id="d", table_uri=uri).execute({})
+    assert cleanup["dry_run"] and "delete" not in cleanup
+    assert len(list_log_files(open_table_storage(uri)).commits) == 13
+
+
+def test_spark_checkpoint_submits_through_the_spark_provider_and_verifies(coordinated_table: tuple[str, str], tmp_path: Path) -> None:
+    spec, uri = coordinated_table
+    DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec).execute({})
+    op = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="spark", interval=5, spark_conf={"spark.executor.memory": "1g"})
+    with mock.patch("airflow_delta_maintenance.hooks.spark.DeltaSparkSubmitHook.submit") as submit:
+        with pytest.raises(AirflowException, match="no complete checkpoint"):  # exit code 0 but nothing written
+            op.execute({})
+    app = submit.call_args.args[0]
+    assert app.endswith("spark_jobs/checkpoint.py")
+    hook = op._hook
+    assert hook._application_args == ["--table-uri", uri, "--version", "12"] and hook._conf["spark.executor.memory"] == "1g"
+    assert hook._connection["master"] == "local[*]"  # no spark_default connection: local mode
+    with mock.patch.object(hook, "on_kill") as kill:
+        op.on_kill()
+    kill.assert_called_once()

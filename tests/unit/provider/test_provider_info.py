@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import importlib
+import json
+import os
+
+import airflow
+import jsonschema
+
+from airflow_delta_maintenance.get_provider_info import get_provider_info
+from airflow_delta_maintenance.hooks.coordinator import DeltaCoordinatorHook
+from airflow_delta_maintenance.hooks.storage import DeltaStorageHook
+
+
+def test_provider_info_validates_against_airflows_schema() -> None:
+    with open(os.path.join(os.path.dirname(airflow.__file__), "provider_info.schema.json")) as f:
+        jsonschema.validate(get_provider_info(), json.load(f))
+
+
+def test_every_listed_module_and_hook_class_imports() -> None:
+    info = get_provider_info()
+    for section in ("operators", "sensors", "triggers", "hooks"):
+        for entry in info[section]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+    for conn in info["connection-types"]:
+        module, _, cls = conn["hook-class-name"].rpartition(".")
+        hook = getattr(importlib.import_module(module), cls)
+        assert hook.conn_type == conn["connection-type"] and hook.hook_name == conn["hook-name"]
+
+
+def test_form_fields_are_declared_the_same_way_twice() -> None:
+    from airflow_delta_maintenance.hooks.storage import STORAGE_FIELDS
+
+    by_type = {c["connection-type"]: c for c in get_provider_info()["connection-types"]}
+    assert set(by_type["delta_storage"]["conn-fields"]) == set(STORAGE_FIELDS)
+    assert "conn-fields" not in by_type["delta_coordinator"] and DeltaCoordinatorHook.get_connection_form_widgets() == {}
+    try:  # Airflow 2's form widgets need Flask-AppBuilder, which Airflow 3 does not install
+        widgets = DeltaStorageHook.get_connection_form_widgets()
+    except ModuleNotFoundError:
+        widgets = None
+    if widgets is not None:
+        assert set(widgets) == set(STORAGE_FIELDS)
+    for hook in (DeltaStorageHook, DeltaCoordinatorHook):
+        entry = by_type[hook.conn_type]
+        behaviour = hook.get_ui_field_behaviour()
+        assert behaviour["hidden_fields"] == entry["ui-field-behaviour"]["hidden-fields"]
+        assert behaviour["relabeling"] == entry["ui-field-behaviour"]["relabeling"]
+
+
+def test_provider_is_discovered_by_airflow() -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    assert "airflow-delta-maintenance" in ProvidersManager().providers
