@@ -28,9 +28,10 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
     :param target_version: wait for this ratified version (templated)
     :param min_new_commits: or for this many commits beyond the baseline (templated)
     :param baseline_version: count new commits from here (default: the last published) (templated)
+    :param skip: succeed at once without waiting, e.g. ``"{{ params.skip_wait }}"`` (templated)
     """
 
-    template_fields: Sequence[str] = ("table_uri", "target_version", "min_new_commits", "baseline_version", "coordinator_spec")
+    template_fields: Sequence[str] = ("table_uri", "target_version", "min_new_commits", "baseline_version", "coordinator_spec", "skip")
     ui_color = "#00add4"
 
     def __init__(
@@ -44,6 +45,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         coordinator_spec: str | None = None,
         delta_storage_conn_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        skip: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -55,6 +57,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         self.coordinator_spec = coordinator_spec
         self.delta_storage_conn_id = delta_storage_conn_id
         self.deferrable = deferrable
+        self.skip = skip
 
     @staticmethod
     def _int(value: Any) -> int | None:
@@ -66,7 +69,14 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
             new = 1  # default: any new ratified commit
         return {"target_version": target, "min_new_commits": new, "baseline_version": self._int(self.baseline_version)}
 
+    @property
+    def _skipping(self) -> bool:
+        return self.skip is True or str(self.skip).strip().lower() in ("true", "1", "yes")
+
     def poke(self, context: Context) -> PokeReturnValue | bool:
+        if self._skipping:
+            self.log.info("skip requested: not waiting for ratified versions")
+            return PokeReturnValue(is_done=True, xcom_value={"skipped": True})
         try:
             observation = poll_once(
                 self.table_uri,

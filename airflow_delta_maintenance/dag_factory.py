@@ -1,0 +1,129 @@
+"""One maintenance DAG per configured table: wait → publish → checkpoint and compaction → cleanup.
+
+Building a DAG does no I/O to tables or coordinators: everything is resolved inside the tasks.
+Manual runs take Params (validated by JSON schema): ``dry_run``, ``force_checkpoint``,
+``target_version`` and ``skip_wait``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.providers.common.compat.sdk import DAG, Param, TriggerRule
+
+from .maintenance.config import TableConfig
+from .operators.checkpoint import DeltaCheckpointOperator
+from .operators.cleanup import DeltaLogCleanupOperator
+from .operators.compaction import DeltaLogCompactionOperator
+from .operators.publish import DeltaPublishCommitsOperator
+from .sensors.ratified_version import DeltaRatifiedVersionSensor
+
+__all__ = ["build_maintenance_dag"]
+
+_DOC = """
+### Delta log maintenance for `{name}`
+
+Table `{uri}` — coordinator `{coordinator}`.
+
+1. **wait** for ratified commits (or `target_version`),
+2. **publish** them to `_delta_log/<v>.json` in order,
+3. **checkpoint** (engine `{engine}`) when {interval} commits have passed, and **compact** the log in aligned windows of {compaction},
+4. **cleanup** of expired log files ({cleanup}; a manual run can override with `dry_run`).
+
+Manual runs: `dry_run`, `force_checkpoint`, `target_version`, `skip_wait`.
+"""
+
+
+def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
+    import pendulum
+
+    default_args = {
+        "owner": table.owner,
+        "retries": table.retries,
+        "retry_delay": timedelta(minutes=table.retry_delay_minutes),
+    }
+    if table.pool:
+        default_args["pool"] = table.pool
+    params = {
+        "dry_run": Param(table.cleanup.mode != "delete", type="boolean", description="plan the cleanup without deleting"),
+        "force_checkpoint": Param(False, type="boolean", description="write a checkpoint even if not due"),
+        "target_version": Param(None, type=["null", "integer"], minimum=0, description="wait for and publish up to this version"),
+        "skip_wait": Param(False, type="boolean", description="do not wait for new ratified commits"),
+    }
+    dag = DAG(
+        dag_id=table.dag_id,
+        schedule=table.schedule,
+        start_date=start_date or pendulum.datetime(2024, 1, 1, tz="UTC"),
+        catchup=False,
+        max_active_runs=1,
+        tags=["delta-maintenance", *table.tags],
+        default_args=default_args,
+        params=params,
+        doc_md=_DOC.format(
+            name=table.name, uri=table.uri, coordinator=table.coordinator or table.coordinator_conn_id or "none",
+            engine=table.checkpoint.engine, interval=table.checkpoint.interval or "delta.checkpointInterval",
+            compaction=table.compaction.interval, cleanup=table.cleanup.mode,
+        ),
+        render_template_as_native_obj=True,
+    )
+    common = {"table_uri": table.uri, "delta_storage_conn_id": table.storage_conn_id}
+    coord = {"coordinator_spec": table.coordinator, "delta_coordinator_conn_id": table.coordinator_conn_id}
+    with dag:
+        upstream: list[Any] = []
+        if table.has_coordinator and table.sensor.enabled:
+            wait = DeltaRatifiedVersionSensor(
+                task_id="wait_for_ratified_commits",
+                **common,
+                **coord,
+                target_version="{{ params.target_version }}",
+                min_new_commits=table.sensor.min_new_commits,
+                skip="{{ params.skip_wait }}",
+                poke_interval=table.sensor.poke_interval_seconds,
+                timeout=table.sensor.timeout_minutes * 60,
+                mode=table.sensor.mode,
+                deferrable=table.sensor.deferrable,
+                soft_fail=True,  # nothing new is not a failure: downstream is skipped
+            )
+            upstream = [wait]
+        if table.publish:
+            publish = DeltaPublishCommitsOperator(task_id="publish", **common, **coord, up_to_version="{{ params.target_version }}")
+            for u in upstream:
+                u >> publish
+            upstream = [publish]
+        parallel = []
+        if table.checkpoint.enabled:
+            parallel.append(
+                DeltaCheckpointOperator(
+                    task_id="checkpoint",
+                    **common,
+                    engine=table.checkpoint.engine,
+                    interval=table.checkpoint.interval,
+                    force="{{ params.force_checkpoint }}",
+                    spark_conn_id=table.checkpoint.spark_conn_id,
+                    spark_conf=dict(table.checkpoint.spark_conf),
+                    spark_jars=table.checkpoint.spark_jars,
+                    spark_packages=table.checkpoint.spark_packages,
+                )
+            )
+        if table.compaction.enabled:
+            parallel.append(
+                DeltaLogCompactionOperator(task_id="compact_log", **common, interval=table.compaction.interval, max_window_bytes=table.compaction.max_window_bytes)
+            )
+        for task in parallel:
+            for u in upstream:
+                u >> task
+        if table.cleanup.enabled:
+            cleanup = DeltaLogCleanupOperator(
+                task_id="cleanup",
+                **common,
+                dry_run="{{ params.dry_run }}",
+                retention_days=table.cleanup.retention_days,
+                allow_shorter_retention=table.cleanup.allow_shorter_retention,
+                catalog_permits_cleanup=table.cleanup.catalog_permits_cleanup,
+                # after the writers whatever they did, but never after a failure upstream
+                trigger_rule=TriggerRule.NONE_FAILED,
+            )
+            for u in parallel or upstream:
+                u >> cleanup
+    return dag

@@ -1,0 +1,259 @@
+"""Per-table maintenance configuration: a YAML file with ``defaults`` and ``tables``.
+
+Validation is strict: an unknown key or a bad value is an error naming the file, the table and
+the key. Loading never touches tables or coordinators (DAG files call it at parse time); checks
+that need the table (a retention shorter than its ``delta.logRetentionDuration``) run in the
+cleanup task, or with ``delta-maintenance validate-config --check-tables``.
+
+.. code-block:: yaml
+
+    defaults:
+      schedule: "@hourly"
+      coordinator: local:///data/coordinator.db     # or coordinator_conn_id: delta_coordinator_default
+      sensor: {min_new_commits: 1, timeout_minutes: 60, poke_interval_seconds: 30, mode: reschedule}
+      checkpoint: {interval: 10, engine: spark}
+      compaction: {interval: 10}
+      cleanup: {mode: dry-run}
+    tables:
+      - name: orders
+        uri: s3://lake/orders
+        storage_conn_id: lake_s3
+        cleanup: {mode: delete, retention_days: 30}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..coordinators.errors import InvalidCoordinatorSpecError
+from ..coordinators.registry import parse_coordinator_spec
+
+__all__ = ["ConfigError", "TableConfig", "SensorConfig", "CheckpointConfig", "CompactionConfig", "CleanupConfig", "load_config", "parse_config"]
+
+
+class ConfigError(ValueError):
+    """A configuration mistake; the message names the file, the table and the key."""
+
+    def __init__(self, path: str, table: str | None, key: str, message: str) -> None:
+        where = f"{path}: " + (f"table {table!r}: " if table else "") + f"{key}: "
+        super().__init__(where + message)
+        self.path, self.table, self.key = path, table, key
+
+
+@dataclass(frozen=True)
+class SensorConfig:
+    enabled: bool = True
+    min_new_commits: int = 1
+    timeout_minutes: float = 60.0
+    poke_interval_seconds: float = 30.0
+    mode: str = "reschedule"
+    deferrable: bool = False
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    enabled: bool = True
+    interval: int | None = None  # None: the table's delta.checkpointInterval
+    engine: str = "spark"
+    spark_conn_id: str = "spark_default"
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    spark_jars: str | None = None
+    spark_packages: str | None = None
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    enabled: bool = True
+    interval: int = 10
+    max_window_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CleanupConfig:
+    enabled: bool = True
+    mode: str = "dry-run"  # dry-run | delete
+    retention_days: float | None = None
+    allow_shorter_retention: bool = False
+    catalog_permits_cleanup: bool = False
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    name: str
+    uri: str
+    schedule: str | None = "@hourly"
+    coordinator: str | None = None
+    coordinator_conn_id: str | None = None
+    storage_conn_id: str | None = None
+    publish: bool = True
+    sensor: SensorConfig = field(default_factory=SensorConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    cleanup: CleanupConfig = field(default_factory=CleanupConfig)
+    pool: str | None = None
+    tags: tuple[str, ...] = ()
+    owner: str = "airflow"
+    retries: int = 1
+    retry_delay_minutes: float = 5.0
+
+    @property
+    def dag_id(self) -> str:
+        return f"delta_maintenance__{self.name}"
+
+    @property
+    def has_coordinator(self) -> bool:
+        return bool(self.coordinator or self.coordinator_conn_id)
+
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
+_SECTIONS = {"sensor": SensorConfig, "checkpoint": CheckpointConfig, "compaction": CompactionConfig, "cleanup": CleanupConfig}
+_TOP = {
+    "name", "uri", "schedule", "coordinator", "coordinator_conn_id", "storage_conn_id", "publish",
+    "sensor", "checkpoint", "compaction", "cleanup", "pool", "tags", "owner", "retries", "retry_delay_minutes",
+}
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def _typed(path: str, table: str | None, key: str, value: Any, kind: type | tuple[type, ...], *, minimum: float | None = None) -> Any:
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise ConfigError(path, table, key, f"expected a number, got {value!r}")
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ConfigError(path, table, key, f"expected {names}, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(path, table, key, f"must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _section(path: str, table: str, name: str, raw: Any) -> Any:
+    cls = _SECTIONS[name]
+    if raw is False:
+        return cls(enabled=False)
+    if raw is None or raw is True:
+        return cls()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(path, table, name, f"expected a mapping or false, got {raw!r}")
+    allowed = set(cls.__dataclass_fields__)
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(path, table, f"{name}.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    k = lambda key: f"{name}.{key}"  # noqa: E731
+    v = dict(raw)
+    if "enabled" in v:
+        _typed(path, table, k("enabled"), v["enabled"], bool)
+    if name == "sensor":
+        for key, minimum in (("min_new_commits", 1), ("timeout_minutes", 0), ("poke_interval_seconds", 1)):
+            if key in v:
+                _typed(path, table, k(key), v[key], (int, float), minimum=minimum)
+        if "mode" in v and v["mode"] not in ("poke", "reschedule"):
+            raise ConfigError(path, table, k("mode"), f"expected poke or reschedule, got {v['mode']!r}")
+        if "deferrable" in v:
+            _typed(path, table, k("deferrable"), v["deferrable"], bool)
+    elif name == "checkpoint":
+        if v.get("interval") is not None:
+            _typed(path, table, k("interval"), v["interval"], int, minimum=1)
+        if "engine" in v and v["engine"] not in ("spark", "local"):
+            raise ConfigError(path, table, k("engine"), f"expected spark or local, got {v['engine']!r}")
+        if "spark_conf" in v:
+            if not isinstance(v["spark_conf"], Mapping):
+                raise ConfigError(path, table, k("spark_conf"), "expected a mapping of Spark conf keys to values")
+            v["spark_conf"] = {str(a): str(b) for a, b in v["spark_conf"].items()}
+    elif name == "compaction":
+        if "interval" in v:
+            _typed(path, table, k("interval"), v["interval"], int, minimum=2)
+        if "max_window_bytes" in v:
+            _typed(path, table, k("max_window_bytes"), v["max_window_bytes"], int, minimum=0)
+    elif name == "cleanup":
+        if "mode" in v and v["mode"] not in ("dry-run", "delete"):
+            raise ConfigError(path, table, k("mode"), f"expected dry-run or delete, got {v['mode']!r}")
+        if v.get("retention_days") is not None:
+            _typed(path, table, k("retention_days"), v["retention_days"], (int, float), minimum=0)
+        for key in ("allow_shorter_retention", "catalog_permits_cleanup"):
+            if key in v:
+                _typed(path, table, k(key), v[key], bool)
+    return cls(**v)
+
+
+def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int) -> TableConfig:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(path, None, f"tables[{index}]", f"expected a mapping, got {raw!r}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(path, None, f"tables[{index}].name", f"a name of letters, digits, '_', '.', '-' is required, got {name!r}")
+    merged = _merge(defaults, raw)
+    for key in merged:
+        if key not in _TOP:
+            raise ConfigError(path, name, key, f"unknown key (allowed: {', '.join(sorted(_TOP))})")
+    uri = merged.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise ConfigError(path, name, "uri", "a table URI is required")
+    if merged.get("coordinator") is not None:
+        try:
+            parse_coordinator_spec(merged["coordinator"])
+        except InvalidCoordinatorSpecError as exc:
+            raise ConfigError(path, name, "coordinator", str(exc)) from None
+    if merged.get("coordinator") and merged.get("coordinator_conn_id"):
+        raise ConfigError(path, name, "coordinator", "give coordinator or coordinator_conn_id, not both")
+    for key in ("schedule", "coordinator_conn_id", "storage_conn_id", "pool", "owner"):
+        if merged.get(key) is not None:
+            _typed(path, name, key, merged[key], str)
+    if "publish" in merged:
+        _typed(path, name, "publish", merged["publish"], bool)
+    if "retries" in merged:
+        _typed(path, name, "retries", merged["retries"], int, minimum=0)
+    if "retry_delay_minutes" in merged:
+        _typed(path, name, "retry_delay_minutes", merged["retry_delay_minutes"], (int, float), minimum=0)
+    tags = merged.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ConfigError(path, name, "tags", f"expected a list of strings, got {tags!r}")
+    kwargs = {k: v for k, v in merged.items() if k in _TOP and k not in _SECTIONS}
+    kwargs["tags"] = tuple(tags)
+    sections = {s: _section(path, name, s, merged.get(s)) for s in _SECTIONS}
+    config = TableConfig(**kwargs, **sections)
+    if config.publish and not config.has_coordinator:
+        raise ConfigError(path, name, "publish", "publishing needs a coordinator (coordinator or coordinator_conn_id), or set publish: false")
+    return config
+
+
+def parse_config(data: Any, path: str = "<config>") -> list[TableConfig]:
+    if not isinstance(data, Mapping):
+        raise ConfigError(path, None, "<root>", "expected a mapping with 'defaults' and 'tables'")
+    for key in data:
+        if key not in ("defaults", "tables"):
+            raise ConfigError(path, None, key, "unknown top-level key (allowed: defaults, tables)")
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, Mapping):
+        raise ConfigError(path, None, "defaults", "expected a mapping")
+    if "name" in defaults or "uri" in defaults:
+        raise ConfigError(path, None, "defaults", "name and uri belong to each table")
+    tables = data.get("tables")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(path, None, "tables", "expected a non-empty list of tables")
+    out = [_table(path, raw, defaults, i) for i, raw in enumerate(tables)]
+    seen: set[str] = set()
+    for t in out:
+        if t.name in seen:
+            raise ConfigError(path, t.name, "name", "duplicate table name")
+        seen.add(t.name)
+    return out
+
+
+def load_config(path: str | Path) -> list[TableConfig]:
+    text = Path(path).read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), None, "<yaml>", f"not valid YAML: {exc}") from None
+    return parse_config(data, str(path))

@@ -1,0 +1,23 @@
+"""Run one generated maintenance DAG with dag.test() and print its XComs as JSON lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+conf = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+spec = importlib.util.spec_from_file_location("delta_maintenance_dags", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+dag = next(v for k, v in vars(module).items() if k.startswith("delta_maintenance__"))
+run = dag.test(run_conf=conf)
+
+from airflow.models.xcom import XComModel  # noqa: E402
+from airflow.utils.session import create_session  # noqa: E402
+
+out = {"state": str(run.state), "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}, "xcom": {}}
+with create_session() as session:
+    for row in session.query(XComModel).filter(XComModel.dag_id == dag.dag_id, XComModel.run_id == run.run_id, XComModel.key == "return_value"):
+        out["xcom"][row.task_id] = json.loads(row.value) if isinstance(row.value, str) else row.value
+print("RESULT " + json.dumps(out), flush=True)

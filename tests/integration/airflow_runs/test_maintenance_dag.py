@@ -1,0 +1,77 @@
+"""dag.test() of the generated DAG wait → publish → checkpoint and compaction → cleanup, on a local
+table with the embedded coordinator and a local Spark checkpoint; a second run changes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.storage import open_table_storage
+from airflow_delta_maintenance.demo.sample_table import create_actions
+from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+
+from .conftest import REPO, airflow_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("run_dag.py")), str(REPO / "dags" / "delta_maintenance.py"), json.dumps(conf or {})],
+        env=airflow_env(home, REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(line[len("RESULT "):])
+
+
+def log_state(uri: str) -> dict[str, tuple[int, int]]:
+    return {s.name: (s.size, s.modification_time) for s in open_table_storage(uri).list_dir()}
+
+
+def test_generated_dag_runs_end_to_end_and_a_second_run_changes_nothing(airflow_home: Path, tmp_path: Path) -> None:
+    spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "table")
+    client = open_coordinator(spec)
+    client.commit(uri, 0, create_actions(ict=True))
+    for v in range(1, 25):
+        client.commit(uri, v, [{"add": {"path": f"f{v}", "partitionValues": {"region": "x"}, "size": 10, "modificationTime": 1, "dataChange": True}}])
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        f"defaults:\n  coordinator: {spec}\n  checkpoint: {{interval: 10, engine: spark}}\n  compaction: {{interval: 10}}\n"
+        f"tables:\n  - name: orders\n    uri: {uri}\n"
+    )
+    first = run_dag(airflow_home, config)
+    assert first["state"] == "success" and set(first["tasks"].values()) == {"success"}, first
+    x = first["xcom"]
+    # wait: saw 24 ratified commits beyond the published version 0
+    assert x["wait_for_ratified_commits"]["latest_ratified_version"] == 24 and x["wait_for_ratified_commits"]["latest_published_version"] == 0
+    # publish: every version, in order, then reported
+    assert x["publish"]["published"] == list(range(1, 25)) and client.get_commits(uri).commits == ()
+    files = list_log_files(open_table_storage(uri))
+    assert [c.version for c in files.commits] == list(range(25))
+    # checkpoint (Spark, local mode) at the latest published version, readable by our reader
+    assert x["checkpoint"]["checkpoint_version"] == 24 and x["checkpoint"]["engine"] == "spark"
+    snap = load_snapshot(uri)
+    assert snap.checkpoint_version == 24 and snap.num_files == 24
+    # compaction: aligned windows before the checkpoint
+    assert [(w["start"], w["end"]) for w in x["compact_log"]["written"]] == [(1, 10), (11, 20)]
+    assert [(c.version, c.end_version) for c in files.compactions] == [(1, 10), (11, 20)]
+    # cleanup: a dry run that found nothing expired (every commit is minutes old)
+    assert x["cleanup"]["dry_run"] and x["cleanup"]["deleted"] == 0 and x["cleanup"]["skipped_reason"]
+
+    before = log_state(uri)
+    second = run_dag(airflow_home, config, {"skip_wait": True})
+    assert second["state"] == "success", second
+    assert second["xcom"]["publish"]["published"] == [] and second["xcom"]["checkpoint"]["skipped"]
+    assert second["xcom"]["compact_log"]["written"] == []
+    assert log_state(uri) == before
