@@ -1,0 +1,79 @@
+"""Each kind of configuration mistake has a test for its error message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_delta_maintenance.maintenance.config import ConfigError, load_config, parse_config
+
+GOOD = {
+    "defaults": {"coordinator": "local:///tmp/c.db", "checkpoint": {"interval": 10, "engine": "spark"}, "cleanup": {"mode": "dry-run"}},
+    "tables": [{"name": "orders", "uri": "s3://lake/orders", "storage_conn_id": "lake", "cleanup": {"mode": "delete", "retention_days": 30}}],
+}
+
+
+def test_defaults_merge_into_tables() -> None:
+    (t,) = parse_config(GOOD, "t.yaml")
+    assert t.dag_id == "delta_maintenance__orders" and t.coordinator == "local:///tmp/c.db"
+    assert t.checkpoint.interval == 10 and t.cleanup.mode == "delete" and t.cleanup.retention_days == 30 and t.publish
+
+
+def variant(path: list[str], value: object) -> dict:
+    import copy
+
+    data = copy.deepcopy(GOOD)
+    node = data
+    for key in path[:-1]:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ({"tables": []}, "tables: expected a non-empty list"),
+        ({**GOOD, "extra": 1}, "extra: unknown top-level key"),
+        (variant(["tables", "0", "colour"], "red"), "table 'orders': colour: unknown key"),
+        (variant(["tables", "0", "cleanup", "mode"], "wipe"), "table 'orders': cleanup.mode: expected dry-run or delete"),
+        (variant(["tables", "0", "cleanup", "retension_days"], 3), "table 'orders': cleanup.retension_days: unknown key"),
+        (variant(["tables", "0", "cleanup", "retention_days"], -1), "cleanup.retention_days: must be >= 0"),
+        (variant(["tables", "0", "checkpoint"], {"interval": 0}), "checkpoint.interval: must be >= 1"),
+        (variant(["tables", "0", "checkpoint"], {"engine": "flink"}), "checkpoint.engine: expected spark or local"),
+        (variant(["tables", "0", "compaction"], {"interval": 1}), "compaction.interval: must be >= 2"),
+        (variant(["tables", "0", "sensor"], {"mode": "sleep"}), "sensor.mode: expected poke or reschedule"),
+        (variant(["tables", "0", "sensor"], {"min_new_commits": True}), "sensor.min_new_commits: expected a number"),
+        (variant(["tables", "0", "retries"], "3"), "retries: expected int"),
+        (variant(["tables", "0", "tags"], "a,b"), "tags: expected a list of strings"),
+        (variant(["tables", "0", "uri"], ""), "uri: a table URI is required"),
+        (variant(["tables", "0", "name"], "bad name!"), "tables[0].name: a name of letters"),
+        (variant(["tables", "0", "coordinator"], "redis://x"), "table 'orders': coordinator: coordinator spec 'redis://x': unknown kind"),
+        (variant(["tables", "0", "coordinator_conn_id"], "c"), "give coordinator or coordinator_conn_id, not both"),
+        ({"defaults": {}, "tables": [{"name": "x", "uri": "/t"}]}, "table 'x': publish: publishing needs a coordinator"),
+        ({"defaults": {"name": "x"}, "tables": [{"name": "x", "uri": "/t"}]}, "defaults: name and uri belong to each table"),
+        ({**GOOD, "tables": GOOD["tables"] * 2}, "table 'orders': name: duplicate table name"),
+    ],
+)
+def test_mistakes_name_the_file_table_and_key(data: dict, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "conf/tables.yaml")
+    assert str(err.value).startswith("conf/tables.yaml: ") and needle in str(err.value), str(err.value)
+
+
+def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables: [\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: <yaml>: not valid YAML"):
+        load_config(bad)
+
+
+def test_shorter_retention_than_the_table_needs_an_override(tmp_path: Path) -> None:
+    from airflow_delta_maintenance.demo.sample_table import create_sample_table
+    from airflow_delta_maintenance.maintenance.cleanup import RetentionTooShortError, run_metadata_cleanup
+
+    store = create_sample_table(str(tmp_path / "t"), commits=3)
+    with pytest.raises(RetentionTooShortError, match="delta.logRetentionDuration"):
+        run_metadata_cleanup(store, retention_ms=86_400_000)
+    assert run_metadata_cleanup(store, retention_ms=86_400_000, allow_shorter_retention=True).dry_run
