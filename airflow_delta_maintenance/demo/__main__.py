@@ -1,28 +1,131 @@
-"""`make demo`: create a real sample table under ./demo and inspect it with the CLI."""
+"""`make demo`: the main job on the embedded default, end to end.
+
+1. a demo table under ./demo/ on the embedded SQLite coordinator, with a few dozen commits that a
+   writer ratified but nobody published yet (real Parquet data files);
+2. the generated maintenance DAG for that table, run with ``dag.test()``: sensor, publish, Spark
+   checkpoint in local mode, log compaction, cleanup as a dry run;
+3. a before/after summary, and the cleanup plan as it will look once the commits expire.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
+import time
+from pathlib import Path
 
-from ..cli import main as cli_main
-from .sample_table import create_sample_table
+from ..cli.status_cmd import render
+from ..deltalog.storage import open_table_storage
+from ..deltalog.table_properties import DAY_MS
+from ..maintenance.cleanup import run_metadata_cleanup
+from ..maintenance.coordinator import open_coordinator
+from ..maintenance.status import table_status
+from .sample_table import add_action_for, create_actions, data_batch
+
+COMMITS = 36
+REGIONS = ["emea", "amer", "apac"]
+
+
+def banner(text: str) -> None:
+    print(f"\n=== {text} " + "=" * max(0, 70 - len(text)), flush=True)
+
+
+def write_history(table: str, spec: str) -> None:
+    """Version 0 plus COMMITS ratified commits: appends, and a delete every seventh version."""
+    client = open_coordinator(spec)
+    client.commit(table, 0, create_actions({"delta.checkpointInterval": "10"}, ict=True))
+    live: list[dict] = []
+    for v in range(1, COMMITS + 1):
+        if v % 7 == 0 and live:
+            gone = live.pop(0)["add"]
+            actions = [{"remove": {"path": gone["path"], "deletionTimestamp": int(time.time() * 1000), "dataChange": True,
+                                   "partitionValues": gone["partitionValues"], "size": gone["size"]}}]
+        else:
+            region = REGIONS[v % 3]
+            add = add_action_for(table, data_batch(v * 100, 100, region), region)
+            live.append(add)
+            actions = [add]
+        client.commit(table, v, actions)
 
 
 def main() -> int:
-    root = os.path.abspath(os.environ.get("DELTA_DEMO_DIR", "demo"))
-    table = os.path.join(root, "sample_table")
-    shutil.rmtree(table, ignore_errors=True)
-    os.makedirs(root, exist_ok=True)
-    create_sample_table(table, commits=12)
-    print(f"created {table}: 12 commits of Parquet data partitioned by region\n", flush=True)
-    print(f"$ delta-maintenance inspect {table}", flush=True)
-    rc = cli_main(["inspect", table])
-    if rc:
-        return rc
-    print(f"\n$ delta-maintenance inspect {table} --version 3 --files", flush=True)
-    return cli_main(["inspect", table, "--version", "3", "--files"])
+    root = Path(os.environ.get("DELTA_DEMO_DIR", "demo")).resolve()
+    shutil.rmtree(root, ignore_errors=True)
+    table, airflow_home = root / "tables" / "orders", root / "airflow"
+    spec = f"local://{root}/coordinator.db"
+    airflow_home.mkdir(parents=True)
+
+    banner("1. a writer commits through the embedded coordinator")
+    write_history(str(table), spec)
+    store = open_table_storage(str(table))
+    client = open_coordinator(spec)
+    print(f"table {table}\ncoordinator {spec}: {COMMITS} commits ratified, none published yet")
+    banner("before maintenance")
+    print(render(table_status(store, client)), flush=True)
+
+    config = root / "tables.yaml"
+    config.write_text(
+        "defaults:\n"
+        f"  coordinator: {spec}\n"
+        "  sensor: {min_new_commits: 1, timeout_minutes: 5, poke_interval_seconds: 5}\n"
+        "  checkpoint: {interval: 10, engine: spark}\n"
+        "  compaction: {interval: 10}\n"
+        "  cleanup: {mode: dry-run}\n"
+        "tables:\n"
+        f"  - name: demo_orders\n    uri: {table}\n    tags: [demo]\n"
+    )
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).resolve().parents[2] / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
+        "DELTA_MAINTENANCE_CONFIG": str(config),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    banner("2. the generated DAG delta_maintenance__demo_orders (dag.test)")
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", env["AIRFLOW__CORE__DAGS_FOLDER"] + "/delta_maintenance.py"],
+        env=env, capture_output=True, text=True,
+    )
+    (root / "dag-run.log").write_text(proc.stdout + proc.stderr)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        print(f"the DAG run failed; see {root / 'dag-run.log'}", file=sys.stderr)
+        return 1
+    result = json.loads(line[len("RESULT "):])
+    x = result["xcom"]
+    print(f"run {result['state']} in {time.monotonic() - started:.0f}s; tasks: " + ", ".join(f"{k}={v}" for k, v in sorted(result["tasks"].items())))
+    print(f"  wait:       latest ratified {x['wait_for_ratified_commits']['latest_ratified_version']}, "
+          f"published {x['wait_for_ratified_commits']['latest_published_version']}")
+    p = x["publish"]["published"]
+    print(f"  publish:    published versions {p[0]}..{p[-1]} ({len(p)} commits), reported to the coordinator")
+    c = x["checkpoint"]
+    print(f"  checkpoint: {c['engine']} wrote the checkpoint at version {c['checkpoint_version']} ({c['size_bytes']} bytes)")
+    print("  compaction: " + (", ".join(f"[{w['start']}, {w['end']}]" for w in x["compact_log"]["written"]) or "nothing to compact"))
+    d = x["cleanup"]
+    print(f"  cleanup:    dry run; {d['skipped_reason'] or str(sum(d['counts'].values())) + ' file(s) would go'}")
+
+    banner("after maintenance")
+    print(render(table_status(store, client)), flush=True)
+
+    banner("3. the cleanup plan once the log has expired (dry run at now + 31 days)")
+    later = int(time.time() * 1000) + 31 * DAY_MS
+    plan = run_metadata_cleanup(store, dry_run=True, now_ms=later).plan
+    print(f"cutoff {plan.cutoff_timestamp} → cutOffCommit {plan.cutoff_commit}, "
+          f"anchor checkpoint {plan.cutoff_checkpoint}: would delete {len(plan.deletions)} file(s), {plan.bytes} bytes")
+    for kind, count in plan.counts.items():
+        if count:
+            print(f"  {kind:<16} {count}")
+    print(f"\nnothing was deleted; try:  .venv/bin/delta-maintenance status {table} --coordinator {spec}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("run_dag.py")), str(REPO / "dags" / "delta_maintenance.py"), json.dumps(conf or {})],
+        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(REPO / "dags" / "delta_maintenance.py"), json.dumps(conf or {})],
         env=airflow_env(home, REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config)),
         capture_output=True,
         text=True,

@@ -1,4 +1,9 @@
-"""Run one generated maintenance DAG with dag.test() and print its XComs as JSON lines."""
+"""Run one generated maintenance DAG with ``dag.test()`` and print its outcome as one JSON line.
+
+    python -m airflow_delta_maintenance.demo.run_dag DAG_FILE [RUN_CONF_JSON]
+
+Used by ``make demo`` and the DAG integration tests; needs ``AIRFLOW_HOME`` with a migrated DB.
+"""
 
 from __future__ import annotations
 

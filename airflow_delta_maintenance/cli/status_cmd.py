@@ -1,0 +1,55 @@
+"""``delta-maintenance status TABLE_URI [--coordinator SPEC] [--json]``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..deltalog.storage import open_table_storage
+from ..maintenance.coordinator import open_coordinator
+from ..maintenance.status import TableStatus, table_status
+from .common import add_storage_options, emit_json, run_guarded, storage_options
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("status", help="a table's maintenance health: versions, checkpoint, log size, cleanup candidates")
+    p.add_argument("table_uri", metavar="TABLE_URI")
+    p.add_argument("--coordinator", default=None, metavar="SPEC", help="also ask the coordinator for ratified versions")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_storage_options(p)
+    p.set_defaults(handler=lambda a: run_guarded(lambda: _run(a)))
+
+
+def render(s: TableStatus) -> str:
+    ratified = "-" if s.latest_ratified_version is None else str(s.latest_ratified_version)
+    pending = f"{len(s.pending_versions)} ({s.pending_versions[0]}..{s.pending_versions[-1]})" if s.pending_versions else "0"
+    cleanup = f"{s.cleanup_candidates} file(s), {s.cleanup_bytes} bytes" if not s.cleanup_skipped_reason else f"none ({s.cleanup_skipped_reason})"
+    return "\n".join(
+        [
+            f"table:                     {s.table_uri}",
+            f"latest ratified version:   {ratified}",
+            f"latest published version:  {s.latest_published_version}",
+            f"unpublished (pending):     {pending}",
+            f"latest checkpoint:         {s.checkpoint_version if s.checkpoint_version >= 0 else 'none'}",
+            f"commits since checkpoint:  {s.commits_since_checkpoint}",
+            f"compaction files:          {', '.join(f'[{a}, {b}]' for a, b in s.compactions) or 'none'}",
+            f"_delta_log:                {s.log_files} files, {s.log_bytes} bytes",
+            f"cleanup candidates:        {cleanup}",
+        ]
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    opts = storage_options(args)
+    store = open_table_storage(args.table_uri, opts)
+    client = open_coordinator(args.coordinator, opts) if args.coordinator else None
+    try:
+        status = table_status(store, client)
+    finally:
+        if client is not None:
+            client.close()
+    if args.json:
+        emit_json(status.to_dict())
+    else:
+        print(render(status))
+    return 0
