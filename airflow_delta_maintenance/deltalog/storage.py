@@ -282,7 +282,10 @@ class LogStore:
 
     def move(self, source: str, name: str) -> None:
         """Rename a file that readers cannot see yet (staging → sidecar); not for visible files."""
-        self.fs.mv(self.path(source), self.path(name))
+        target = self.path(name)
+        if isinstance(self.fs, LocalFileSystem):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+        self.fs.mv(self.path(source), target)
 
     def delete_tree(self, subdir: str) -> None:
         """Remove a private working directory under ``_delta_log`` (never a log file)."""

@@ -203,7 +203,8 @@ def run_spark_submit(spec: SparkJobSpec, master: str = "local[*]", *, timeout: f
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     proc = subprocess.run(spec.command(master), capture_output=True, text=True, env=env, timeout=timeout)
     if proc.returncode != 0:
-        tail = "\n".join(line for line in proc.stderr.splitlines() if "delta-maintenance spark job failed" in line) or proc.stderr[-2000:]
+        output = proc.stdout.splitlines() + proc.stderr.splitlines()
+        tail = "\n".join(line for line in output if "delta-maintenance spark job failed" in line) or proc.stderr[-2000:]
         raise SparkJobError(f"Spark job {spec.name} exited with {proc.returncode}: {tail}")
     return proc.stdout
 

@@ -1,0 +1,166 @@
+"""The Spark jobs against the single-node writers, the deltalake wheel and delta-spark."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.compaction import write_compaction
+from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.storage import open_table_storage
+from airflow_delta_maintenance.maintenance.spark_submit import SparkJobError, checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint
+from tests.unit.deltalog.logbuilder import LogBuilder, add, commit_info, dv, metadata, protocol, remove
+
+pytestmark = pytest.mark.spark
+NOW = int(time.time() * 1000)
+STATS = json.dumps({"numRecords": 3, "minValues": {"x": 1}, "maxValues": {"x": 9}, "nullCount": {"x": 0}})
+
+
+def synthetic(root: Path, *, v2: bool, versions: int = 12) -> str:
+    """Partitioned table with deletion vectors, removes, txns and domain metadata."""
+    log = LogBuilder(fsspec.filesystem("file"), str(root))
+    features = (["deletionVectors", "v2Checkpoint"] if v2 else ["deletionVectors"])
+    conf = {"delta.checkpointPolicy": "v2" if v2 else "classic", "delta.enableDeletionVectors": "true"}
+    meta = metadata(conf, partition_columns=["p"])
+    meta["metaData"]["schemaString"] = json.dumps(
+        {"type": "struct", "fields": [{"name": "x", "type": "long", "nullable": True, "metadata": {}}, {"name": "p", "type": "string", "nullable": True, "metadata": {}}]}
+    )
+    log.commit(0, [commit_info(), protocol(3, 7, features, features), meta, {"domainMetadata": {"domain": "d", "configuration": "{}", "removed": False}}])
+    for v in range(1, versions):
+        actions: list[dict[str, Any]] = [commit_info()]
+        actions += [add(f"p={v % 3}/f{v}-{i}.parquet", 100 + i, partition_values={"p": str(v % 3)}, stats=STATS) for i in range(4)]
+        if v > 2:
+            actions.append(remove(f"p={(v - 2) % 3}/f{v - 2}-0.parquet", NOW))
+            actions.append(add(f"p={(v - 2) % 3}/f{v - 2}-1.parquet", 101, partition_values={"p": str((v - 2) % 3)}, dv=dv(f"dv{v}", 1), stats=STATS))
+        actions.append({"txn": {"appId": f"app{v % 2}", "version": v, "lastUpdated": NOW}})
+        log.commit(v, actions)
+    return str(root)
+
+
+def actions_of_checkpoint(uri: str) -> list[str]:
+    """Every action of the (single) checkpoint at the latest version, sidecars included, as
+    canonical JSON: maps as objects, no nulls, sorted — the logical content."""
+    store = open_table_storage(uri)
+    group = list_log_files(store).complete_checkpoints()[-1]
+    rows: list[dict[str, Any]] = []
+    for f in group.files:
+        rows += pq.read_table(io.BytesIO(store.read(f.name))).to_pylist()
+    sidecars = [r["sidecar"]["path"] for r in rows if r.get("sidecar")]
+    for name in sidecars:
+        rows += pq.read_table(io.BytesIO(store.read(f"_sidecars/{name}"))).to_pylist()
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if v is not None and k not in ("sidecar",)}
+        if isinstance(value, list) and value and all(isinstance(x, tuple) for x in value):
+            return dict(value)
+        return value
+
+    out = []
+    for r in rows:
+        r = {k: v for k, v in r.items() if v is not None and k != "sidecar"}
+        if r:
+            out.append(json.dumps(clean(r), sort_keys=True, default=str))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["classic", "uuid-v2-sidecars"])
+def test_spark_checkpoint_equals_the_single_node_writer(tmp_path: Path, v2: bool) -> None:
+    a = synthetic(tmp_path / "a", v2=v2)
+    b = str(tmp_path / "b")
+    shutil.copytree(a, b)
+    latest = load_snapshot(a).version
+    out = json.loads(run_spark_submit(checkpoint_job(a, latest, conf={"spark.sql.shuffle.partitions": "3"}, sidecars=2 if v2 else 0)).strip().splitlines()[-1])
+    assert out["version"] == latest and not out["existed"]
+    store_b = open_table_storage(b)
+    write_checkpoint(store_b, load_snapshot(store_b, now_ms=NOW), sidecar_max_actions=20)
+    assert actions_of_checkpoint(a) == actions_of_checkpoint(b)
+    group = verify_checkpoint(open_table_storage(a), latest)
+    if v2:
+        assert group.files[0].type.value == "checkpoint_uuid"
+        assert len(open_table_storage(a).list_log("_sidecars")) == 2
+    # our reader sees the same state from the Spark checkpoint alone
+    for v in range(latest + 1):
+        os.rename(Path(a) / "_delta_log" / f"{v:020d}.json", tmp_path / f"{v}.bak")
+    assert load_snapshot(a).active_file_keys() == load_snapshot(b).active_file_keys()
+    assert not (Path(a) / "_delta_log" / "_spark_staging").exists()
+
+
+def test_spark_compaction_is_byte_identical_to_the_single_node_writer(tmp_path: Path) -> None:
+    a = synthetic(tmp_path / "a", v2=False)
+    b = str(tmp_path / "b")
+    shutil.copytree(a, b)
+    out = json.loads(run_spark_submit(compaction_job(a, 2, 9)).strip().splitlines()[-1])
+    assert out["created"]
+    local = write_compaction(open_table_storage(b), 2, 9)
+    name = local.file
+    assert (Path(a) / "_delta_log" / name).read_bytes() == (Path(b) / "_delta_log" / name).read_bytes()
+    assert load_snapshot(a).active_file_keys() == load_snapshot(b).active_file_keys()
+
+
+def test_a_failed_task_leaves_no_checkpoint_and_exits_non_zero(tmp_path: Path) -> None:
+    uri = synthetic(tmp_path / "t", v2=False)
+    # a commit a Spark task cannot parse (FAILFAST): the job must fail, not write a partial checkpoint
+    (Path(uri) / "_delta_log" / f"{5:020d}.json").write_text('{"add": {"path": "x", "size": "not a number"}}\n{broken\n')
+    with pytest.raises(SparkJobError) as err:
+        run_spark_submit(checkpoint_job(uri, 11))
+    assert "exited with" in str(err.value)
+    files = list_log_files(open_table_storage(uri))
+    assert not files.checkpoints and not (Path(uri) / "_delta_log" / "_last_checkpoint").exists()
+
+
+def test_a_killed_driver_leaves_no_visible_checkpoint_and_the_next_run_removes_strays(tmp_path: Path) -> None:
+    from tests._infra.spark import spark_submit_env
+
+    uri = synthetic(tmp_path / "t", v2=True, versions=30)
+    job = checkpoint_job(uri, 29, sidecars=4)
+    env = {**spark_submit_env(), **job.env_vars}
+    proc = subprocess.Popen(job.command("local[2]") + [], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    staging = Path(uri) / "_delta_log" / "_spark_staging"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(staging.glob("*/*")):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    files = list_log_files(open_table_storage(uri))
+    assert not files.complete_checkpoints(), "a killed job made a checkpoint visible"
+    assert load_snapshot(uri).version == 29
+    run_spark_submit(checkpoint_job(uri, 29, sidecars=4))
+    store = open_table_storage(uri)
+    group = verify_checkpoint(store, 29)
+    referenced = set(r["sidecar"]["path"] for r in pq.read_table(io.BytesIO(store.read(group.files[0].name))).to_pylist() if r.get("sidecar"))
+    assert {s.filename for s in store.list_log("_sidecars")} == referenced  # no strays
+    assert not staging.exists() or not any(staging.iterdir())
+
+
+def test_wheel_and_delta_spark_read_spark_checkpoints_with_identical_files(tmp_path: Path, spark: Any) -> None:
+    import deltalake
+    import pyarrow as pa
+
+    uri = str(tmp_path / "t")
+    for i in range(8):
+        deltalake.write_deltalake(uri, pa.table({"x": [i, i + 1], "p": [f"p{i % 2}"] * 2}), mode="append", partition_by=["p"])
+    deltalake.DeltaTable(uri).delete("x = 3")
+    latest = deltalake.DeltaTable(uri).version()
+    run_spark_submit(checkpoint_job(uri, latest))
+    for v in range(latest + 1):  # only our checkpoint remains to read from
+        os.rename(Path(uri) / "_delta_log" / f"{v:020d}.json", tmp_path / f"{v}.bak")
+    os.rename(tmp_path / f"{latest}.bak", Path(uri) / "_delta_log" / f"{latest:020d}.json")
+    ours = {f["path"] for f in load_snapshot(uri).file_list()}
+    actions = deltalake.DeltaTable(uri).get_add_actions(flatten=True)
+    assert set(actions.column("path").to_pylist()) == ours
+    spark_files = {Path(f.replace("file:", "")).relative_to(uri).as_posix() for f in spark.read.format("delta").load(uri).inputFiles()}
+    assert {p.replace("%3D", "=") for p in spark_files} == ours
