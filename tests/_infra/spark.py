@@ -36,6 +36,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """``local[2]`` Spark 4.2 with delta-spark 4.4 (Maven Central) for interop checks."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # fake credentials for DynamoDB Local / moto, read by the JVM's AWS SDK at start-up
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}.items():
+        os.environ.setdefault(key, value)
     from pyspark.sql import SparkSession
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")

@@ -1,0 +1,88 @@
+"""Interop with delta-spark's DynamoDB commit coordinator, on DynamoDB Local.
+
+- Our client ratifies commits; delta-spark (configured with its DynamoDB coordinator) reads the
+  table including the unpublished versions, then commits on top through the same coordinator.
+- delta-spark commits through the coordinator; we read its item, publish from its staged files
+  with identical bytes, and read the table with the same state as delta-spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
+from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.storage import open_table_storage
+from airflow_delta_maintenance.maintenance.coordinated_snapshot import load_coordinated_snapshot
+from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+def spark_files(spark: Any, uri: str) -> set[str]:
+    return {Path(f.replace("file:", "")).relative_to(uri).as_posix().replace("%3D", "=") for f in spark.read.format("delta").load(uri).inputFiles()}
+
+
+def test_delta_spark_reads_our_unpublished_commits_and_commits_on_top(spark: Any, dynamodb_endpoint: str, dynamodb_table_name: str, aws_env: dict, tmp_path: Path) -> None:
+    uri = str(tmp_path / "ours")
+    client = open_coordinator(f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}")
+    client.create_dynamodb_table()  # type: ignore[attr-defined]
+    client.commit(uri, 0, create_actions(ict=True))
+    conf = dict(load_snapshot(uri).properties.coordinator_table_conf)
+    for v in range(1, 4):
+        client.commit(uri, v, [add_action_for(uri, data_batch(v * 10, 10, "emea"), "emea")], conf)
+    assert [c.version for c in list_log_files(open_table_storage(uri)).commits] == [0]  # nothing published
+    ours = load_coordinated_snapshot(open_table_storage(uri), client, table_conf=conf)
+    assert ours.version == 3
+    # delta-spark, through its DynamoDB coordinator, sees the three unpublished versions
+    assert spark.read.format("delta").load(uri).count() == 30
+    assert spark_files(spark, uri) == {f["path"] for f in ours.file_list()}
+    spark.sql(f"INSERT INTO delta.`{uri}` VALUES (999, 1.0, 'amer')")
+    # delta-spark ratified version 4 with our client's conditions and backfilled everything
+    assert client.latest_ratified_version(uri, conf) == 4
+    after = load_coordinated_snapshot(open_table_storage(uri), client, table_conf=conf)
+    assert after.version == 4 and spark_files(spark, uri) == {f["path"] for f in after.file_list()}
+
+
+def test_we_publish_what_delta_spark_ratified(spark: Any, dynamodb_endpoint: str, dynamodb_table_name: str, aws_env: dict, tmp_path: Path) -> None:
+    uri = str(tmp_path / "theirs")
+    conf = json.dumps({"dynamoDBTableName": dynamodb_table_name, "dynamoDBEndpoint": dynamodb_endpoint})
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id LONG, region STRING) USING delta PARTITIONED BY (region) TBLPROPERTIES ("
+        f"'delta.coordinatedCommits.commitCoordinator-preview' = 'dynamodb', 'delta.coordinatedCommits.commitCoordinatorConf-preview' = '{conf}')"
+    )
+    for i in range(1, 5):
+        spark.sql(f"INSERT INTO delta.`{uri}` VALUES ({i}, 'r{i % 2}')")
+    store = open_table_storage(uri)
+    table_conf = dict(load_snapshot(uri).properties.coordinator_table_conf)
+    client = open_coordinator(f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}")
+    assert client.latest_ratified_version(uri, table_conf) == 4
+    # delta-spark backfills right after ratifying (batch size 1). Rewind to the moment before its
+    # backfill of 2..4: put its staged commits back into the item and remove the published copies.
+    ddb = boto3.client("dynamodb", endpoint_url=dynamodb_endpoint, region_name="us-east-1")
+    published = {v: (Path(uri) / "_delta_log" / f"{v:020d}.json").read_bytes() for v in (2, 3, 4)}
+    staged = {int(n.split(".")[0]): n for n in os.listdir(Path(uri) / "_delta_log" / "_staged_commits") if not n.startswith(".")}
+    entries = []
+    for v in (2, 3, 4):
+        data = (Path(uri) / "_delta_log" / "_staged_commits" / staged[v]).read_bytes()
+        assert data == published[v]
+        ict = json.loads(data.splitlines()[0])["commitInfo"]["inCommitTimestamp"]
+        entries.append({"M": {"version": {"N": str(v)}, "timestamp": {"N": str(ict)}, "fsName": {"S": staged[v]},
+                              "fsLength": {"N": str(len(data))}, "fsTimestamp": {"N": "1"}}})
+        (Path(uri) / "_delta_log" / f"{v:020d}.json").unlink()
+    ddb.update_item(TableName=dynamodb_table_name, Key={"tableId": {"S": table_conf["tableId"]}},
+                    AttributeUpdates={"commits": {"Value": {"L": entries}, "Action": "PUT"}})
+    result = publish_ratified_commits(store, client, table_conf=table_conf)
+    assert result.published == [2, 3, 4] and result.reported_version == 4
+    assert all((Path(uri) / "_delta_log" / f"{v:020d}.json").read_bytes() == published[v] for v in (2, 3, 4))
+    assert client.get_commits(uri, 0, None, table_conf).commits == ()
+    assert {f["path"] for f in load_snapshot(uri).file_list()} == spark_files(spark, uri)
+    assert spark.read.format("delta").load(uri).count() == 4
