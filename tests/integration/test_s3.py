@@ -1,0 +1,82 @@
+"""S3 (moto's server, which enforces If-None-Match): atomic creates, publishing, reading, Spark."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
+from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.storage import open_table_storage
+from airflow_delta_maintenance.demo.sample_table import create_actions
+from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
+
+pytestmark = pytest.mark.integration
+
+
+def add(path: str) -> dict[str, Any]:
+    return {"add": {"path": path, "partitionValues": {"region": "x"}, "size": 1, "modificationTime": 1, "dataChange": True}}
+
+
+def test_put_if_absent_on_s3_has_exactly_one_winner(s3_bucket: tuple[str, dict]) -> None:
+    bucket, options = s3_bucket
+    store = open_table_storage(f"s3a://{bucket}/t", options)
+    assert store.supports_atomic_create
+    winners: list[int] = []
+    barrier = threading.Barrier(6)
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            store.put_if_absent("00000000000000000001.json", f"{i}\n".encode())
+            winners.append(i)
+        except LogFileExistsError:
+            pass
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1 and store.read("00000000000000000001.json") == f"{winners[0]}\n".encode()
+
+
+def test_publish_and_read_a_table_on_s3(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/tables/orders"
+    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client.commit(uri, 0, create_actions(ict=True))
+    for v in range(1, 8):
+        client.commit(uri, v, [add(f"f{v}")])
+    store = open_table_storage(uri, options)
+    result = publish_ratified_commits(store, client)
+    assert result.published == list(range(1, 8)) and client.get_commits(uri).commits == ()
+    assert publish_ratified_commits(store, client).published == []
+    snap = load_snapshot(uri, storage_options=options)
+    assert snap.version == 7 and snap.num_files == 7
+    assert write_checkpoint(store, snap).version == 7
+    assert load_snapshot(uri, storage_options=options).checkpoint_version == 7
+
+
+@pytest.mark.spark
+def test_spark_checkpoint_on_s3a(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/tables/spark"
+    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client.commit(uri, 0, create_actions(ict=True))
+    for v in range(1, 6):
+        client.commit(uri, v, [add(f"f{v}")])
+    store = open_table_storage(uri, options)
+    publish_ratified_commits(store, client)
+    jars = ",".join(__import__("tests._infra.jars", fromlist=["x"]).jar_list("delta-spark"))
+    out = run_spark_submit(checkpoint_job(uri, 5, options, jars=jars))
+    assert json.loads(out.strip().splitlines()[-1])["version"] == 5
+    assert verify_checkpoint(store, 5).version == 5
+    assert load_snapshot(uri, storage_options=options).active_file_keys() == {(f"f{v}", None) for v in range(1, 6)}
