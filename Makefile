@@ -7,8 +7,9 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 JARS_STAMP := .cache/jars/.fetched
 PYTEST_ARGS ?=
+SYSDEPS_STAMP := .cache/.system-deps
 
-.PHONY: demo test venv jars clean
+.PHONY: demo test venv jars system-deps clean
 
 venv: $(STAMP)
 
@@ -20,17 +21,31 @@ $(STAMP): pyproject.toml requirements/dev.lock
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 	touch $@
 
-# Maven Central jars for delta-spark, hadoop-aws, DynamoDB Local and the Unity Catalog server.
+# Maven Central jars for delta-spark, hadoop-aws and DynamoDB Local (.ci/maven/*.xml).
 jars: $(JARS_STAMP)
 
 $(JARS_STAMP): .ci/fetch-jars $(wildcard .ci/maven/*.xml)
 	.ci/fetch-jars
 	touch $@
 
+# Debian packages the UI and compose tests need: headless Chromium (driven by Playwright through
+# executable_path, never `playwright install`) and a docker compose CLI for `compose config`.
+system-deps: $(SYSDEPS_STAMP)
+
+$(SYSDEPS_STAMP):
+	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
+	 (docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null) || missing="$$missing docker-compose"; \
+	 if [ -n "$$missing" ]; then \
+	   echo "installing$$missing with apt-get" >&2; \
+	   SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	   $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	 fi
+	mkdir -p $(dir $@) && touch $@
+
 demo: $(STAMP)
 	$(VENV)/bin/python -m airflow_delta_maintenance.demo
 
-test: $(STAMP) $(JARS_STAMP)
+test: $(STAMP) $(JARS_STAMP) $(SYSDEPS_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:

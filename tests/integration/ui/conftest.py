@@ -1,0 +1,131 @@
+"""A real Airflow 3 deployment for UI and REST tests: api-server, scheduler, dag-processor and
+triggerer started separately on 127.0.0.1 (not ``airflow standalone``, which listens on all
+interfaces), SimpleAuthManager with a known password, stopped by PID at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
+from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from tests._infra.servers import free_port, stop, wait_for_port
+
+REPO = Path(__file__).resolve().parents[3]
+USER, PASSWORD = "admin", "ui-test-password"
+
+
+@dataclass
+class Deployment:
+    url: str
+    home: Path
+    tables: dict[str, tuple[str, str]]  # DAG id -> (table URI, coordinator spec)
+    artifacts: Path
+
+    def token(self) -> str:
+        req = urllib.request.Request(f"{self.url}/auth/token", data=json.dumps({"username": USER, "password": PASSWORD}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())["access_token"]
+
+    def api(self, method: str, path: str, body: dict | None = None) -> dict:
+        req = urllib.request.Request(f"{self.url}/api/v2{path}", data=json.dumps(body).encode() if body is not None else None, method=method,
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token()}"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+            if run["state"] in ("success", "failed"):
+                return run
+            time.sleep(2)
+        raise AssertionError(f"{dag_id}/{run_id} did not finish in {timeout}s")
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.api("GET", f"/dags/{dag_id}")
+                return
+            except urllib.error.HTTPError:
+                time.sleep(2)
+        raise AssertionError(f"{dag_id} was not parsed in {timeout}s")
+
+
+def make_table(root: Path, name: str, commits: int) -> tuple[str, str]:
+    spec, uri = f"local://{root}/coordinator.db", str(root / "tables" / name)
+    client = open_coordinator(spec)
+    client.commit(uri, 0, create_actions(ict=True))
+    for v in range(1, commits + 1):
+        client.commit(uri, v, [add_action_for(uri, data_batch(v * 10, 10, "emea"), "emea")])
+    return uri, spec
+
+
+@pytest.fixture(scope="session")
+def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("ui")
+    home = root / "airflow"
+    home.mkdir()
+    (home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
+    tables = {}
+    lines = ["defaults:", "  schedule: null  # manual runs only", "  sensor: {min_new_commits: 1, timeout_minutes: 2, poke_interval_seconds: 5}", "  checkpoint: {interval: 5, engine: local}",
+             "  compaction: {interval: 5}", "tables:"]
+    for name in ("ui_orders", "api_orders"):
+        uri, spec = make_table(root, name, 12)
+        tables[f"delta_maintenance__{name}"] = (uri, spec)
+        lines += [f"  - name: {name}", f"    uri: {uri}", f"    coordinator: {spec}"]
+    (root / "tables.yaml").write_text("\n".join(lines) + "\n")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="false",
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="false",
+        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
+        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
+        AIRFLOW__API_AUTH__JWT_SECRET="ui-test-only-secret",
+        AIRFLOW__API__SECRET_KEY="ui-test-only-secret",
+        AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+        AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
+        DELTA_MAINTENANCE_CONFIG=str(root / "tables.yaml"),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    commands = {
+        "api-server": [airflow, "api-server", "--host", "127.0.0.1", "--port", str(port)],
+        "scheduler": [airflow, "scheduler", "--skip-serve-logs"],
+        "dag-processor": [airflow, "dag-processor"],
+        "triggerer": [airflow, "triggerer", "--skip-serve-logs"],
+    }
+    procs = []
+    try:
+        for name, cmd in commands.items():
+            log = open(root / f"{name}.log", "wb")
+            procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        wait_for_port(port, procs[0], 120, root / "api-server.log")
+        deployment = Deployment(f"http://127.0.0.1:{port}", home, tables, REPO / "test-artifacts")
+        deployment.artifacts.mkdir(exist_ok=True)
+        for dag_id in tables:
+            deployment.wait_for_dag(dag_id)
+        yield deployment
+    finally:
+        for proc in procs:
+            stop(proc)
