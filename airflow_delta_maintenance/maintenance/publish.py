@@ -38,10 +38,12 @@ class PublishResult:
         return asdict(self)
 
 
-def read_ratified_commit(store: LogStore, commit: RatifiedCommit) -> bytes:
+def read_ratified_commit(store: LogStore, commit: RatifiedCommit, prefetched: Mapping[str, bytes] | None = None) -> bytes:
     """The bytes of a ratified commit: inline, or its staged file (which must be named for its version)."""
     if commit.inline_content is not None:
         return commit.inline_content
+    if prefetched and commit.file_name in prefetched:
+        return prefetched[commit.file_name]
     parsed = parse_log_path(commit.file_name)
     if parsed is None or parsed.type is not LogFileType.STAGED_COMMIT or parsed.version != commit.version:
         raise StagedCommitError(
@@ -102,6 +104,11 @@ def validate_commit_bytes(store: LogStore, commit: RatifiedCommit, data: bytes) 
             )
 
 
+def _is_staged(commit: RatifiedCommit) -> bool:
+    parsed = parse_log_path(commit.file_name)
+    return parsed is not None and parsed.type is LogFileType.STAGED_COMMIT and parsed.version == commit.version
+
+
 def _copy(store: LogStore, commit: RatifiedCommit, data: bytes) -> bool:
     """Create ``<v>.json``; True if we wrote it, False if identical bytes were already there."""
     target = commit_name(commit.version)
@@ -151,6 +158,12 @@ def publish_ratified_commits(
     published: list[int] = []
     already: list[int] = []
     expected = None
+    # Staged files are read concurrently up front (S3 round trips); writes stay strictly ordered.
+    names = [c.file_name for c in commits if c.inline_content is None and _is_staged(c)]
+    try:
+        prefetched = store.read_many(names)
+    except (FileNotFoundError, OSError):
+        prefetched = {}  # read one by one below, so a missing file gets its typed error
     for c in commits:
         if expected is not None and c.version != expected:
             raise StagedCommitError(
@@ -164,7 +177,7 @@ def publish_ratified_commits(
                 version=published_max + 1,
                 path=commit_name(published_max + 1),
             )
-        data = read_ratified_commit(store, c)
+        data = read_ratified_commit(store, c, prefetched)
         validate_commit_bytes(store, c, data)
         (published if _copy(store, c, data) else already).append(c.version)
         expected = c.version + 1
