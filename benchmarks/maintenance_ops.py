@@ -44,7 +44,9 @@ if engine == "ours":
     elif op == "compaction":
         write_compaction(store, args["start"], args["end"])
     else:
-        plan = plan_log_cleanup(store, load_snapshot(store), retention_ms=args["retention_ms"])
+        from airflow_delta_maintenance.deltalog.listing import list_log_files
+        files = list_log_files(store)  # one LIST, shared by the snapshot and the plan
+        plan = plan_log_cleanup(store, load_snapshot(store, files=files), retention_ms=args["retention_ms"], files=files)
         execute_cleanup(store, plan, dry_run=False)
 else:
     import deltalake

@@ -125,18 +125,40 @@ class LogStore:
     def list_dir(self, subdir: str = "") -> list[FileStat]:
         """One LIST of ``_delta_log`` (or one of its sub-directories); files only, sorted by name."""
         directory = self.log_dir if not subdir else self.path(subdir)
+        prefix = "" if not subdir else subdir + "/"
+        if isinstance(self.fs, LocalFileSystem):
+            return self._list_local(directory, prefix)
         self.fs.invalidate_cache(directory)
         try:
             entries = self.fs.ls(directory, detail=True)
         except FileNotFoundError:
             return []
-        prefix = "" if not subdir else subdir + "/"
         out = []
         for info in entries:
             if info.get("type") == "directory":
                 continue
             base = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
             out.append(FileStat(prefix + base, int(info.get("size") or 0), _mtime_ms(self.fs, info)))
+        out.sort(key=lambda s: s.name)
+        return out
+
+    @staticmethod
+    def _list_local(directory: str, prefix: str) -> list[FileStat]:
+        # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower)
+        out = []
+        try:
+            it = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        with it:
+            for entry in it:
+                try:
+                    if not entry.is_file():
+                        continue
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue  # vanished while listing (another writer's temporary file): skip only it
+                out.append(FileStat(prefix + entry.name, st.st_size, int(st.st_mtime * 1000)))
         out.sort(key=lambda s: s.name)
         return out
 

@@ -148,9 +148,12 @@ def publish_ratified_commits(
             "(accept the risk explicitly with allow_unsafe_writes)",
             path=store.log_dir,
         )
+    # Ask the coordinator first, then LIST: a version it no longer tracks was reported after its
+    # file was durable, so the listing that follows sees it (the reverse order races with other
+    # publishers that publish and report in between).
+    resp = response if response is not None else client.get_commits(store.uri, 0, up_to, table_conf=table_conf)
     files = list_log_files(store)
     published_max = files.latest_commit_version
-    resp = response if response is not None else client.get_commits(store.uri, 0, up_to, table_conf=table_conf)
     latest_ratified = max(resp.latest_table_version, published_max)
     target = latest_ratified if up_to is None else min(up_to, latest_ratified)
     commits = sorted((c for c in resp.commits if c.version <= target), key=lambda c: c.version)
