@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["commit_bytes", "next_in_commit_timestamp", "staged_name", "published_name"]
+from .base import LogFileWriter, LogFileWriterFactory, RatifiedCommit
+from .errors import CommitConflictError, CoordinatorError
+
+__all__ = ["commit_bytes", "next_in_commit_timestamp", "staged_name", "published_name", "writer_for", "publish_version_zero"]
 
 
 def next_in_commit_timestamp(previous: int | None, now_ms: int | None = None) -> int:
@@ -41,3 +44,21 @@ def staged_name(version: int, legacy: bool = False) -> str:
 
 def published_name(version: int) -> str:
     return f"{version:020d}.json"
+
+
+def writer_for(factory: LogFileWriterFactory | None, normalize: Callable[[str], str], table_uri: str) -> tuple[str, LogFileWriter]:
+    """(normalised table URI, its log writer); clients opened without storage cannot commit."""
+    if factory is None:
+        raise CoordinatorError("this coordinator client was opened without storage; it cannot stage commits")
+    uri = normalize(table_uri)
+    return uri, factory(uri)
+
+
+def publish_version_zero(writer: LogFileWriter, uri: str, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
+    """Version 0 is published directly, create-if-absent (PROTOCOL "Catalog-managed tables")."""
+    ict = next_in_commit_timestamp(None)
+    try:
+        written = writer.write_new(published_name(0), commit_bytes(actions, ict))
+    except FileExistsError:
+        raise CommitConflictError(f"{uri}: {published_name(0)} already exists", version=0, retryable=False) from None
+    return RatifiedCommit(0, ict, written.file_name, written.size, written.modification_time)

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._commit_file import commit_bytes, next_in_commit_timestamp, published_name, staged_name
+from ._commit_file import commit_bytes, next_in_commit_timestamp, publish_version_zero, staged_name, writer_for
 from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
 
@@ -210,10 +210,7 @@ class DynamoDBCoordinator:
         actions: Sequence[Mapping[str, Any]],
         table_conf: Mapping[str, str] | None = None,
     ) -> RatifiedCommit:
-        if self.writer_factory is None:
-            raise CoordinatorError("this coordinator client was opened without storage; it cannot stage commits")
-        uri = self.normalize_uri(table_uri)
-        writer = self.writer_factory(uri)
+        uri, writer = writer_for(self.writer_factory, self.normalize_uri, table_uri)
         if version == 0:
             return self._create(uri, writer, actions)
         table_id = self._table_id(table_conf)
@@ -287,14 +284,9 @@ class DynamoDBCoordinator:
                 out.append({"protocol": _coordinated_protocol(action["protocol"])})
             else:
                 out.append(dict(action))
-        ict = next_in_commit_timestamp(None)
-        data = commit_bytes(out, ict)
-        try:
-            written = writer.write_new(published_name(0), data)  # version 0 goes through the filesystem
-        except FileExistsError:
-            raise CommitConflictError(f"{uri}: {published_name(0)} already exists", version=0, retryable=False) from None
+        created = publish_version_zero(writer, uri, out)  # version 0 goes through the filesystem
         self.table_id = self.table_id or table_conf["tableId"]
-        return RatifiedCommit(0, ict, written.file_name, written.size, written.modification_time)
+        return created
 
     def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
         """Drop commits ≤ ``version`` from the item, conditional on ``tableVersion`` not moving."""

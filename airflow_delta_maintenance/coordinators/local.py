@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ._commit_file import commit_bytes, next_in_commit_timestamp, published_name, staged_name
+from ._commit_file import commit_bytes, next_in_commit_timestamp, publish_version_zero, staged_name, writer_for
 from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
 
@@ -142,10 +142,7 @@ class LocalCoordinator:
         actions: Sequence[Mapping[str, Any]],
         table_conf: Mapping[str, str] | None = None,
     ) -> RatifiedCommit:
-        if self.writer_factory is None:
-            raise CoordinatorError("this coordinator client was opened without storage; it cannot stage commits")
-        uri = self.normalize_uri(table_uri)
-        writer = self.writer_factory(uri)
+        uri, writer = writer_for(self.writer_factory, self.normalize_uri, table_uri)
         with self._connect() as conn:
             head = conn.execute("SELECT latest_version, latest_timestamp FROM tables WHERE table_uri = ?", (uri,)).fetchone()
         if version == 0:
@@ -181,17 +178,12 @@ class LocalCoordinator:
     def _create(self, uri: str, writer: Any, actions: Sequence[Mapping[str, Any]], head: Any) -> RatifiedCommit:
         if head is not None:
             raise CommitConflictError(f"{uri}: version 0 already exists", version=0, retryable=False)
-        ict = next_in_commit_timestamp(None)
-        data = commit_bytes(actions, ict)
-        try:
-            written = writer.write_new(published_name(0), data)  # create-if-absent, published directly
-        except FileExistsError:
-            raise CommitConflictError(f"{uri}: {published_name(0)} already exists", version=0, retryable=False) from None
+        created = publish_version_zero(writer, uri, actions)
         with self._transaction() as conn:
             if conn.execute("SELECT 1 FROM tables WHERE table_uri = ?", (uri,)).fetchone():
                 raise CommitConflictError(f"{uri}: version 0 already exists", version=0, retryable=False)
-            conn.execute("INSERT INTO tables VALUES (?, 0, ?, 0)", (uri, ict))
-        return RatifiedCommit(0, ict, written.file_name, written.size, written.modification_time)
+            conn.execute("INSERT INTO tables VALUES (?, 0, ?, 0)", (uri, created.commit_timestamp))
+        return created
 
     def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
         uri = self.normalize_uri(table_uri)

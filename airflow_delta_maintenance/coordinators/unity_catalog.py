@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._commit_file import commit_bytes, next_in_commit_timestamp, published_name, staged_name
+from ._commit_file import commit_bytes, next_in_commit_timestamp, publish_version_zero, staged_name, writer_for
 from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CommitLimitReachedError, CoordinatorError, TableNotFoundError
 
@@ -165,10 +165,7 @@ class UnityCatalogCoordinator:
         actions: Sequence[Mapping[str, Any]],
         table_conf: Mapping[str, str] | None = None,
     ) -> RatifiedCommit:
-        if self.writer_factory is None:
-            raise CoordinatorError("this coordinator client was opened without storage; it cannot stage commits")
-        uri = self.normalize_uri(table_uri)
-        writer = self.writer_factory(uri)
+        uri, writer = writer_for(self.writer_factory, self.normalize_uri, table_uri)
         if version == 0:
             return self._create(uri, writer, actions)
         current = self.get_commits(uri, version - 1, None, table_conf)
@@ -195,12 +192,7 @@ class UnityCatalogCoordinator:
         return RatifiedCommit(version, ict, written.file_name, written.size, written.modification_time)
 
     def _create(self, uri: str, writer: Any, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
-        ict = next_in_commit_timestamp(None)
-        data = commit_bytes(actions, ict)
-        try:
-            written = writer.write_new(published_name(0), data)
-        except FileExistsError:
-            raise CommitConflictError(f"{uri}: {published_name(0)} already exists", version=0, retryable=False) from None
+        created = publish_version_zero(writer, uri, actions)
         try:
             body = self._request("POST", "/tables", {
                 "name": self.table, "catalog_name": self.catalog, "schema_name": self.schema,
@@ -209,7 +201,7 @@ class UnityCatalogCoordinator:
         except _Conflict as exc:
             raise CommitConflictError(f"{self.describe()}: table already exists ({exc.error.error_type})", version=0, retryable=False) from None
         self.table_id = self.table_id or body.get("table_id")
-        return RatifiedCommit(0, ict, written.file_name, written.size, written.modification_time)
+        return created
 
     def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
         uri = self.normalize_uri(table_uri)

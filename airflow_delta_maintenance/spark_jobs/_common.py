@@ -23,7 +23,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
 from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
 from airflow_delta_maintenance.deltalog.log_segment import CatalogCommit, LogSegment
-from airflow_delta_maintenance.deltalog.paths import LogFileType, ParsedLogPath
+from airflow_delta_maintenance.deltalog.paths import ParsedLogPath
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 
 __all__ = [

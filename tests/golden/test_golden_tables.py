@@ -9,7 +9,6 @@ clarity, not speed) plus the expectation of the upstream suite that produced the
 from __future__ import annotations
 
 import glob
-import io
 import json
 import os
 import tarfile

@@ -3,7 +3,6 @@ the REST API (/api/v2); each is asserted on the table's _delta_log afterwards.""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
