@@ -81,6 +81,8 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         "catalogOwned-preview",
         "allowColumnDefaults",
         "collations-preview",
+        "materializePartitionColumns",
+        "collations",
     }
 )
 _CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli", "uncompressed": "none", "none": "none"}

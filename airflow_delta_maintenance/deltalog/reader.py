@@ -198,7 +198,46 @@ def _starts_with(buf: np.ndarray, starts: np.ndarray, prefix: bytes) -> np.ndarr
     return mask
 
 
-def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0, *, keys_only: bool = False) -> ParsedActions:
+def _json_schema(partition_columns: Sequence[str]) -> pa.Schema:
+    """Explicit schema with ``partitionValues`` as a struct of string columns: left to inference,
+    pyarrow would turn values such as ``2023-12-22`` into timestamps."""
+    pv = pa.field("partitionValues", pa.struct([pa.field(c, pa.string()) for c in partition_columns]))
+    return pa.schema(
+        [pa.field(k, pa.struct([*_JSON_SCHEMA.field(k).type, pv])) for k in ("add", "remove")]
+    )
+
+
+def _only_strings(struct_type: pa.DataType, allowed: Sequence[str] | None) -> bool:
+    if not pa.types.is_struct(struct_type):
+        return pa.types.is_null(struct_type)
+    for f in struct_type:
+        if not (pa.types.is_string(f.type) or pa.types.is_null(f.type)):
+            return False
+        if allowed is not None and f.name not in allowed:
+            return False
+    return True
+
+
+def _faithful(table: pa.Table, partition_columns: Sequence[str]) -> bool:
+    """True unless inference changed a map's values (non-string types) or a file's partition
+    keys differ from the table's; then the slower exact path is used."""
+    for kind in ("add", "remove"):
+        t = table.schema.field(kind).type
+        names = [f.name for f in t]
+        if "partitionValues" in names and not _only_strings(t.field("partitionValues").type, partition_columns):
+            return False
+        if "tags" in names and not _only_strings(t.field("tags").type, None):
+            return False
+    return True
+
+
+def parse_ndjson(
+    sources: Sequence[tuple[str, bytes]],
+    base_order: int = 0,
+    *,
+    keys_only: bool = False,
+    partition_columns: Sequence[str] = (),
+) -> ParsedActions:
     """Parse NDJSON log files given in replay order as ``(display name, bytes)``.
 
     ``_order`` of an action is ``base_order`` plus the global index of its line. All files are
@@ -232,6 +271,7 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0, *, k
     odd_adds: list[tuple[int, dict[str, Any]]] = []
     odd_removes: list[tuple[int, dict[str, Any]]] = []
     odd_lines: dict[int, bytes] = {}
+    partition_sets: set[tuple[str, ...]] = {tuple(sorted(partition_columns))} if partition_columns else set()
     for i in other_idx:
         s = int(source_index[i])
         raw = buf[starts[i] : ends[i]].tobytes()
@@ -254,10 +294,16 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0, *, k
             odd_lines[int(i)] = raw.rstrip(b"\r") + b"\n"
         else:
             others.append((order, s, line_number, action))
+            if "metaData" in action:
+                partition_sets.add(tuple(sorted((action["metaData"] or {}).get("partitionColumns") or ())))
         buf[starts[i] : ends[i]] = 32  # blank it for the JSON reader
 
     adds = [empty_file_actions(ADD_FIELDS)]
     removes = [empty_file_actions(REMOVE_FIELDS)]
+    # One partitioning for every file: declare its columns. Partitioning changed inside these files
+    # (an overwrite with new partition columns): only the exact path keeps each file's own keys.
+    seen_partitions = sorted({c for cols in partition_sets for c in cols})
+    repartitioned = len(partition_sets) > 1
     if len(fa_idx):
         data = pa.py_buffer(buf[:pos])
         order = pa.array(fa_idx + base_order, pa.int64())
@@ -269,18 +315,22 @@ def parse_ndjson(sources: Sequence[tuple[str, bytes]], base_order: int = 0, *, k
                     pa.BufferReader(data),
                     read_options=pj.ReadOptions(block_size=block_size),
                     parse_options=pj.ParseOptions(
-                        explicit_schema=_JSON_KEYS_SCHEMA if keys_only else _JSON_SCHEMA,
+                        explicit_schema=_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions),
                         unexpected_field_behavior="ignore" if keys_only else "infer",
                     ),
                 )
                 break
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
                 continue
-        if table is None or table.num_rows != len(fa_idx):
+        if table is not None and not keys_only and (repartitioned or not _faithful(table, seen_partitions)):
+            table = None  # exact path below
+        elif table is None or table.num_rows != len(fa_idx):
             bad = _locate_bad_line(sources)
             if bad.line is not None:
                 raise bad
-            # Every line is JSON, yet types clash (e.g. a string size): convert through Python to name it.
+            table = None
+        if table is None:
+            # Types clash (e.g. a string size) or inference would alter values: convert through Python.
             rows = [(int(i) + base_order, json.loads(buf[starts[i] : ends[i]].tobytes())) for i in fa_idx]
             try:
                 adds.append(_python_file_actions([r for r in rows if "add" in r[1]], "add", ADD_FIELDS))

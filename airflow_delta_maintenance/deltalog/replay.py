@@ -178,7 +178,10 @@ def replay_actions(
     if include_checkpoint and segment.checkpoint is not None:
         parts, base = _read_checkpoint(store, segment.checkpoint.files)
     sources = _read_deltas(store, segment)
-    deltas = parse_ndjson(sources, base_order=base, keys_only=keys_only)
+    partition_columns = {
+        c for part in parts for _, _, _, a in part.others if a.get("metaData") for c in (a["metaData"].get("partitionColumns") or ())
+    }
+    deltas = parse_ndjson(sources, base_order=base, keys_only=keys_only, partition_columns=sorted(partition_columns))
     _check_compactions(segment, deltas, base, sources)
     parts.append(deltas)
 

@@ -8,6 +8,7 @@ version our active files (path, size), protocol and metadata must equal the whee
 
 from __future__ import annotations
 
+import datetime
 import os
 import random
 from pathlib import Path
@@ -41,6 +42,9 @@ def _batch(rng: random.Random, partitioned: bool) -> pa.Table:
     if partitioned:
         data["part"] = [rng.choice(["a", "b", "c"]) for _ in ids]
         schema.append(pa.field("part", pa.string()))
+        # a date partition: its values must stay "2024-01-05" (JSON inference would make timestamps)
+        data["day"] = [datetime.date(2024, 1, rng.randint(1, 3)) for _ in ids]
+        schema.append(pa.field("day", pa.date32()))
     return pa.table(data, schema=pa.schema(schema))
 
 
@@ -50,9 +54,19 @@ def _wheel(path: str, version: int):  # noqa: ANN202
     return table, {(p, s) for p, s in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist())}
 
 
+def _partitions(table) -> dict[str, dict[str, str | None]]:  # noqa: ANN001
+    actions = pa.table(table.get_add_actions(flatten=False))
+    if "partition" not in actions.column_names:
+        return {p: {} for p in actions.column("path").to_pylist()}
+    return {
+        p: {k: None if v is None else str(v) for k, v in (values or {}).items()}
+        for p, values in zip(actions.column("path").to_pylist(), actions.column("partition").to_pylist())
+    }
+
+
 def _history(path: str, rng: random.Random, partitioned: bool, steps: int) -> list[str]:
     done = []
-    kwargs = {"partition_by": ["part"]} if partitioned else {}
+    kwargs = {"partition_by": ["part", "day"]} if partitioned else {}
     deltalake.write_deltalake(path, _batch(rng, partitioned), mode="append", **kwargs)
     done.append("create")
     for _ in range(steps):
@@ -92,6 +106,8 @@ def test_every_version_matches_the_wheel(tmp_path: Path, partitioned: bool) -> N
             ours = load_snapshot(path, v)
             assert ours.version == v, why
             assert {(f["path"], f["size"]) for f in ours.file_list()} == files, f"version {v}: {why}"
+            ours_pv = dict(zip(ours.files.column("path").to_pylist(), (dict(x or []) for x in ours.files.column("partitionValues").to_pylist())))
+            assert ours_pv == _partitions(table), f"partition values at version {v}: {why}"
             proto = table.protocol()
             assert (ours.protocol.min_reader_version, ours.protocol.min_writer_version) == (proto.min_reader_version, proto.min_writer_version), why
             assert set(ours.protocol.writer_features or ()) == set(proto.writer_features or ()), why
