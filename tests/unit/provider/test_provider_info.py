@@ -52,3 +52,16 @@ def test_provider_is_discovered_by_airflow() -> None:
     from airflow.providers_manager import ProvidersManager
 
     assert "airflow-delta-maintenance" in ProvidersManager().providers
+
+
+def test_airflow_providers_list_shows_the_provider(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env["AIRFLOW_HOME"] = str(tmp_path)
+    out = subprocess.run([str(Path(sys.executable).with_name("airflow")), "providers", "list", "-o", "json"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert any(p["package_name"] == "airflow-delta-maintenance" for p in json.loads(out.stdout))
