@@ -164,3 +164,22 @@ def test_wheel_and_delta_spark_read_spark_checkpoints_with_identical_files(tmp_p
     assert set(actions.column("path").to_pylist()) == ours
     spark_files = {Path(f.replace("file:", "")).relative_to(uri).as_posix() for f in spark.read.format("delta").load(uri).inputFiles()}
     assert {p.replace("%3D", "=") for p in spark_files} == ours
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "tables"
+
+
+@pytest.mark.parametrize("name", ["delta-spark/dv-partitioned-with-checkpoint", "delta-spark/v2-checkpoint-parquet", "delta-spark/basic-with-inserts-deletes-checkpoint"])
+def test_spark_checkpoint_of_golden_tables_equals_the_single_node_writer(tmp_path: Path, name: str) -> None:
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    shutil.copytree(GOLDEN / name, a)
+    shutil.copytree(GOLDEN / name, b)
+    for root in (a, b):  # drop the existing checkpoints: each engine writes its own at the latest version
+        for p in (Path(root) / "_delta_log").iterdir():
+            if ".checkpoint." in p.name or p.name == "_last_checkpoint":
+                p.unlink()
+    latest = load_snapshot(a).version
+    run_spark_submit(checkpoint_job(a, latest, conf={"spark.sql.shuffle.partitions": "2"}))
+    store_b = open_table_storage(b)
+    write_checkpoint(store_b, load_snapshot(store_b, now_ms=NOW))
+    assert actions_of_checkpoint(a) == actions_of_checkpoint(b)
