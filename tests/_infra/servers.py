@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,19 @@ def listening_addresses(port: int) -> set[str]:
     return out
 
 
+@contextmanager
+def running_server(name: str, cmd: list[str], port: int, log: Path, timeout: float, env: dict[str, str] | None = None) -> Iterator[int]:
+    """Start ``cmd`` in its own process group, wait until 127.0.0.1:``port`` answers, stop it by PID."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    try:
+        wait_for_port(port, proc, timeout, log)
+        print(f"\n[servers] {name} on 127.0.0.1:{port}, pid {proc.pid}", file=sys.stderr)
+        yield proc.pid
+    finally:
+        stop(proc)
+
+
 LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
 
 
@@ -82,20 +96,9 @@ LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "0000000000000000000
 def dynamodb_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     jars = jar_dir("dynamodb-local")
     port = free_port()
-    log = tmp_path_factory.mktemp("dynamodb-local") / "server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            ["java", f"-Djava.library.path={jars}", "-cp", f"{jars}/*", str(JAVA_DIR / "DynamoDBLocalLoopback.java"), str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        wait_for_port(port, proc, 90, log)
-        print(f"\n[servers] DynamoDB Local (official jar) on 127.0.0.1:{port}, pid {proc.pid}", file=sys.stderr)
+    cmd = ["java", f"-Djava.library.path={jars}", "-cp", f"{jars}/*", str(JAVA_DIR / "DynamoDBLocalLoopback.java"), str(port)]
+    with running_server("DynamoDB Local (official jar)", cmd, port, tmp_path_factory.mktemp("dynamodb-local") / "server.log", 90):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
 
 
 @pytest.fixture
@@ -107,18 +110,9 @@ def dynamodb_table_name(dynamodb_endpoint: str) -> str:
 @pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "server.log"
-    moto = Path(sys.executable).with_name("moto_server")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **FAKE_AWS}
-        )
-    try:
-        wait_for_port(port, proc, 60, log)
-        print(f"\n[servers] moto S3 server on 127.0.0.1:{port}, pid {proc.pid}", file=sys.stderr)
+    cmd = [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)]
+    with running_server("moto S3 server", cmd, port, tmp_path_factory.mktemp("moto") / "server.log", 60, env={**os.environ, **FAKE_AWS}):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
 
 
 @pytest.fixture
@@ -148,13 +142,7 @@ def s3_bucket(s3_endpoint: str, aws_env: dict[str, str]) -> tuple[str, dict[str,
 def uc_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The UC OpenAPI test server (the OSS server is not on Maven Central; see its docstring)."""
     port = free_port()
-    log = tmp_path_factory.mktemp("uc") / "server.log"
     script = Path(__file__).resolve().parents[1] / "uc_openapi_server" / "server.py"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for_port(port, proc, 30, log)
-        print(f"\n[servers] UC OpenAPI test server (not the OSS server) on 127.0.0.1:{port}, pid {proc.pid}", file=sys.stderr)
+    log = tmp_path_factory.mktemp("uc") / "server.log"
+    with running_server("UC OpenAPI test server (not the OSS server)", [sys.executable, str(script), str(port)], port, log, 30):
         yield f"127.0.0.1:{port}"
-    finally:
-        stop(proc)

@@ -21,7 +21,7 @@ import pytest
 from airflow_delta_maintenance.deltalog import errors as E
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 
-deltalake = pytest.importorskip("deltalake")
+import deltalake  # the independent oracle: a test dependency, never skipped
 pytestmark = pytest.mark.interop
 
 # Vendored copy of ../shared/golden-tables (Apache-2.0; see tables/README.md for the origins), so a

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
+from tests._infra.races import race_put_if_absent
 
 pytestmark = pytest.mark.integration
 
@@ -29,23 +28,8 @@ def test_put_if_absent_on_s3_has_exactly_one_winner(s3_bucket: tuple[str, dict])
     bucket, options = s3_bucket
     store = open_table_storage(f"s3a://{bucket}/t", options)
     assert store.supports_atomic_create
-    winners: list[int] = []
-    barrier = threading.Barrier(6)
-
-    def attempt(i: int) -> None:
-        barrier.wait()
-        try:
-            store.put_if_absent("00000000000000000001.json", f"{i}\n".encode())
-            winners.append(i)
-        except LogFileExistsError:
-            pass
-
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(winners) == 1 and store.read("00000000000000000001.json") == f"{winners[0]}\n".encode()
+    winners = race_put_if_absent(store, "00000000000000000001.json", 6)
+    assert len(winners) == 1 and store.read("00000000000000000001.json") == f"writer {winners[0]}\n".encode()
 
 
 def test_publish_and_read_a_table_on_s3(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:

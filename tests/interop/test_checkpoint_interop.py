@@ -14,7 +14,7 @@ from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoin
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
-deltalake = pytest.importorskip("deltalake")
+import deltalake  # the independent oracle: a test dependency, never skipped
 pytestmark = pytest.mark.interop
 
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -8,6 +7,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from airflow_delta_maintenance.deltalog.errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError
 from airflow_delta_maintenance.deltalog.storage import LogStore, normalize_table_uri, open_table_storage
+from tests._infra.races import race_put_if_absent
 
 
 @pytest.mark.parametrize("name", ["../x.json", "/etc/passwd", "a/../../b", "s3://bucket/x", "", "a//b", "./x", "a\\b"])
@@ -19,22 +19,7 @@ def test_names_that_escape_delta_log_are_refused(tmp_path: Path, name: str) -> N
 
 def test_local_put_if_absent_has_exactly_one_winner_under_a_race(tmp_path: Path) -> None:
     store = open_table_storage(str(tmp_path))
-    winners: list[int] = []
-    barrier = threading.Barrier(8)
-
-    def attempt(i: int) -> None:
-        barrier.wait()
-        try:
-            store.put_if_absent("00000000000000000001.json", f"writer {i}\n".encode())
-            winners.append(i)
-        except LogFileExistsError:
-            pass
-
-    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    winners = race_put_if_absent(store, "00000000000000000001.json", 8)
     assert len(winners) == 1
     assert store.read("00000000000000000001.json") == f"writer {winners[0]}\n".encode()
     # no temporary files are left behind
