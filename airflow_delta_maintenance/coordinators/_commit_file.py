@@ -1,4 +1,7 @@
-"""Serialising a proposed commit: NDJSON with ``commitInfo`` first carrying the in-commit timestamp."""
+"""Serialising a proposed commit: NDJSON with ``commitInfo`` first carrying the in-commit timestamp.
+
+Shared by the three clients so that every coordinator writes the same bytes for the same actions.
+"""
 
 from __future__ import annotations
 
@@ -11,35 +14,78 @@ from typing import Any
 from .base import LogFileWriter, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CoordinatorError
 
-__all__ = ["commit_bytes", "next_in_commit_timestamp", "staged_name", "published_name", "writer_for", "publish_version_zero"]
+__all__ = [
+    "commit_bytes",
+    "next_in_commit_timestamp",
+    "previous_in_commit_timestamp",
+    "staged_name",
+    "published_name",
+    "writer_for",
+    "publish_version_zero",
+    "STAGED_DIR",
+    "LEGACY_STAGED_DIR",
+]
+
+STAGED_DIR = "_staged_commits"
+LEGACY_STAGED_DIR = "_commits"  # the rejected managed-commits RFC and delta-spark 3.x
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def next_in_commit_timestamp(previous: int | None, now_ms: int | None = None) -> int:
     """``max(wall clock, previous + 1)`` (PROTOCOL "In-Commit Timestamps")."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = wall_clock_ms() if now_ms is None else now_ms
     return now if previous is None else max(now, previous + 1)
 
 
+def previous_in_commit_timestamp(writer: LogFileWriter, version: int) -> int | None:
+    """The ICT of published ``<version>.json`` (first line), when the coordinator no longer tracks it.
+
+    ``None`` when the file is missing or carries no ICT (the wall clock is then used alone).
+    """
+    if version < 0:
+        return None
+    try:
+        data = writer.read(published_name(version))
+    except OSError:  # FileNotFoundError included (LogFileWriter.read's contract)
+        return None
+    first = data.split(b"\n", 1)[0]
+    try:
+        info = json.loads(first).get("commitInfo") or {}
+    except (ValueError, AttributeError):
+        return None
+    ict = info.get("inCommitTimestamp")
+    return int(ict) if isinstance(ict, int) else None
+
+
 def commit_bytes(actions: Sequence[Mapping[str, Any]], in_commit_timestamp: int) -> bytes:
-    """The commit file: ``commitInfo`` first (added if missing) with ``inCommitTimestamp`` set."""
+    """The commit file: ``commitInfo`` first (added if missing) with ``inCommitTimestamp`` set.
+
+    A ``txnId`` is added when missing: catalog-managed tables require one in every commit.
+    """
     info: dict[str, Any] = {}
     rest = []
+    seen_info = False
     for action in actions:
-        if "commitInfo" in action and not info:
+        if "commitInfo" in action:
+            if seen_info:
+                raise ValueError("a commit holds at most one commitInfo action")
+            seen_info = True
             info = dict(action["commitInfo"])
-        elif "commitInfo" in action:
-            raise ValueError("a commit holds at most one commitInfo action")
         else:
             rest.append(action)
     info.setdefault("timestamp", in_commit_timestamp)
     info["inCommitTimestamp"] = in_commit_timestamp
+    info.setdefault("txnId", str(uuid.uuid4()))
     lines = [{"commitInfo": info}, *rest]
     return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in lines).encode("utf-8")
 
 
 def staged_name(version: int, legacy: bool = False) -> str:
     """``_staged_commits/<v>.<uuid>.json`` relative to ``_delta_log`` (``_commits/`` when legacy)."""
-    return f"{'_commits' if legacy else '_staged_commits'}/{version:020d}.{uuid.uuid4()}.json"
+    return f"{LEGACY_STAGED_DIR if legacy else STAGED_DIR}/{version:020d}.{uuid.uuid4()}.json"
 
 
 def published_name(version: int) -> str:
@@ -54,9 +100,9 @@ def writer_for(factory: LogFileWriterFactory | None, normalize: Callable[[str], 
     return uri, factory(uri)
 
 
-def publish_version_zero(writer: LogFileWriter, uri: str, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
+def publish_version_zero(writer: LogFileWriter, uri: str, actions: Sequence[Mapping[str, Any]], ict: int | None = None) -> RatifiedCommit:
     """Version 0 is published directly, create-if-absent (PROTOCOL "Catalog-managed tables")."""
-    ict = next_in_commit_timestamp(None)
+    ict = next_in_commit_timestamp(None) if ict is None else ict
     try:
         written = writer.write_new(published_name(0), commit_bytes(actions, ict))
     except FileExistsError:

@@ -65,7 +65,9 @@ class LogFileWriter(Protocol):
         """Create ``file_name`` (relative to ``_delta_log``) atomically; ``FileExistsError`` if it exists."""
         ...
 
-    def read(self, file_name: str) -> bytes: ...
+    def read(self, file_name: str) -> bytes:
+        """The bytes of ``file_name`` (relative to ``_delta_log``); ``FileNotFoundError`` if missing."""
+        ...
 
 
 # table URI -> writer for that table's _delta_log

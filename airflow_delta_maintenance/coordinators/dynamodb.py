@@ -7,8 +7,29 @@ one item per Delta table, hash key ``tableId`` (S): ``path`` (S), ``acceptingCom
 ``tableVersion`` (N), ``tableTimestamp`` (N), ``schemaVersion`` (N = 1), ``hasAcceptedCommits``
 (BOOL), ``commits`` (L of M: ``version``, ``timestamp``, ``fsName``, ``fsLength``, ``fsTimestamp``).
 
-Unlike delta-spark, reads are strongly consistent, and reporting a partial backfill keeps the
-commits above the reported version instead of clearing the list.
+Choices (delta-spark's client is the reference; departures are marked):
+
+- ``register_table(uri, current_version)``: delta-spark's ``registerTable`` (``PutItem`` with
+  ``attribute_not_exists(tableId)``, ``tableVersion = current_version + 1``, ``hasAcceptedCommits =
+  false``); returns the tableConf ``{"tableId": <uuid>}``. ``commit(uri, 0, …)`` registers with
+  ``current_version = -1`` and writes ``<0>.json`` (create-if-absent) with the coordinator
+  properties in its metadata, as delta-spark does for a new coordinated table.
+- ``commit(v)``: stage ``_staged_commits/<v>.<uuid>.json``, then ``UpdateItem`` with delta-spark's
+  legacy ``Expected`` conditions (``tableVersion == v-1``, ``acceptingCommits``, ``path``,
+  ``schemaVersion``) and updates; a failed condition re-reads the item to classify it like
+  delta-spark: ``tableVersion >= v`` → retryable ``CommitConflictError``; a gap, a path or schema
+  mismatch, or a table no longer accepting commits → non-retryable. Before staging, the item's
+  ``path`` must be this table's path (delta-spark's path check), so a wrong ``tableId`` never
+  stages or ratifies anything.
+- ``get_commits``/``latest_ratified_version``: one ``GetItem``, strongly consistent (departure:
+  delta-spark reads eventually consistently). ``latest = -1`` until ``hasAcceptedCommits``.
+  File names come back as ``_staged_commits/<fsName>``; tables staged by delta-spark 3.x into the
+  legacy ``_commits/`` are found by the publishing layer, which falls back to ``_commits/<fsName>``.
+- ``report_published(v)``: when ``v >= tableVersion`` exactly delta-spark's update (PUT
+  ``commits = []`` with ``Expected tableVersion ==`` the value read, ``path``, ``schemaVersion``);
+  otherwise (departure: delta-spark always clears the whole list) PUT the entries above ``v`` with
+  the same conditions plus ``commits ==`` the list read, so an entry is only ever dropped if it
+  was in the list this client checked. A failed condition re-reads and retries (bounded).
 """
 
 from __future__ import annotations
@@ -20,13 +41,22 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._commit_file import commit_bytes, next_in_commit_timestamp, publish_version_zero, staged_name, writer_for
+from ._commit_file import (
+    commit_bytes,
+    next_in_commit_timestamp,
+    previous_in_commit_timestamp,
+    publish_version_zero,
+    staged_name,
+    writer_for,
+)
+from ._protocol import upgrade_protocol
 from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
 
 __all__ = ["DynamoDBCoordinator", "SCHEMA_VERSION", "hadoop_table_path"]
 
 SCHEMA_VERSION = 1
+_REQUIRED_WRITER = ["coordinatedCommits-preview", "inCommitTimestamp", "vacuumProtocolCheck"]  # delta-spark's requirements
 COORDINATOR_NAME = "dynamodb"
 _CONF_PROPS = (
     "delta.coordinatedCommits.commitCoordinator-preview",
@@ -42,6 +72,18 @@ def hadoop_table_path(table_uri: str) -> str:
     if "://" not in table_uri:
         return "file:" + os.path.abspath(table_uri)
     return table_uri
+
+
+def _path_key(path: str) -> str:
+    """Compare table paths across spellings: ``file:/x``, ``file:///x`` and ``/x``; s3/s3a/s3n."""
+    p = path.rstrip("/")
+    for prefix in ("file://", "file:"):
+        if p.startswith(prefix):
+            return os.path.abspath(p[len(prefix) :])
+    for alias in ("s3a://", "s3n://"):
+        if p.startswith(alias):
+            return "s3://" + p[len(alias) :]
+    return p if "://" in p else os.path.abspath(p)
 
 
 class DynamoDBCoordinator:
@@ -70,6 +112,7 @@ class DynamoDBCoordinator:
         self.table_id = table_id
         self.writer_factory = writer_factory
         self.normalize_uri = normalize_uri
+        self._created: dict[str, str] = {}  # tables this client created: normalised URI -> tableId
         self.client = client or boto3.client(
             "dynamodb",
             region_name=region,
@@ -87,8 +130,8 @@ class DynamoDBCoordinator:
 
     # ---- helpers -----------------------------------------------------------------------------
 
-    def _table_id(self, table_conf: Mapping[str, str] | None) -> str:
-        tid = (table_conf or {}).get("tableId") or self.table_id
+    def _table_id(self, table_conf: Mapping[str, str] | None, uri: str | None = None) -> str:
+        tid = (table_conf or {}).get("tableId") or self.table_id or self._created.get(self.normalize_uri(uri) if uri else "")
         if not tid:
             raise CoordinatorError(
                 f"{self.describe()}: the Delta table's tableId is unknown; pass the table's "
@@ -97,7 +140,7 @@ class DynamoDBCoordinator:
         return tid
 
     def _get_item(self, table_id: str) -> dict[str, Any]:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             resp = self.client.get_item(TableName=self.dynamodb_table, Key={"tableId": {"S": table_id}}, ConsistentRead=True)
@@ -106,10 +149,22 @@ class DynamoDBCoordinator:
             if code == "ResourceNotFoundException":
                 raise TableNotFoundError(f"{self.describe()}: DynamoDB table {self.dynamodb_table} does not exist") from None
             raise CoordinatorError(f"{self.describe()}: GetItem failed: {code}", retryable=_transient(code)) from None
+        except BotoCoreError as exc:  # connection errors, timeouts
+            raise CoordinatorError(f"{self.describe()}: GetItem failed: {type(exc).__name__}", retryable=True) from None
         item = resp.get("Item")
         if item is None:
             raise TableNotFoundError(f"{self.describe()}: no item for Delta table {table_id}")
         return item
+
+    def _item_for(self, table_conf: Mapping[str, str] | None, table_uri: str) -> tuple[str, dict[str, Any]]:
+        """(tableId, item) after checking that the item is this table's (delta-spark's path check)."""
+        uri = self.normalize_uri(table_uri)
+        table_id = self._table_id(table_conf, uri)
+        item = self._get_item(table_id)
+        path = item.get("path", {}).get("S", "")
+        if _path_key(path) != _path_key(uri):
+            raise CoordinatorError(f"{self.describe()}: item {table_id} belongs to {path}, not {uri}")
+        return table_id, item
 
     def create_dynamodb_table(self, read_capacity: int = 5, write_capacity: int = 5) -> None:
         """Create the coordinator's DynamoDB table as delta-spark does (hash key ``tableId``), if missing."""
@@ -135,7 +190,8 @@ class DynamoDBCoordinator:
     # ---- reads -------------------------------------------------------------------------------
 
     def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:
-        return self.get_commits(table_uri, 0, 0, table_conf).latest_table_version
+        _, item = self._item_for(table_conf, table_uri)  # one GetItem
+        return int(item["tableVersion"]["N"]) if item.get("hasAcceptedCommits", {}).get("BOOL") else -1
 
     def get_commits(
         self,
@@ -144,7 +200,7 @@ class DynamoDBCoordinator:
         end_version: int | None = None,
         table_conf: Mapping[str, str] | None = None,
     ) -> CommitsResponse:
-        item = self._get_item(self._table_id(table_conf))
+        _, item = self._item_for(table_conf, table_uri)
         latest = int(item["tableVersion"]["N"]) if item.get("hasAcceptedCommits", {}).get("BOOL") else -1
         lo = 0 if start_version is None else start_version
         hi = 2**62 if end_version is None else end_version
@@ -213,17 +269,24 @@ class DynamoDBCoordinator:
         uri, writer = writer_for(self.writer_factory, self.normalize_uri, table_uri)
         if version == 0:
             return self._create(uri, writer, actions)
-        table_id = self._table_id(table_conf)
-        item = self._get_item(table_id)
-        previous_ts = int(item["tableTimestamp"]["N"]) if "tableTimestamp" in item else None
+        if version < 0:
+            raise CoordinatorError(f"{self.describe()}: invalid version {version}", version=version)
+        table_id, item = self._item_for(table_conf, uri)
+        path = item["path"]["S"]
+        current = int(item["tableVersion"]["N"])
+        if version <= current:  # cheap early answer; the conditional update decides
+            raise CommitConflictError(f"{self.describe()}: version {version} is already ratified (latest {current})", version=version)
+        # tableTimestamp is the ICT of tableVersion (= v-1 unless this attempt fails anyway); a freshly
+        # registered item has none, so read the published <v-1>.json
+        previous_ts = int(item["tableTimestamp"]["N"]) if "tableTimestamp" in item else previous_in_commit_timestamp(writer, version - 1)
         ict = next_in_commit_timestamp(previous_ts)
         data = commit_bytes(actions, ict)
-        written = writer.write_new(staged_name(version), data)
-        self._ratify(table_id, item["path"]["S"], version, ict, written.file_name.rsplit("/", 1)[-1], written.size, written.modification_time)
+        written = writer.write_new(staged_name(version), data)  # a unique name: an attempt never overwrites
+        self._ratify(table_id, path, version, ict, written.file_name.rsplit("/", 1)[-1], written.size, written.modification_time)
         return RatifiedCommit(version, ict, written.file_name, written.size, written.modification_time)
 
     def _ratify(self, table_id: str, path: str, version: int, ict: int, fs_name: str, size: int, mtime: int) -> None:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         entry = {
             "M": {
@@ -256,6 +319,9 @@ class DynamoDBCoordinator:
             if code != "ConditionalCheckFailedException":
                 raise CoordinatorError(f"{self.describe()}: UpdateItem failed: {code}", retryable=_transient(code), version=version) from None
             self._classify_failed_commit(table_id, path, version)
+        except BotoCoreError as exc:  # the answer is lost: the commit may or may not have landed
+            raise CoordinatorError(f"{self.describe()}: UpdateItem failed: {type(exc).__name__}; the commit state of "
+                                   f"version {version} is unknown (re-read before retrying)", retryable=True, version=version) from None
 
     def _classify_failed_commit(self, table_id: str, path: str, version: int) -> None:
         """Re-read the item after a failed condition, as delta-spark does, to say why."""
@@ -281,53 +347,48 @@ class DynamoDBCoordinator:
                 meta["configuration"] = {**dict(meta.get("configuration") or {}), **props}
                 out.append({"metaData": meta})
             elif "protocol" in action:
-                out.append({"protocol": _coordinated_protocol(action["protocol"])})
+                out.append({"protocol": upgrade_protocol(action["protocol"], ["vacuumProtocolCheck"], _REQUIRED_WRITER)})
             else:
                 out.append(dict(action))
         created = publish_version_zero(writer, uri, out)  # version 0 goes through the filesystem
-        self.table_id = self.table_id or table_conf["tableId"]
+        self._created[uri] = table_conf["tableId"]
         return created
 
     def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
-        """Drop commits ≤ ``version`` from the item, conditional on ``tableVersion`` not moving."""
-        from botocore.exceptions import ClientError
+        """Forget the listed commits ≤ ``version`` (they are published); see the module docstring."""
+        from botocore.exceptions import BotoCoreError, ClientError
 
-        table_id = self._table_id(table_conf)
         for _ in range(10):
-            item = self._get_item(table_id)
+            table_id, item = self._item_for(table_conf, table_uri)
             current = int(item["tableVersion"]["N"])
             if version > current:
                 raise CoordinatorError(f"{self.describe()}: cannot report {version} published; latest ratified is {current}", version=version)
-            keep = [e for e in item.get("commits", {}).get("L", []) if int(e["M"]["version"]["N"]) > version]
-            if len(keep) == len(item.get("commits", {}).get("L", [])):
-                return  # nothing tracked at or below version: already reported
+            listed = item.get("commits", {}).get("L", [])
+            keep = [e for e in listed if int(e["M"]["version"]["N"]) > version]
+            if len(keep) == len(listed):
+                return  # nothing listed at or below version: already reported
+            expected: dict[str, Any] = {
+                "tableVersion": {"Value": {"N": str(current)}, "ComparisonOperator": "EQ"},
+                "path": {"Value": {"S": item["path"]["S"]}, "ComparisonOperator": "EQ"},
+                "schemaVersion": {"Value": {"N": str(SCHEMA_VERSION)}, "ComparisonOperator": "EQ"},
+            }
+            if keep:  # partial: the list must still be the one we filtered
+                expected["commits"] = {"Value": {"L": listed}, "ComparisonOperator": "EQ"}
             try:
                 self.client.update_item(
                     TableName=self.dynamodb_table,
                     Key={"tableId": {"S": table_id}},
-                    Expected={
-                        "tableVersion": {"Value": {"N": str(current)}, "ComparisonOperator": "EQ"},
-                        "path": {"Value": {"S": item["path"]["S"]}, "ComparisonOperator": "EQ"},
-                        "schemaVersion": {"Value": {"N": str(SCHEMA_VERSION)}, "ComparisonOperator": "EQ"},
-                    },
+                    Expected=expected,
                     AttributeUpdates={"commits": {"Value": {"L": keep}, "Action": "PUT"}},
                 )
                 return
             except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise CoordinatorError(f"{self.describe()}: report failed: {exc.response.get('Error', {}).get('Code')}", retryable=True) from None
+                code = exc.response.get("Error", {}).get("Code", "")
+                if code != "ConditionalCheckFailedException":
+                    raise CoordinatorError(f"{self.describe()}: report failed: {code}", retryable=_transient(code), version=version) from None
+            except BotoCoreError as exc:
+                raise CoordinatorError(f"{self.describe()}: report failed: {type(exc).__name__}", retryable=True, version=version) from None
         raise CoordinatorError(f"{self.describe()}: the item kept changing while reporting {version}", retryable=True, version=version)
-
-
-def _coordinated_protocol(protocol: Mapping[str, Any]) -> dict[str, Any]:
-    """Protocol with the features delta-spark requires for coordinated commits."""
-    reader_v, writer_v = int(protocol.get("minReaderVersion", 1)), int(protocol.get("minWriterVersion", 2))
-    implied_w = [f for v, f in ((2, "appendOnly"), (2, "invariants"), (3, "checkConstraints"), (4, "changeDataFeed"),
-                                (4, "generatedColumns"), (5, "columnMapping"), (6, "identityColumns")) if writer_v >= v and writer_v < 7]
-    implied_r = ["columnMapping"] if reader_v == 2 else []
-    readers = set(protocol.get("readerFeatures") or []) | set(implied_r) | {"vacuumProtocolCheck"}
-    writers = set(protocol.get("writerFeatures") or []) | set(implied_w) | {"coordinatedCommits-preview", "inCommitTimestamp", "vacuumProtocolCheck"}
-    return {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": sorted(readers), "writerFeatures": sorted(writers | readers)}
 
 
 def _transient(code: str) -> bool:

@@ -3,9 +3,16 @@
 - ratifies version v at most once and only right after v-1 (one ``BEGIN IMMEDIATE`` transaction);
 - keeps each ratified commit's staged-file location (and small commits inline) until it is
   reported published, then forgets it while remembering the latest version and timestamp;
-- version 0 is published directly with create-if-absent, as the protocol says.
+- version 0 is published directly with create-if-absent, as the protocol says, and registers the
+  table; ``register_table`` takes over a filesystem table at its current version.
 
-Safe across threads and processes: every call opens its own connection (WAL, busy timeout).
+Tables are keyed by the normalised table URI (``maintenance`` injects the log library's
+normaliser, so ``s3a://b/t/`` and ``s3://b/t`` are one table). ``latest_ratified_version`` is -1
+for an unknown table and 0 right after version 0. The database carries a schema version in
+``meta``; an unknown version is refused rather than misread.
+
+Safe across threads and processes: every call opens its own connection (WAL, busy timeout), and
+ratification is one ``BEGIN IMMEDIATE`` transaction that re-checks ``latest == v-1``.
 """
 
 from __future__ import annotations
@@ -16,7 +23,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ._commit_file import commit_bytes, next_in_commit_timestamp, publish_version_zero, staged_name, writer_for
+from ._commit_file import (
+    commit_bytes,
+    next_in_commit_timestamp,
+    previous_in_commit_timestamp,
+    publish_version_zero,
+    staged_name,
+    writer_for,
+)
 from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
 
@@ -147,10 +161,13 @@ class LocalCoordinator:
             head = conn.execute("SELECT latest_version, latest_timestamp FROM tables WHERE table_uri = ?", (uri,)).fetchone()
         if version == 0:
             return self._create(uri, writer, actions, head)
+        if version < 0:
+            raise CoordinatorError(f"{uri}: invalid version {version}", version=version)
         if head is None:
             raise TableNotFoundError(f"{uri} is not registered with {self.describe()}; commit version 0 first", version=version)
         self._check_next(uri, version, head[0])
-        ict = next_in_commit_timestamp(head[1])
+        # a table registered without a timestamp: take the ICT of the published <v-1>.json
+        ict = next_in_commit_timestamp(head[1] if head[1] is not None else previous_in_commit_timestamp(writer, version - 1))
         data = commit_bytes(actions, ict)
         written = writer.write_new(staged_name(version), data)  # a unique name: an attempt never overwrites
         with self._transaction() as conn:

@@ -1,16 +1,26 @@
 """Coordinator spec strings → parsed specs. The same strings work in the CLI, the YAML config and
-Airflow connections (the connection's host field).
+Airflow connections (the connection's host field). Secrets never appear in a spec: an unknown
+parameter (``token=``, ``secret=`` …) is refused.
 
-``local:///abs/path/coordinator.db`` (or ``local://relative/path.db``)
-    The embedded SQLite coordinator.
-``dynamodb://<dynamodb-table>?region=us-east-1[&endpoint=http://127.0.0.1:8000][&table_id=<uuid>]``
-    delta-spark's DynamoDB commit coordinator schema. ``table_id`` is the Delta table's
-    ``tableId`` (normally read from ``delta.coordinatedCommits.tableConf-preview``). Credentials
-    come from the environment, the boto3 chain or an Airflow connection — never from the spec.
-``unity-catalog://<host>:<port>/<catalog>.<schema>.<table>?api=v1|preview[&tls=true|false][&table_id=<id>]``
-    Unity Catalog commit coordination: the Managed Tables v1 API (default) or the preview
-    ``delta/preview/commits`` API (which needs ``table_id``). The token comes from
-    ``DELTA_MAINTENANCE_UC_TOKEN`` or a connection's password — never from the spec.
+``local:///abs/path/coordinator.db``
+    The embedded SQLite coordinator (the default). ``local://relative/path.db`` is accepted and
+    resolved against the current working directory of the process that opens it — prefer an
+    absolute path for Airflow, whose workers' working directories differ. No parameters.
+``dynamodb://<dynamodb-table>?region=<aws-region>[&endpoint=<url>][&table_id=<uuid>]``
+    delta-spark's DynamoDB commit coordinator (its item schema, in the DynamoDB table
+    ``<dynamodb-table>``). ``region`` is required; ``endpoint`` points at DynamoDB Local or a VPC
+    endpoint. The Delta table's ``tableId`` normally comes from its
+    ``delta.coordinatedCommits.tableConf-preview`` property; ``table_id`` is a fallback for tools
+    that do not read it. Credentials come from the boto3 chain (environment, profile, instance
+    role) or an Airflow connection's login/password.
+``unity-catalog://<host>:<port>/<catalog>.<schema>.<table>[?api=v1|preview][&tls=true|false][&table_id=<uuid>]``
+    Unity Catalog commit coordination through the Delta API v1 (Managed Tables spec 1.0, the
+    default) or the preview ``delta/preview/commits`` API. ``tls`` defaults to ``true`` (https).
+    The UC table id comes from the table property ``io.unitycatalog.tableId`` (passed as
+    table_conf), else ``table_id``, else it is looked up by name once. The bearer token comes from
+    ``DELTA_MAINTENANCE_UC_TOKEN`` or an Airflow connection's password.
+
+Errors are ``InvalidCoordinatorSpecError`` naming the offending part.
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from .errors import InvalidCoordinatorSpecError
 
-__all__ = ["CoordinatorSpec", "parse_coordinator_spec"]
+__all__ = ["CoordinatorSpec", "parse_coordinator_spec", "redact_spec"]
 
 _KNOWN_PARAMS = {
     "local": set(),
@@ -37,37 +47,62 @@ class CoordinatorSpec:
     params: dict[str, str] = field(default_factory=dict)
 
 
+def redact_spec(spec: str) -> str:
+    """The spec with query values and any ``user:password@`` removed, for messages."""
+    if not isinstance(spec, str):
+        return repr(spec)
+    parts = urlsplit(spec)
+    netloc = parts.netloc.rsplit("@", 1)[-1] if "@" in parts.netloc else parts.netloc
+    query = "&".join(f"{k}=…" for k in parse_qs(parts.query, keep_blank_values=True))
+    return f"{parts.scheme}://{'***@' if '@' in parts.netloc else ''}{netloc}{parts.path}{'?' + query if query else ''}"
+
+
+def _bad(spec: str, problem: str) -> InvalidCoordinatorSpecError:
+    return InvalidCoordinatorSpecError(f"coordinator spec {redact_spec(spec)!r}: {problem}")
+
+
 def parse_coordinator_spec(spec: str) -> CoordinatorSpec:
     if not isinstance(spec, str) or "://" not in spec:
-        raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r} must look like local:///path.db, dynamodb://table?... or unity-catalog://host:port/...")
+        shown = repr(spec[:60]) if isinstance(spec, str) else f"of type {type(spec).__name__}"
+        raise InvalidCoordinatorSpecError(
+            f"coordinator spec {shown} must look like local:///path.db, dynamodb://table?region=... or unity-catalog://host:port/catalog.schema.table"
+        )
     parts = urlsplit(spec)
     kind = parts.scheme.lower()
     if kind not in _KNOWN_PARAMS:
-        raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: unknown kind {kind!r} (expected local, dynamodb or unity-catalog)")
+        raise _bad(spec, f"unknown kind {kind!r} (expected local, dynamodb or unity-catalog)")
+    if "@" in parts.netloc:
+        raise _bad(spec, "credentials do not belong in a coordinator spec (use the environment or a connection)")
     query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=False)
     params = {}
     for key, values in query.items():
         if key not in _KNOWN_PARAMS[kind]:
-            raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: unknown parameter {key!r} for {kind}")
+            known = ", ".join(sorted(_KNOWN_PARAMS[kind])) or "none"
+            raise _bad(spec, f"unknown parameter {key!r} for {kind} (known: {known})")
         if len(values) != 1 or not values[0]:
-            raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: parameter {key!r} needs exactly one value")
+            raise _bad(spec, f"parameter {key!r} needs exactly one value")
         params[key] = values[0]
     if kind == "local":
         path = (parts.netloc + parts.path) if parts.netloc else parts.path
-        if not path:
-            raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: the database path is missing")
+        if not path or path.endswith("/"):
+            raise _bad(spec, "the database path is missing (local:///abs/path/coordinator.db)")
         return CoordinatorSpec(kind, path)
     if kind == "dynamodb":
         if not parts.netloc or parts.path not in ("", "/"):
-            raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: expected dynamodb://<dynamodb-table>?region=...")
+            raise _bad(spec, "expected dynamodb://<dynamodb-table>?region=...")
         if "region" not in params:
-            raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: the region parameter is required")
+            raise _bad(spec, "the region parameter is required")
+        endpoint = params.get("endpoint")
+        if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
+            raise _bad(spec, "endpoint must be an http:// or https:// URL")
         return CoordinatorSpec(kind, parts.netloc, params=params)
     name = parts.path.strip("/")
-    if not parts.netloc or name.count(".") != 2 or any(not p for p in name.split(".")):
-        raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: expected unity-catalog://host:port/<catalog>.<schema>.<table>")
+    if not parts.netloc:
+        raise _bad(spec, "the Unity Catalog host is missing (unity-catalog://host:port/<catalog>.<schema>.<table>)")
+    if name.count(".") != 2 or any(not p for p in name.split(".")):
+        raise _bad(spec, f"table name {name!r} is not <catalog>.<schema>.<table>")
     if params.get("api", "v1") not in ("v1", "preview"):
-        raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: api must be v1 or preview")
+        raise _bad(spec, "api must be v1 or preview")
     if params.get("tls", "true") not in ("true", "false"):
-        raise InvalidCoordinatorSpecError(f"coordinator spec {spec!r}: tls must be true or false")
+        raise _bad(spec, "tls must be true or false")
     return CoordinatorSpec(kind, parts.netloc, name, params)

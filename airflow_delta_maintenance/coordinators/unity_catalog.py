@@ -1,45 +1,85 @@
-"""Unity Catalog commit coordination over REST: the Managed Tables v1 API and the preview API.
+"""Unity Catalog commit coordination over REST: the Delta API v1 and the preview commits API.
 
-- v1 (``/api/2.1/unity-catalog/delta/v1``): ``loadTable`` returns the unpublished ratified commits
-  (newest first) and ``latest-table-version``; ``updateTable`` carries ``add-commit`` and
-  ``set-latest-backfilled-version`` with an ``assert-table-uuid`` requirement.
-- preview (``/api/2.1/unity-catalog/delta/preview/commits``): ``POST`` a ``DeltaCommit`` (a commit
-  without ``commit_info`` is a pure backfill report), ``GET`` with a ``DeltaGetCommits`` body.
+- ``api=v1`` (``/api/2.1/unity-catalog/delta/v1``, Managed Tables spec 1.0): ``loadTable`` gives
+  the un-backfilled ratified commits (newest first, complete) and ``latest-table-version``;
+  ``updateTable`` carries ``add-commit`` or ``set-latest-backfilled-version`` under an
+  ``assert-table-uuid`` requirement. Tables are created with ``createStagingTable`` → ``<0>.json``
+  at the allocated location → ``createTable``.
+- ``api=preview`` (``/api/2.1/unity-catalog/delta/preview/commits``): ``POST`` a ``DeltaCommit``
+  (without ``commit_info`` it is a pure backfill report), ``GET`` with a ``DeltaGetCommits`` body;
+  the server pages (at most 10 versions per answer), so ``get_commits`` follows the pages. Tables
+  are created through the UC REST ``/staging-tables`` and ``/tables``.
 
-Errors: 409 → ``CommitConflictError``; 429 ``ResourceExhausted`` (too many unpublished commits) →
-``CommitLimitReachedError``; 429 throttling, 5xx and connection errors are retried with
-exponential backoff and jitter; 404 → ``TableNotFoundError``; other 4xx are fatal. The bearer
-token is sent in a header only: never logged, never in ``describe()`` or an error message.
+The UC table id (the preview API's key, and v1's ``assert-table-uuid``) comes from
+``table_conf['io.unitycatalog.tableId']`` (the table property), else the spec's ``table_id``, else
+it is looked up once by name and cached.
+
+Managed locations are chosen by the catalog: call ``create_staging_table()`` and commit version 0
+at the location it returns. Every read checks that the catalog's table still lives at the table URI
+(and has the expected id), so a renamed or re-created table is never mistaken for ours.
+
+A ratification whose answer was lost (5xx ``CommitStateUnknown``, connection reset) is resent with
+the same staged file name, which UC treats as an idempotent replay; when the retries run out the
+client reloads the table and recognises its own file name before reporting failure. Error mapping
+and retries live in ``_uc_http``. The bearer token is never logged, shown or put in an exception.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ._commit_file import commit_bytes, next_in_commit_timestamp, publish_version_zero, staged_name, writer_for
-from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
+from ._commit_file import (
+    commit_bytes,
+    next_in_commit_timestamp,
+    previous_in_commit_timestamp,
+    publish_version_zero,
+    published_name,
+    staged_name,
+    writer_for,
+)
+from ._protocol import upgrade_protocol
+from ._uc_http import HttpConflict, UCTransport
+from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CommitLimitReachedError, CoordinatorError, TableNotFoundError
 
-__all__ = ["UnityCatalogCoordinator"]
+__all__ = ["UnityCatalogCoordinator", "UC_TABLE_ID"]
 
 API = "/api/2.1/unity-catalog"
+UC_TABLE_ID = "io.unitycatalog.tableId"
+# The catalog-managed contract (Managed Tables spec 1.0); v1 staging responses are authoritative.
+_REQUIRED_READER = ["catalogManaged", "deletionVectors", "v2Checkpoint", "vacuumProtocolCheck"]
+_REQUIRED_WRITER = [*_REQUIRED_READER, "inCommitTimestamp"]
+_REQUIRED_PROPERTIES = {
+    "delta.enableInCommitTimestamps": "true",
+    "delta.checkpointPolicy": "v2",
+    "delta.enableDeletionVectors": "true",
+    "delta.checkpoint.writeStatsAsStruct": "true",
+    "delta.checkpoint.writeStatsAsJson": "true",
+}
 
 
-class _HttpError(Exception):
-    def __init__(self, status: int, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
+@dataclass(frozen=True)
+class _Staging:
+    table_id: str
+    location: str
+    reader_features: tuple[str, ...]
+    writer_features: tuple[str, ...]
+    properties: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class _State:
+    latest: int
+    commits: tuple[RatifiedCommit, ...]  # ascending
+    table_id: str
 
 
 class UnityCatalogCoordinator:
-    """``unity-catalog://host:port/<catalog>.<schema>.<table>?api=v1|preview``."""
+    """``unity-catalog://host:port/<catalog>.<schema>.<table>?api=v1|preview&tls=true|false``."""
 
     def __init__(
         self,
@@ -54,81 +94,72 @@ class UnityCatalogCoordinator:
         normalize_uri: Callable[[str], str] = lambda u: u,
         max_attempts: int = 5,
         backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
         timeout_s: float = 30.0,
     ) -> None:
-        self.base = f"{'https' if tls else 'http'}://{host}{API}"
+        if api not in ("v1", "preview"):
+            raise ValueError(f"api must be v1 or preview, not {api!r}")
+        self.server = f"{'https' if tls else 'http'}://{host}"
         self.full_name = full_name
         self.catalog, self.schema, self.table = full_name.split(".")
         self.api = api
         self.table_id = table_id
-        self._token = token
         self.writer_factory = writer_factory
         self.normalize_uri = normalize_uri
-        self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
-        self.timeout_s = timeout_s
+        self._resolved_id: str | None = None
+        self._staging: dict[str, _Staging] = {}
+        self._http = UCTransport(self.server + API, token, describe=self.describe, max_attempts=max_attempts,
+                                 backoff_s=backoff_s, max_backoff_s=max_backoff_s, timeout_s=timeout_s)
 
     def __repr__(self) -> str:
         return f"UnityCatalogCoordinator({self.describe()!r})"
 
     def describe(self) -> str:
-        return f"Unity Catalog {self.api} API at {self.base.split(API)[0]} for {self.full_name}"
+        return f"Unity Catalog {self.api} API at {self.server} for {self.full_name}"
 
     def close(self) -> None:
         pass
 
-    # ---- HTTP --------------------------------------------------------------------------------
+    # ---- identity ----------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Accept": "application/json"}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        last: Exception | None = None
-        for attempt in range(self.max_attempts):
-            req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    raw = resp.read()
-                    return json.loads(raw) if raw else {}
-            except urllib.error.HTTPError as exc:
-                err = _parse_error(exc)
-                if err.status == 429 and "ResourceExhausted" in err.error_type:
-                    raise CommitLimitReachedError(f"{self.describe()}: too many unpublished commits ({err.error_type}): publish, then retry") from None
-                if err.status == 409:
-                    raise _Conflict(err) from None
-                if err.status == 404:
-                    raise TableNotFoundError(f"{self.describe()}: not found ({err.error_type}): {err}") from None
-                if err.status != 429 and err.status < 500:
-                    raise CoordinatorError(f"{self.describe()}: {method} {path} failed with {err.status} {err.error_type}: {err}") from None
-                last = CoordinatorError(f"{self.describe()}: {method} {path} failed with {err.status} {err.error_type}", retryable=True)
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                last = CoordinatorError(f"{self.describe()}: {method} {path}: {getattr(exc, 'reason', exc)}", retryable=True)
-            if attempt + 1 < self.max_attempts:
-                time.sleep(self.backoff_s * (2**attempt) * (0.5 + random.random()))
-        assert last is not None
-        raise last
-
-    def _table_path(self) -> str:
-        return f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/tables/{self.table}"
+    def _expected_id(self, table_conf: Mapping[str, str] | None) -> str | None:
+        return (table_conf or {}).get(UC_TABLE_ID) or self.table_id
 
     def _uc_table_id(self, table_conf: Mapping[str, str] | None) -> str:
-        tid = (table_conf or {}).get("io.unitycatalog.tableId") or (table_conf or {}).get("tableId") or self.table_id
+        tid = self._expected_id(table_conf) or self._resolved_id
         if tid:
             return tid
         if self.api == "v1":
-            return str(self._load()["metadata"]["table-uuid"])
-        raise CoordinatorError(f"{self.describe()}: the preview API needs the UC table id (table_id= or io.unitycatalog.tableId)")
+            meta = self._http.request("GET", self._v1_table()).get("metadata") or {}
+            tid = str(meta.get("table-uuid") or "")
+        else:
+            tid = str(self._http.request("GET", f"/tables/{self.full_name}").get("table_id") or "")
+        if not tid:
+            raise CoordinatorError(f"{self.describe()}: the catalog did not return the table id")
+        self._resolved_id = tid
+        return tid
 
-    def _load(self) -> dict[str, Any]:
-        return self._request("GET", self._table_path())
+    def _check_identity(self, uri: str, table_id: str | None, location: str | None, table_conf: Mapping[str, str] | None) -> None:
+        expected = self._expected_id(table_conf)
+        if expected and table_id and expected != table_id:
+            raise TableNotFoundError(f"{self.describe()}: the name now belongs to table {table_id}, not {expected}")
+        if location and _location_key(location) != _location_key(uri):
+            raise CoordinatorError(f"{self.describe()}: the catalog's table lives at {location}, not {uri}", retryable=False)
+
+    def _v1_table(self) -> str:
+        return f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/tables/{self.table}"
 
     # ---- reads -------------------------------------------------------------------------------
 
     def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:
-        return self.get_commits(table_uri, 0, None, table_conf).latest_table_version
+        uri = self.normalize_uri(table_uri)
+        if self.api == "v1":
+            body = self._http.request("GET", self._v1_table())
+            meta = body.get("metadata") or {}
+            self._check_identity(uri, meta.get("table-uuid"), meta.get("location"), table_conf)
+            return int(body.get("latest-table-version", 0))
+        body = self._http.request("GET", "/delta/preview/commits", {"table_id": self._uc_table_id(table_conf), "table_uri": _as_url(uri), "start_version": 0})
+        return int(body.get("latest_table_version", 0))
 
     def get_commits(
         self,
@@ -137,26 +168,50 @@ class UnityCatalogCoordinator:
         end_version: int | None = None,
         table_conf: Mapping[str, str] | None = None,
     ) -> CommitsResponse:
-        lo = 0 if start_version is None else start_version
-        hi = 2**62 if end_version is None else end_version
+        state = self._read(self.normalize_uri(table_uri), table_conf, start_version or 0, end_version)
+        return CommitsResponse(state.commits, state.latest)
+
+    def _read(self, uri: str, table_conf: Mapping[str, str] | None, lo: int, hi: int | None) -> _State:
+        top = 2**62 if hi is None else hi
         if self.api == "v1":
-            body = self._load()
-            latest = int(body.get("latest-table-version", -1))
-            raw = [(c["version"], c["timestamp"], c["file-name"], c["file-size"], c["file-modification-timestamp"]) for c in body.get("commits") or []]
-        else:
-            req = {"table_id": self._uc_table_id(table_conf), "table_uri": self.normalize_uri(table_uri), "start_version": lo}
-            if end_version is not None:
-                req["end_version"] = end_version
-            body = self._request("GET", "/delta/preview/commits", req)
-            latest = int(body.get("latest_table_version", -1))
-            raw = [(c["version"], c["timestamp"], c["file_name"], c["file_size"], c["file_modification_timestamp"]) for c in body.get("commits") or []]
-        commits = sorted(
-            (RatifiedCommit(int(v), int(ts), _staged(name), int(size), int(mtime)) for v, ts, name, size, mtime in raw if lo <= int(v) <= hi),
-            key=lambda c: c.version,
-        )
-        return CommitsResponse(tuple(commits), latest)
+            body = self._http.request("GET", self._v1_table())
+            meta = body.get("metadata") or {}
+            self._check_identity(uri, meta.get("table-uuid"), meta.get("location"), table_conf)
+            commits = [_commit(c, "-") for c in body.get("commits") or []]
+            latest = int(body.get("latest-table-version", 0))
+            return _State(latest, _window(commits, lo, top), str(meta.get("table-uuid") or self._uc_table_id(table_conf)))
+        tid = self._uc_table_id(table_conf)
+        found: dict[int, RatifiedCommit] = {}
+        start = max(lo, 0)
+        while True:  # the server answers at most MAX_NUM_COMMITS_PER_TABLE versions per request
+            req: dict[str, Any] = {"table_id": tid, "table_uri": _as_url(uri), "start_version": start}
+            if hi is not None:
+                req["end_version"] = hi
+            body = self._http.request("GET", "/delta/preview/commits", req)
+            latest = int(body.get("latest_table_version", 0))
+            page = [c for c in (_commit(c, "_") for c in body.get("commits") or []) if lo <= c.version <= top]
+            found.update((c.version, c) for c in page)
+            newest = max((c.version for c in page), default=None)
+            if newest is None or newest >= min(top, latest):
+                return _State(latest, _window(list(found.values()), lo, top), tid)
+            start = newest + 1
 
     # ---- writes ------------------------------------------------------------------------------
+
+    def create_staging_table(self) -> str:
+        """Ask the catalog for a managed location; commit version 0 there. Returns the location."""
+        if self.api == "v1":
+            body = self._http.request("POST", f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/staging-tables", {"name": self.table})
+            proto = body.get("required-protocol") or {}
+            props = {k: v for k, v in (body.get("required-properties") or {}).items() if v is not None}
+            staging = _Staging(str(body["table-id"]), str(body["location"]), tuple(proto.get("reader-features") or _REQUIRED_READER),
+                               tuple(proto.get("writer-features") or _REQUIRED_WRITER), tuple(sorted(props.items())))
+        else:
+            body = self._http.request("POST", "/staging-tables", {"name": self.table, "catalog_name": self.catalog, "schema_name": self.schema})
+            staging = _Staging(str(body["id"]), str(body["staging_location"]), tuple(_REQUIRED_READER), tuple(_REQUIRED_WRITER),
+                               tuple(sorted(_REQUIRED_PROPERTIES.items())))
+        self._staging[_location_key(staging.location)] = staging
+        return staging.location
 
     def commit(
         self,
@@ -168,71 +223,180 @@ class UnityCatalogCoordinator:
         uri, writer = writer_for(self.writer_factory, self.normalize_uri, table_uri)
         if version == 0:
             return self._create(uri, writer, actions)
-        current = self.get_commits(uri, version - 1, None, table_conf)
-        if current.latest_table_version >= version:
-            raise CommitConflictError(f"{self.describe()}: version {version} is already ratified", version=version)
-        previous = max((c.commit_timestamp for c in current.commits), default=None)
+        if version < 0:
+            raise CoordinatorError(f"{self.describe()}: invalid version {version}", version=version)
+        state = self._read(uri, table_conf, version - 1, None)
+        if state.latest >= version:
+            raise CommitConflictError(f"{self.describe()}: version {version} is already ratified (latest {state.latest})", version=version)
+        if version > state.latest + 1:
+            raise CoordinatorError(f"{self.describe()}: cannot ratify version {version} before {state.latest + 1}", retryable=False, version=version)
+        previous = next((c.commit_timestamp for c in state.commits if c.version == version - 1), None)
+        if previous is None:
+            previous = previous_in_commit_timestamp(writer, version - 1)
         ict = next_in_commit_timestamp(previous)
         data = commit_bytes(actions, ict)
-        written = writer.write_new(staged_name(version), data)
+        written = writer.write_new(staged_name(version), data)  # a unique name: an attempt never overwrites
         bare = written.file_name.rsplit("/", 1)[-1]
+        mtime = written.modification_time or int(time.time() * 1000)  # UC requires > 0
         try:
             if self.api == "v1":
-                commit = {"version": version, "timestamp": ict, "file-name": bare, "file-size": written.size, "file-modification-timestamp": written.modification_time}
-                uuid_ = self._uc_table_id(table_conf)
-                self._request("POST", self._table_path(), {
-                    "requirements": [{"type": "assert-table-uuid", "uuid": uuid_}],
+                commit = {"version": version, "timestamp": ict, "file-name": bare, "file-size": written.size, "file-modification-timestamp": mtime}
+                self._http.request("POST", self._v1_table(), {
+                    "requirements": [{"type": "assert-table-uuid", "uuid": state.table_id}],
                     "updates": [{"action": "add-commit", "commit": commit}],
                 })
             else:
-                info = {"version": version, "timestamp": ict, "file_name": bare, "file_size": written.size, "file_modification_timestamp": written.modification_time}
-                self._request("POST", "/delta/preview/commits", {"table_id": self._uc_table_id(table_conf), "table_uri": uri, "commit_info": info})
-        except _Conflict as exc:
-            raise CommitConflictError(f"{self.describe()}: version {version} conflicts ({exc.error.error_type})", version=version) from None
-        return RatifiedCommit(version, ict, written.file_name, written.size, written.modification_time)
+                info = {"version": version, "timestamp": ict, "file_name": bare, "file_size": written.size, "file_modification_timestamp": mtime}
+                self._http.request("POST", "/delta/preview/commits", {"table_id": state.table_id, "table_uri": _as_url(uri), "commit_info": info})
+        except HttpConflict as exc:
+            raise CommitConflictError(f"{self.describe()}: version {version} conflicts ({exc.failure.error_type}: {exc.failure.message})", version=version) from None
+        except CommitLimitReachedError as exc:
+            exc.version = version
+            raise
+        except CoordinatorError as exc:
+            if not exc.retryable or not self._was_accepted(uri, table_conf, version, bare, data, writer):
+                raise
+        return RatifiedCommit(version, ict, written.file_name, written.size, mtime)
 
-    def _create(self, uri: str, writer: Any, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
-        created = publish_version_zero(writer, uri, actions)
+    def _was_accepted(self, uri: str, table_conf: Mapping[str, str] | None, version: int, bare: str, data: bytes, writer: LogFileWriter) -> bool:
+        """After a lost answer: did the catalog ratify our file for ``version``? (Spec: commit recovery.)"""
         try:
-            body = self._request("POST", "/tables", {
-                "name": self.table, "catalog_name": self.catalog, "schema_name": self.schema,
-                "table_type": "MANAGED", "data_source_format": "DELTA", "storage_location": uri,
-            })
-        except _Conflict as exc:
-            raise CommitConflictError(f"{self.describe()}: table already exists ({exc.error.error_type})", version=0, retryable=False) from None
-        self.table_id = self.table_id or body.get("table_id")
+            state = self._read(uri, table_conf, version, version)
+        except CoordinatorError:
+            return False
+        mine = [c for c in state.commits if c.version == version]
+        if mine:
+            return mine[0].file_name.rsplit("/", 1)[-1] == bare
+        if state.latest < version:
+            return False
+        try:  # ratified, published and forgotten since: compare the published bytes
+            return writer.read(published_name(version)) == data
+        except OSError:
+            return False
+
+    def _create(self, uri: str, writer: LogFileWriter, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
+        staging = self._staging.get(_location_key(uri))
+        if staging is None:
+            try:
+                location = self.create_staging_table()
+            except HttpConflict as exc:
+                raise CommitConflictError(f"{self.describe()}: the table already exists ({exc.failure.error_type})", version=0, retryable=False) from None
+            staging = self._staging[_location_key(location)]
+            if _location_key(location) != _location_key(uri):
+                raise CoordinatorError(
+                    f"{self.describe()}: Unity Catalog chooses managed locations; it allocated {location}, "
+                    f"not {uri}: commit version 0 at the location create_staging_table() returns",
+                    retryable=False, version=0)
+        managed, meta = _managed_actions(actions, staging)
+        created = publish_version_zero(writer, uri, managed)
+        conf = dict(meta.get("configuration") or {})
+        try:
+            if self.api == "v1":
+                proto = next(a["protocol"] for a in managed if "protocol" in a)
+                self._http.request("POST", f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/tables", {
+                    "name": self.table, "location": staging.location, "table-type": "MANAGED",
+                    "columns": json.loads(meta.get("schemaString") or '{"type":"struct","fields":[]}'),
+                    "partition-columns": list(meta.get("partitionColumns") or []),
+                    "protocol": {"min-reader-version": proto["minReaderVersion"], "min-writer-version": proto["minWriterVersion"],
+                                 "reader-features": proto["readerFeatures"], "writer-features": proto["writerFeatures"]},
+                    "properties": conf, "last-commit-timestamp-ms": created.commit_timestamp,
+                })
+            else:
+                self._http.request("POST", "/tables", {
+                    "name": self.table, "catalog_name": self.catalog, "schema_name": self.schema, "table_type": "MANAGED",
+                    "data_source_format": "DELTA", "storage_location": staging.location, "properties": conf,
+                    "columns": _column_infos(meta.get("schemaString")),
+                })
+        except HttpConflict as exc:
+            raise CommitConflictError(f"{self.describe()}: the table already exists ({exc.failure.error_type})", version=0, retryable=False) from None
+        self._staging.pop(_location_key(uri), None)
+        self._resolved_id = staging.table_id
         return created
 
     def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
+        if version <= 0:
+            return  # version 0 is published directly and never tracked by the catalog
         uri = self.normalize_uri(table_uri)
+        tid = self._uc_table_id(table_conf)
         try:
             if self.api == "v1":
-                self._request("POST", self._table_path(), {
-                    "requirements": [{"type": "assert-table-uuid", "uuid": self._uc_table_id(table_conf)}],
+                self._http.request("POST", self._v1_table(), {
+                    "requirements": [{"type": "assert-table-uuid", "uuid": tid}],
                     "updates": [{"action": "set-latest-backfilled-version", "latest-published-version": version}],
                 })
             else:
-                self._request("POST", "/delta/preview/commits", {"table_id": self._uc_table_id(table_conf), "table_uri": uri, "latest_backfilled_version": version})
-        except _Conflict as exc:
-            raise CoordinatorError(f"{self.describe()}: backfill report of {version} refused ({exc.error.error_type})", version=version) from None
+                self._http.request("POST", "/delta/preview/commits", {"table_id": tid, "table_uri": _as_url(uri), "latest_backfilled_version": version})
+        except HttpConflict as exc:
+            raise CoordinatorError(f"{self.describe()}: backfill report of {version} refused ({exc.failure.error_type}: {exc.failure.message})",
+                                   retryable=True, version=version) from None
 
 
-class _Conflict(Exception):
-    def __init__(self, error: _HttpError) -> None:
-        super().__init__(str(error))
-        self.error = error
+def _commit(c: Mapping[str, Any], sep: str) -> RatifiedCommit:
+    """A ``DeltaCommit`` (v1, hyphenated) or ``DeltaCommitInfo`` (preview, underscored)."""
+    name = str(c[f"file{sep}name"])
+    return RatifiedCommit(
+        version=int(c["version"]),
+        commit_timestamp=int(c["timestamp"]),
+        file_name=name if "/" in name else f"_staged_commits/{name}",
+        file_size=int(c[f"file{sep}size"]),
+        file_modification_time=int(c[f"file{sep}modification{sep}timestamp"]),
+    )
 
 
-def _staged(name: str) -> str:
-    return name if "/" in name else f"_staged_commits/{name}"
+def _window(commits: list[RatifiedCommit], lo: int, hi: int) -> tuple[RatifiedCommit, ...]:
+    return tuple(sorted((c for c in commits if lo <= c.version <= hi), key=lambda c: c.version))
 
 
-def _parse_error(exc: urllib.error.HTTPError) -> _HttpError:
-    try:
-        body = json.loads(exc.read() or b"{}")
-    except ValueError:
-        body = {}
-    err = body.get("error") if isinstance(body.get("error"), dict) else {}
-    error_type = str(err.get("type") or body.get("error_code") or "")
-    message = str(err.get("message") or body.get("message") or exc.reason)
-    return _HttpError(exc.code, error_type, message)
+def _location_key(location: str) -> str:
+    """Compare storage locations: ``file:`` URLs and plain paths alike, s3a/s3n as s3, no trailing slash."""
+    loc = location.rstrip("/")
+    for prefix in ("file://", "file:"):
+        if loc.startswith(prefix):
+            loc = loc[len(prefix):]
+            break
+    for alias in ("s3a://", "s3n://"):
+        if loc.startswith(alias):
+            loc = "s3://" + loc[len(alias):]
+    return loc
+
+
+def _as_url(uri: str) -> str:
+    """The table URI as UC stores locations: local paths become ``file://`` URLs."""
+    return f"file://{uri}" if uri.startswith("/") else uri
+
+
+def _managed_actions(actions: Sequence[Mapping[str, Any]], staging: _Staging) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Version 0 of a catalog-managed table: the catalog's required features and properties added."""
+    out: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
+    for action in actions:
+        if "metaData" in action:
+            meta = dict(action["metaData"])
+            meta["configuration"] = {**dict(meta.get("configuration") or {}), **dict(staging.properties), UC_TABLE_ID: staging.table_id}
+            out.append({"metaData": meta})
+        elif "protocol" in action:
+            out.append({"protocol": upgrade_protocol(action["protocol"], staging.reader_features, staging.writer_features)})
+        else:
+            out.append(dict(action))
+    if not meta or not any("protocol" in a for a in out):
+        raise CoordinatorError("version 0 must contain protocol and metaData actions", retryable=False, version=0)
+    return out, meta
+
+
+_TYPE_NAMES = {"integer": "INT", "long": "LONG", "short": "SHORT", "byte": "BYTE", "float": "FLOAT", "double": "DOUBLE",
+               "boolean": "BOOLEAN", "string": "STRING", "binary": "BINARY", "date": "DATE", "timestamp": "TIMESTAMP",
+               "timestamp_ntz": "TIMESTAMP_NTZ"}
+
+
+def _column_infos(schema_string: str | None) -> list[dict[str, Any]]:
+    """UC REST ``ColumnInfo`` entries for a Delta schema string (top-level fields)."""
+    fields = json.loads(schema_string or '{"fields":[]}').get("fields") or []
+    out = []
+    for i, f in enumerate(fields):
+        t = f["type"]
+        name = _TYPE_NAMES.get(t) if isinstance(t, str) else str(t.get("type", "")).upper()
+        if isinstance(t, str) and name is None:
+            name = "DECIMAL" if t.startswith("decimal") else t.upper()
+        out.append({"name": f["name"], "type_text": t if isinstance(t, str) else json.dumps(t), "type_json": json.dumps(f),
+                    "type_name": name, "position": i, "nullable": bool(f.get("nullable", True))})
+    return out

@@ -1,53 +1,81 @@
-"""UC OpenAPI test server (NOT the Unity Catalog OSS server).
+"""UC OpenAPI test server — NOT the Unity Catalog OSS server.
 
-The OSS server (``io.unitycatalog:unitycatalog-server``) is not published on Maven Central (only
-``unitycatalog-client`` and ``unitycatalog-hadoop`` are), so the client is tested against this
-stand-in. It implements, from Unity Catalog's published OpenAPI (``api/delta.yaml``) and the
-Managed Tables spec, only the endpoints our client uses, with the OSS server's semantics:
+``io.unitycatalog:unitycatalog-server`` is not published on Maven Central (only
+``unitycatalog-client`` and ``unitycatalog-hadoop`` are), so the coordinator client is tested against
+this stand-in. It serves, from Unity Catalog's published OpenAPI documents, only the operations the
+client uses, with the OSS server's commit semantics (see ``catalog.py``):
 
-- ``POST /api/2.1/unity-catalog/tables`` (create a managed Delta table; returns ``table_id``)
-- ``POST|GET /api/2.1/unity-catalog/delta/preview/commits``
-- ``GET|POST /api/2.1/unity-catalog/delta/v1/catalogs/{c}/schemas/{s}/tables/{t}`` (loadTable,
-  updateTable with ``add-commit`` / ``set-latest-backfilled-version`` and ``assert-table-uuid``)
-- at most ``MAX_NUM_COMMITS_PER_TABLE`` (10, as ``DeltaCommitRepository``) unpublished commits,
-  then 429 ``ResourceExhaustedException``; 409 on a version conflict; a backfill report deletes
-  the covered commits but keeps the latest one (flagged) so the latest version is remembered.
+UC REST API (``api/all.yaml``; errors ``{"error_code", "message", "details"}``):
+  ``POST /staging-tables``, ``POST /tables`` (MANAGED Delta from a staging location),
+  ``GET /tables/{full_name}``, ``GET|POST /delta/preview/commits``
+UC Delta API v1 (``api/delta.yaml``; errors ``{"error": {"code", "type", "message"}}``):
+  ``GET /delta/v1/config``, ``POST .../staging-tables``, ``POST .../tables`` (createTable),
+  ``GET .../tables/{t}`` (loadTable), ``POST .../tables/{t}`` (updateTable: ``assert-table-uuid``,
+  ``add-commit``, ``set-latest-backfilled-version``; other updates answer 501)
 
-Test hooks (outside the API, for fault injection): ``POST /__test__/fail`` makes the next N
-requests answer a given status.
+Catalogs and schemas are not modelled: any name is accepted. With ``--token`` every request must
+carry ``Authorization: Bearer <token>`` (401 otherwise).
 
-    python server.py PORT   (binds 127.0.0.1 only)
+Fault injection, outside the API: ``POST /__test__/faults {"code": <ErrorCode name> | "status":
+<int>, "type": ..., "count": n, "after": bool}`` makes the next ``n`` API requests fail; with
+``after`` the request is applied first and its response replaced by the error (a lost response).
+
+    python server.py --storage-root DIR [--port PORT] [--token T]   (binds 127.0.0.1 only;
+    prints ``LISTENING 127.0.0.1:<port>`` when ready)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
-import threading
-import uuid
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
-MAX_NUM_COMMITS_PER_TABLE = 10
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from catalog import (  # noqa: E402  (run as a script: no package context)
+    ERRORS,
+    REQUIRED_FEATURES,
+    REQUIRED_PROPERTIES,
+    REQUIRED_READER_FEATURES,
+    UC_TABLE_ID,
+    ApiError,
+    Catalog,
+    Commit,
+    ContentCheck,
+    Replay,
+    Table,
+    check,
+    normalize_url,
+)
+
+LABEL = "UC OpenAPI test server (not the Unity Catalog OSS server)"
 API = "/api/2.1/unity-catalog"
-V1 = re.compile(rf"^{API}/delta/v1/catalogs/([^/]+)/schemas/([^/]+)/tables/([^/]+)$")
-
-LOCK = threading.Lock()
-TABLES: dict[str, dict[str, Any]] = {}  # full name -> table
-BY_ID: dict[str, str] = {}
-FAULTS: list[tuple[int, str]] = []  # (status, error type) for the next requests
+V1 = f"{API}/delta/v1"
+V1_SCHEMA = re.compile(rf"^{V1}/catalogs/([^/]+)/schemas/([^/]+)/(staging-tables|tables)$")
+V1_TABLE = re.compile(rf"^{V1}/catalogs/([^/]+)/schemas/([^/]+)/tables/([^/]+)$")
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    catalog: Catalog
+    token: str | None = None
+    faults: list[dict[str, Any]] = []
 
-    def log_message(self, *args: Any) -> None:  # quiet
+    def log_message(self, *args: Any) -> None:
         pass
 
-    def _body(self) -> dict[str, Any]:
-        n = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(n) or b"{}") if n else {}
+    # ---- plumbing --------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
 
     def _send(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
@@ -57,145 +85,195 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _error(self, status: int, error_type: str, message: str) -> None:
-        self._send(status, {"error": {"code": status, "type": error_type, "message": message}})
+    def _error(self, delta_api: bool, code: str, message: str, *, status: int | None = None, error_type: str | None = None) -> None:
+        legacy_status, delta_type, delta_status = ERRORS.get(code, (status or 500, error_type or "InternalServerErrorException", status or 500))
+        if delta_api:
+            status = status or delta_status
+            self._send(status, {"error": {"code": status, "type": error_type or delta_type, "message": message}})
+        else:
+            status = status or legacy_status
+            self._send(status, {"error_code": code, "message": message, "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": code}]})
 
-    def do_GET(self) -> None:
-        self._dispatch("GET")
+    def _handle(self, method: str) -> None:
+        url = urlsplit(self.path)
+        path, query = unquote(url.path), parse_qs(url.query)
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        delta_api = path.startswith(V1)
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            return self._error(delta_api, "INVALID_ARGUMENT", "malformed JSON body")
+        if path == "/__test__/faults":
+            Handler.faults.extend([body] * int(body.get("count", 1)))
+            return self._send(200, {})
+        if self.token is not None and self.headers.get("Authorization") != f"Bearer {self.token}":
+            return self._error(delta_api, "UNAUTHENTICATED", "missing or invalid bearer token")
+        fault = Handler.faults.pop(0) if Handler.faults else None
+        if fault and not fault.get("after"):
+            return self._fault(delta_api, fault)
+        try:
+            with self.catalog.lock:
+                status, out = self._route(method, path, query, body)
+        except Replay:
+            status, out = 200, self._replay_response(path)
+        except ContentCheck as pending:
+            try:
+                pending.settle()
+                status, out = 200, self._replay_response(path)
+            except ApiError as exc:
+                return self._error(delta_api, exc.code, exc.message)
+        except ApiError as exc:
+            return self._error(delta_api, exc.code, exc.message)
+        except (KeyError, TypeError, ValueError) as exc:
+            return self._error(delta_api, "INVALID_ARGUMENT", f"invalid request: {exc!r}")
+        if fault:
+            return self._fault(delta_api, fault)
+        self._send(status, out)
 
-    def do_POST(self) -> None:
-        self._dispatch("POST")
+    def _fault(self, delta_api: bool, fault: dict[str, Any]) -> None:
+        self._error(delta_api, fault.get("code", ""), "injected fault", status=fault.get("status"), error_type=fault.get("type"))
 
-    def _dispatch(self, method: str) -> None:
-        body = self._body()
-        with LOCK:
-            if self.path == "/__test__/fail":
-                FAULTS.extend([(int(body["status"]), str(body.get("type", "")))] * int(body.get("count", 1)))
-                return self._send(200, {})
-            if FAULTS:
-                status, kind = FAULTS.pop(0)
-                return self._error(status, kind, "injected fault")
-            if method == "POST" and self.path == f"{API}/tables":
-                return self._create(body)
-            if self.path == f"{API}/delta/preview/commits":
-                return self._preview_get(body) if method == "GET" else self._preview_post(body)
-            m = V1.match(self.path)
-            if m:
-                name = ".".join(m.groups())
-                table = TABLES.get(name)
-                if table is None:
-                    return self._error(404, "NoSuchTableException", f"table {name} does not exist")
-                return self._load(table) if method == "GET" else self._update(table, body)
-        self._error(404, "NotFound", self.path)
+    def _replay_response(self, path: str) -> dict[str, Any]:
+        m = V1_TABLE.match(path)
+        return self._load(self.catalog.get(".".join(m.groups()))) if m else {}
 
-    # ---- tables --------------------------------------------------------------------------------
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if method == "POST" and path == f"{API}/staging-tables":
+            s = self.catalog.create_staging(body["catalog_name"], body["schema_name"], body["name"])
+            return 200, {"id": s.id, "name": s.name, "catalog_name": s.catalog, "schema_name": s.schema, "staging_location": s.location}
+        if method == "POST" and path == f"{API}/tables":
+            return 200, self._create_legacy(body)
+        if method == "GET" and path.startswith(f"{API}/tables/"):
+            return 200, self._table_info(self.catalog.get(path[len(f"{API}/tables/"):]))
+        if path == f"{API}/delta/preview/commits":
+            return (200, self._preview_get(body)) if method == "GET" else (200, self._preview_post(body))
+        if method == "GET" and path == f"{V1}/config":
+            check(bool(query.get("catalog")) and bool(query.get("protocol-versions")), "catalog and protocol-versions are required")
+            return 200, {"endpoints": ["GET /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}", "POST /v1/catalogs/{catalog}/schemas/{schema}/tables/{table}",
+                                       "POST /v1/catalogs/{catalog}/schemas/{schema}/staging-tables", "POST /v1/catalogs/{catalog}/schemas/{schema}/tables"],
+                         "protocol-version": "1.0"}
+        m = V1_SCHEMA.match(path)
+        if m and method == "POST":
+            catalog, schema, kind = m.groups()
+            return 200, (self._v1_staging(catalog, schema, body) if kind == "staging-tables" else self._v1_create(catalog, schema, body))
+        m = V1_TABLE.match(path)
+        if m:
+            table = self.catalog.get(".".join(m.groups()))
+            return 200, (self._load(table) if method == "GET" else self._update(table, body))
+        raise ApiError("NOT_FOUND", f"{method} {path} is not served by the {LABEL}")
 
-    def _create(self, body: dict[str, Any]) -> None:
-        name = f"{body['catalog_name']}.{body['schema_name']}.{body['name']}"
-        if name in TABLES:
-            return self._error(409, "TableAlreadyExistsException", name)
-        tid = str(uuid.uuid4())
-        TABLES[name] = {"id": tid, "name": name, "location": body["storage_location"], "commits": {}, "latest": 0, "backfilled": 0}
-        BY_ID[tid] = name
-        self._send(200, {"table_id": tid, "name": body["name"], "storage_location": body["storage_location"]})
+    # ---- UC REST API (all.yaml) -------------------------------------------------------------
 
-    def _add_commit(self, table: dict[str, Any], commit: dict[str, Any]) -> tuple[int, str, str] | None:
-        v = int(commit["version"])
-        if v <= table["latest"]:
-            return 409, "CommitVersionConflictException", f"version {v} already committed"
-        if v != table["latest"] + 1:
-            return 400, "InvalidParameterValueException", f"version {v} does not follow {table['latest']}"
-        unpublished = [c for c in table["commits"].values() if not c.get("backfilled")]
-        if len(unpublished) >= MAX_NUM_COMMITS_PER_TABLE:
-            return 429, "ResourceExhaustedException", f"more than {MAX_NUM_COMMITS_PER_TABLE} unpublished commits"
-        table["commits"][v] = dict(commit)
-        table["latest"] = v
-        return None
+    def _create_legacy(self, body: dict[str, Any]) -> dict[str, Any]:
+        check(body.get("table_type") == "MANAGED" and body.get("data_source_format") == "DELTA",
+              "the test server creates MANAGED DELTA tables only")
+        table = self.catalog.create_managed(body["catalog_name"], body["schema_name"], body["name"], body.get("storage_location", ""),
+                                            dict(body.get("properties") or {}), body.get("columns"), None, _now())
+        return self._table_info(table)
 
-    def _backfill(self, table: dict[str, Any], version: int) -> tuple[int, str, str] | None:
-        if version > table["latest"]:
-            return 400, "InvalidParameterValueException", f"{version} is above the latest version {table['latest']}"
-        table["backfilled"] = max(table["backfilled"], version)
-        for v in [v for v in table["commits"] if v <= version]:
-            if v == table["latest"]:
-                table["commits"][v]["backfilled"] = True  # kept, flagged is_backfilled_latest_commit
-            else:
-                del table["commits"][v]
-        return None
+    @staticmethod
+    def _table_info(t: Table) -> dict[str, Any]:
+        return {"name": t.name, "catalog_name": t.catalog, "schema_name": t.schema, "table_type": "MANAGED", "data_source_format": "DELTA",
+                "storage_location": t.location, "table_id": t.id, "properties": t.properties, "created_at": t.created_ms}
 
-    # ---- preview API ---------------------------------------------------------------------------
+    def _preview_get(self, body: dict[str, Any]) -> dict[str, Any]:
+        table = self.catalog.get_by_id(body.get("table_id"))
+        commits, latest = self.catalog.get_commits(table, body.get("start_version"), body.get("end_version"))
+        return {"commits": [_preview_commit(c) for c in commits], "latest_table_version": latest}
 
-    def _by_id(self, body: dict[str, Any]) -> dict[str, Any] | None:
-        name = BY_ID.get(str(body.get("table_id")))
-        return TABLES.get(name) if name else None
-
-    def _preview_get(self, body: dict[str, Any]) -> None:
-        table = self._by_id(body)
-        if table is None:
-            return self._error(404, "NoSuchTableException", str(body.get("table_id")))
-        start, end = int(body.get("start_version", 0)), body.get("end_version")
-        commits = [
-            {"version": v, "timestamp": c["timestamp"], "file_name": c["file_name"], "file_size": c["file_size"],
-             "file_modification_timestamp": c["file_modification_timestamp"]}
-            for v, c in table["commits"].items()
-            if not c.get("backfilled") and v >= start and (end is None or v <= int(end))
-        ]
-        self._send(200, {"commits": commits, "latest_table_version": table["latest"]})
-
-    def _preview_post(self, body: dict[str, Any]) -> None:
-        table = self._by_id(body)
-        if table is None:
-            return self._error(404, "NoSuchTableException", str(body.get("table_id")))
+    def _preview_post(self, body: dict[str, Any]) -> dict[str, Any]:
+        check(bool(body.get("table_uri")), "Field can not be empty: table_uri")
+        table = self.catalog.get_by_id(body.get("table_id"))
+        check(normalize_url(body["table_uri"]) == normalize_url(table.location),
+              f"Table URI in commit {body['table_uri']} does not match the table path {table.location}")
         info = body.get("commit_info")
-        if info is not None:
-            v = int(info["version"])
-            existing = table["commits"].get(v)
-            if existing is not None and existing["file_name"] == info["file_name"]:
-                return self._send(200, {})  # re-sending an accepted commit is idempotent
-            err = self._add_commit(table, info)
-            if err:
-                return self._error(*err)
-        if body.get("latest_backfilled_version") is not None:
-            err = self._backfill(table, int(body["latest_backfilled_version"]))
-            if err:
-                return self._error(*err)
-        self._send(200, {})
+        check(info is not None or body.get("latest_backfilled_version") is not None,
+              "Either commit_info or latest_backfilled_version must be defined")
+        self.catalog.post_commit(table, info, body.get("latest_backfilled_version"))
+        return {}
 
-    # ---- v1 API --------------------------------------------------------------------------------
+    # ---- UC Delta API v1 (delta.yaml) ------------------------------------------------------
 
-    def _load(self, table: dict[str, Any]) -> None:
-        commits = [
-            {"version": v, "timestamp": c["timestamp"], "file-name": c["file-name"], "file-size": c["file-size"],
-             "file-modification-timestamp": c["file-modification-timestamp"]}
-            for v, c in sorted(table["commits"].items(), reverse=True)
-            if not c.get("backfilled")
-        ]
-        metadata = {"etag": table["id"], "table-type": "MANAGED", "table-uuid": table["id"], "location": table["location"],
-                    "properties": {"delta.feature.catalogManaged": "supported", "io.unitycatalog.tableId": table["id"]}}
-        self._send(200, {"metadata": metadata, "commits": commits, "latest-table-version": table["latest"]})
+    def _v1_staging(self, catalog: str, schema: str, body: dict[str, Any]) -> dict[str, Any]:
+        s = self.catalog.create_staging(catalog, schema, body.get("name", ""))
+        return {"table-id": s.id, "table-type": "MANAGED", "location": s.location, "storage-credentials": [],
+                "required-protocol": {"min-reader-version": 3, "min-writer-version": 7,
+                                      "reader-features": REQUIRED_READER_FEATURES, "writer-features": REQUIRED_FEATURES},
+                "required-properties": {**REQUIRED_PROPERTIES, UC_TABLE_ID: s.id}, "suggested-properties": {}}
 
-    def _update(self, table: dict[str, Any], body: dict[str, Any]) -> None:
-        for req in body.get("requirements", []):
-            if req.get("type") == "assert-table-uuid" and req.get("uuid") != table["id"]:
-                return self._error(409, "UpdateRequirementConflictException", "table uuid mismatch")
-        for upd in body.get("updates", []):
-            if upd.get("action") == "add-commit":
-                c = upd["commit"]
-                if int(c["version"]) <= 0 or int(c["file-size"]) <= 0:
-                    return self._error(400, "InvalidParameterValueException", "version and file-size must be > 0")
-                err = self._add_commit(table, c)
-            elif upd.get("action") == "set-latest-backfilled-version":
-                err = self._backfill(table, int(upd["latest-published-version"]))
-            else:
-                err = (400, "InvalidParameterValueException", f"unsupported update {upd.get('action')}")
-            if err:
-                return self._error(*err)
-        self._load(table)
+    def _v1_create(self, catalog: str, schema: str, body: dict[str, Any]) -> dict[str, Any]:
+        check(body.get("table-type") == "MANAGED", "the test server creates MANAGED tables only")
+        for key in ("name", "location", "columns", "protocol", "properties", "last-commit-timestamp-ms"):
+            check(key in body, f"Field can not be null: {key}")
+        protocol, props = body["protocol"], body["properties"]
+        check(protocol.get("min-reader-version", 0) >= 3 and protocol.get("min-writer-version", 0) >= 7, "protocol must be at least (3, 7)")
+        missing = [f for f in REQUIRED_FEATURES if f not in (protocol.get("writer-features") or [])]
+        missing += [f for f in REQUIRED_READER_FEATURES if f not in (protocol.get("reader-features") or [])]
+        check(not missing, f"missing required table features: {sorted(set(missing))}")
+        wrong = [k for k, v in REQUIRED_PROPERTIES.items() if props.get(k) != v]
+        check(not wrong, f"required properties missing or wrong: {wrong}")
+        table = self.catalog.create_managed(catalog, schema, body["name"], body["location"], dict(props), body["columns"], protocol, _now())
+        return self._load(table)
+
+    def _load(self, t: Table) -> dict[str, Any]:
+        commits, latest, _ = self.catalog.unbackfilled(t)
+        metadata = {"etag": t.id, "table-type": "MANAGED", "table-uuid": t.id, "location": t.location, "created-time": t.created_ms,
+                    "updated-time": t.created_ms, "columns": t.columns or {"type": "struct", "fields": []},
+                    "properties": {**t.properties, "delta.feature.catalogManaged": "supported"}}
+        return {"metadata": metadata, "commits": [_v1_commit(c) for c in commits], "latest-table-version": latest}
+
+    def _update(self, table: Table, body: dict[str, Any]) -> dict[str, Any]:
+        requirements, updates = body.get("requirements") or [], body.get("updates") or []
+        check(bool(updates), "updates must be non-empty")
+        kinds = [r.get("type") for r in requirements]
+        check(len(kinds) == len(set(kinds)), "at most one requirement of each type")
+        check("assert-table-uuid" in kinds, "assert-table-uuid requirement is required.")
+        for r in requirements:
+            if r["type"] == "assert-table-uuid" and r.get("uuid") != table.id:
+                raise ApiError("UPDATE_REQUIREMENT_CONFLICT", f"Table UUID mismatch: expected {r.get('uuid')}, found {table.id}")
+            if r["type"] == "assert-etag" and r.get("etag") != table.id:
+                raise ApiError("UPDATE_REQUIREMENT_CONFLICT", "etag mismatch")
+        actions = {u.get("action"): u for u in updates}
+        check(len(actions) == len(updates), "at most one update of each action type")
+        unsupported = set(actions) - {"add-commit", "set-latest-backfilled-version"}
+        if unsupported:
+            raise ApiError("UNIMPLEMENTED", f"updates {sorted(unsupported)} are not implemented by the {LABEL}")
+        info = None
+        if "add-commit" in actions:
+            c = actions["add-commit"]["commit"]
+            info = {"version": c.get("version"), "timestamp": c.get("timestamp"), "file_name": c.get("file-name"),
+                    "file_size": c.get("file-size"), "file_modification_timestamp": c.get("file-modification-timestamp")}
+        backfilled = actions.get("set-latest-backfilled-version", {}).get("latest-published-version")
+        check(info is not None or backfilled is not None, "At least one of add-commit or set-latest-backfilled-version is required.")
+        self.catalog.post_commit(table, info, backfilled)
+        return self._load(table)
 
 
-def main() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
-    print(f"UC OpenAPI test server on 127.0.0.1:{sys.argv[1]}", flush=True)
+def _preview_commit(c: Commit) -> dict[str, Any]:
+    return {"version": c.version, "timestamp": c.timestamp, "file_name": c.file_name, "file_size": c.file_size,
+            "file_modification_timestamp": c.file_modification_timestamp}
+
+
+def _v1_commit(c: Commit) -> dict[str, Any]:
+    return {"version": c.version, "timestamp": c.timestamp, "file-name": c.file_name, "file-size": c.file_size,
+            "file-modification-timestamp": c.file_modification_timestamp}
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=LABEL)
+    parser.add_argument("--port", type=int, default=0, help="0: the kernel picks a free port")
+    parser.add_argument("--storage-root", required=True)
+    parser.add_argument("--token")
+    args = parser.parse_args(argv)
+    Handler.catalog = Catalog(args.storage_root)
+    Handler.token = args.token
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    print(f"{LABEL}, storage root {args.storage_root}", flush=True)
+    print(f"LISTENING 127.0.0.1:{server.server_port}", flush=True)
     server.serve_forever()
 
 

@@ -1,99 +1,91 @@
-"""One contract, run unchanged against the three coordinators (embedded SQLite, DynamoDB Local,
-Unity Catalog v1 and preview APIs on the UC OpenAPI test server)."""
+"""One coordinator contract, run unchanged against every coordinator (see ``_targets``):
+embedded SQLite, DynamoDB Local, and Unity Catalog's v1 and preview APIs on the UC OpenAPI test
+server (not the OSS server)."""
 
 from __future__ import annotations
 
+import json
 import threading
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
-from airflow_delta_maintenance.coordinators.base import CommitCoordinatorClient
 from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CoordinatorError
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.coordinated_snapshot import load_coordinated_snapshot
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
+from tests.integration.coordinators._targets import Target, add
 
 pytestmark = pytest.mark.integration
-KINDS = ["local", "dynamodb", "uc-v1", "uc-preview"]
 
 
-@dataclass
-class Target:
-    kind: str
-    spec: str
-    table_uri: str
-    client: CommitCoordinatorClient
-    table_conf: dict[str, str]
+def versions(target: Target, start: int | None = 0, end: int | None = None) -> list[int]:
+    return [c.version for c in target.client.get_commits(target.table_uri, start, end, target.table_conf).commits]
 
 
-def add(path: str, size: int = 1) -> dict[str, Any]:
-    return {"add": {"path": path, "partitionValues": {"region": "x"}, "size": size, "modificationTime": 1, "dataChange": True}}
+def commit_info(target: Target, file_name: str) -> dict:
+    first = open_table_storage(target.table_uri).read(file_name).split(b"\n", 1)[0]
+    return json.loads(first)["commitInfo"]
 
 
-@pytest.fixture(params=KINDS)
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
-    kind = request.param
-    table_uri = str(tmp_path / "table")
-    if kind == "local":
-        spec = f"local://{tmp_path}/coordinator.db"
-    elif kind == "dynamodb":
-        endpoint = request.getfixturevalue("dynamodb_endpoint")
-        request.getfixturevalue("aws_env")
-        spec = f"dynamodb://{request.getfixturevalue('dynamodb_table_name')}?region=us-east-1&endpoint={endpoint}"
-    else:
-        host = request.getfixturevalue("uc_endpoint")
-        spec = f"unity-catalog://{host}/main.default.t{uuid.uuid4().hex[:10]}?api={kind.split('-')[1]}&tls=false"
-    client = open_coordinator(spec)
-    if kind == "dynamodb":
-        client.create_dynamodb_table()  # type: ignore[attr-defined]
-    client.commit(table_uri, 0, create_actions(ict=True))
-    snapshot = load_snapshot(table_uri)
-    conf = dict(snapshot.properties.coordinator_table_conf)
-    if kind.startswith("uc"):
-        conf = {"io.unitycatalog.tableId": client.table_id}  # type: ignore[attr-defined]
-    yield Target(kind, spec, table_uri, client, conf)
-    client.close()
-
-
-def test_new_table_reports_its_latest_version(target: Target) -> None:
+def test_a_new_table_has_version_zero_published_and_nothing_ratified(target: Target) -> None:
     latest = target.client.latest_ratified_version(target.table_uri, target.table_conf)
-    # -1 until the first coordinated commit (DynamoDB, delta-spark semantics); 0 for catalogs
+    # -1 until the first coordinated commit (delta-spark's DynamoDB semantics); 0 for the catalogs
     assert latest == (-1 if target.kind == "dynamodb" else 0)
-    assert target.client.get_commits(target.table_uri, 0, None, target.table_conf).commits == ()
+    resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
+    assert resp.commits == () and resp.latest_table_version == latest
+    assert load_snapshot(target.table_uri).version == 0
+    assert "inCommitTimestamp" in commit_info(target, "00000000000000000000.json")
+
+
+def test_version_zero_is_created_once(target: Target) -> None:
+    with pytest.raises(CommitConflictError) as err:
+        target.client.commit(target.table_uri, 0, create_actions(ict=True), target.table_conf)
+    assert err.value.version == 0 and not err.value.retryable
 
 
 def test_commits_are_ratified_in_order_and_listed_until_published(target: Target) -> None:
     for v in range(1, 5):
         ratified = target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
-        assert ratified.version == v and ratified.file_name.startswith("_staged_commits/")
+        assert ratified.version == v and ratified.file_name.startswith(f"_staged_commits/{v:020d}.")
+        info = commit_info(target, ratified.file_name)  # commitInfo first, carrying the ICT
+        assert info["inCommitTimestamp"] == ratified.commit_timestamp and info["txnId"]
     resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
     assert resp.latest_table_version == 4 and [c.version for c in resp.commits] == [1, 2, 3, 4]
-    timestamps = [c.commit_timestamp for c in resp.commits]
-    assert timestamps == sorted(set(timestamps))  # in-commit timestamps strictly increase
-    assert [c.version for c in target.client.get_commits(target.table_uri, 2, 3, target.table_conf).commits] == [2, 3]
+    assert all(c.file_size > 0 and c.file_modification_time > 0 for c in resp.commits)
     assert target.client.latest_ratified_version(target.table_uri, target.table_conf) == 4
+    assert versions(target, 2, 3) == [2, 3]
+    assert versions(target, 3, None) == [3, 4]
+    assert versions(target, None, 1) == [1]
+    assert versions(target, 5, None) == []
+    assert load_snapshot(target.table_uri).version == 0  # ratified is not published
 
 
 def test_a_taken_version_is_a_conflict_and_a_gap_is_refused(target: Target) -> None:
     target.client.commit(target.table_uri, 1, [add("a")], target.table_conf)
     with pytest.raises(CommitConflictError) as err:
         target.client.commit(target.table_uri, 1, [add("b")], target.table_conf)
-    assert err.value.conflict and err.value.version == 1
-    with pytest.raises(CoordinatorError):
+    assert err.value.conflict and err.value.retryable and err.value.version == 1
+    with pytest.raises(CoordinatorError) as gap:
         target.client.commit(target.table_uri, 3, [add("c")], target.table_conf)
-    with pytest.raises(CommitConflictError):
-        target.client.commit(target.table_uri, 0, create_actions(), target.table_conf)
+    assert not gap.value.conflict and not gap.value.retryable
+    assert versions(target) == [1]  # neither attempt was ratified
 
 
-def test_report_published_drops_rows_and_is_idempotent(target: Target) -> None:
+def test_in_commit_timestamps_increase_even_when_the_clock_goes_back(target: Target, frozen_clock: Callable[[int], None]) -> None:
+    first = target.client.commit(target.table_uri, 1, [add("a")], target.table_conf)
+    frozen_clock(1_000)  # far in the past
+    second = target.client.commit(target.table_uri, 2, [add("b")], target.table_conf)
+    assert second.commit_timestamp == first.commit_timestamp + 1
+    publish_ratified_commits(open_table_storage(target.table_uri), target.client, table_conf=target.table_conf)
+    assert versions(target) == []  # forgotten by the coordinator: the next ICT comes from <2>.json
+    third = target.client.commit(target.table_uri, 3, [add("c")], target.table_conf)
+    assert third.commit_timestamp == second.commit_timestamp + 1
+
+
+def test_report_published_drops_rows_keeps_the_latest_version_and_is_idempotent(target: Target) -> None:
     for v in range(1, 4):
         target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
     store = open_table_storage(target.table_uri)
@@ -101,12 +93,19 @@ def test_report_published_drops_rows_and_is_idempotent(target: Target) -> None:
     assert result.published == [1, 2] and result.reported_version == 2
     resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
     assert [c.version for c in resp.commits] == [3] and resp.latest_table_version == 3
-    target.client.report_published(target.table_uri, 2, target.table_conf)  # again: no-op
-    assert [c.version for c in target.client.get_commits(target.table_uri, 0, None, target.table_conf).commits] == [3]
+    target.client.report_published(target.table_uri, 2, target.table_conf)  # again: a no-op
+    target.client.report_published(target.table_uri, 1, target.table_conf)  # older: a no-op
+    assert versions(target) == [3]
     result = publish_ratified_commits(store, target.client, table_conf=target.table_conf)
     assert result.published == [3] and result.latest_published_version == 3
-    assert target.client.get_commits(target.table_uri, 0, None, target.table_conf).commits == ()
+    target.client.report_published(target.table_uri, 3, target.table_conf)
+    resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
+    assert resp.commits == () and resp.latest_table_version == 3  # the latest version is remembered
     assert load_snapshot(store).version == 3 and load_snapshot(store).num_files == 3
+    with pytest.raises(CoordinatorError):
+        target.client.report_published(target.table_uri, 4, target.table_conf)  # nothing ratified there
+    target.client.commit(target.table_uri, 4, [add("f4")], target.table_conf)
+    assert versions(target) == [4]
 
 
 def test_snapshot_includes_the_unpublished_tail(target: Target) -> None:
@@ -115,28 +114,42 @@ def test_snapshot_includes_the_unpublished_tail(target: Target) -> None:
     store = open_table_storage(target.table_uri)
     snap = load_coordinated_snapshot(store, target.client, table_conf=target.table_conf)
     assert snap.version == 3 and {p for p, _ in snap.active_file_keys()} == {"f1", "f2", "f3"}
-    assert load_snapshot(store).version == 0  # nothing published yet
+    assert load_snapshot(store).version == 0
+
+
+def test_another_client_sees_the_same_state(target: Target) -> None:
+    target.client.commit(target.table_uri, 1, [add("a")], target.table_conf)
+    other = target.open()
+    assert other.latest_ratified_version(target.table_uri, target.table_conf) == 1
+    other.commit(target.table_uri, 2, [add("b")], target.table_conf)
+    assert versions(target) == [1, 2]
 
 
 def test_concurrent_committers_get_each_version_exactly_once(target: Target) -> None:
-    winners: dict[int, list[str]] = {}
+    writers, rounds = 3, 4
+    clients = [target.open() for _ in range(writers)]
+    outcomes: dict[int, list[str]] = {}
     lock = threading.Lock()
+    start = threading.Barrier(writers)
 
-    def writer(name: str) -> None:
-        client = open_coordinator(target.spec)
-        for _ in range(12):
-            v = max(client.latest_ratified_version(target.table_uri, target.table_conf), 0) + 1
+    def writer(i: int) -> None:
+        for r in range(rounds):
+            start.wait()  # every writer proposes version r + 1 at the same moment
             try:
-                client.commit(target.table_uri, v, [add(f"{name}-{v}")], target.table_conf)
-            except (CommitConflictError, CoordinatorError):
-                continue
+                clients[i].commit(target.table_uri, r + 1, [add(f"w{i}-{r}")], target.table_conf)
+                result = "won"
+            except CommitConflictError:
+                result = "conflict"
             with lock:
-                winners.setdefault(v, []).append(name)
+                outcomes.setdefault(r + 1, []).append(result)
 
-    threads = [threading.Thread(target=writer, args=(f"w{i}",)) for i in range(3)]
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
-    assert winners and all(len(names) == 1 for names in winners.values())
-    assert sorted(winners) == list(range(1, max(winners) + 1))
+        t.join(timeout=120)
+    assert {v: sorted(o) for v, o in outcomes.items()} == {v: ["conflict"] * (writers - 1) + ["won"] for v in range(1, rounds + 1)}
+    resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
+    assert [c.version for c in resp.commits] == list(range(1, rounds + 1)) and resp.latest_table_version == rounds
+    snap = load_coordinated_snapshot(open_table_storage(target.table_uri), target.client, table_conf=target.table_conf)
+    assert snap.version == rounds and len(list(snap.active_file_keys())) == rounds

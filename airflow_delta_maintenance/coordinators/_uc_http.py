@@ -1,0 +1,153 @@
+"""HTTP transport of the Unity Catalog client: JSON requests, error classification, bounded retries.
+
+Unity Catalog answers errors in two shapes: the UC REST API (``all.yaml``, including the preview
+commits API) sends ``{"error_code": "RESOURCE_EXHAUSTED", "message": ...}``; the Delta API v1
+(``delta.yaml``) sends ``{"error": {"code": 429, "type": "ResourceExhaustedException", ...}}``.
+
+Classification:
+- 429 with ``ResourceExhaustedException`` / ``RESOURCE_EXHAUSTED``: too many unpublished commits →
+  ``CommitLimitReachedError`` at once (retrying cannot help until someone publishes);
+- any other 429 (``TooManyRequestsException``, ``REQUEST_LIMIT_EXCEEDED``, no body), 5xx except 501,
+  and connection errors/timeouts are transient: retried with exponential backoff and full jitter,
+  honouring ``Retry-After``, at most ``max_attempts`` times, then raised as retryable;
+- 409 (and UC REST's 400 ``TABLE_ALREADY_EXISTS``) → ``HttpConflict`` (the caller knows whether
+  it was a commit); 404 → ``TableNotFoundError``;
+  other 4xx and 501 are fatal.
+
+The bearer token only ever goes into the ``Authorization`` header; every message that leaves this
+module passes through ``scrub`` in case a server echoes it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from .errors import CommitLimitReachedError, CoordinatorError, TableNotFoundError
+
+__all__ = ["UCTransport", "HttpConflict", "HttpFailure"]
+
+_LIMIT_TYPES = {"ResourceExhaustedException", "RESOURCE_EXHAUSTED"}
+# the UC REST API answers "already exists" with 400 for backward compatibility; the Delta API with 409
+_EXISTS_TYPES = {"AlreadyExistsException", "TABLE_ALREADY_EXISTS", "RESOURCE_ALREADY_EXISTS"}
+
+
+@dataclass(frozen=True)
+class HttpFailure:
+    status: int
+    error_type: str
+    message: str
+
+
+class HttpConflict(Exception):
+    """A 409; ``failure`` says which (``CommitVersionConflictException``, ``UpdateRequirementConflictException``, …)."""
+
+    def __init__(self, failure: HttpFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class UCTransport:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        *,
+        describe: Callable[[], str],
+        max_attempts: int = 5,
+        backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
+        timeout_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token = token or None
+        self._describe = describe
+        self.max_attempts = max(1, max_attempts)
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.timeout_s = timeout_s
+        self._sleep = sleep
+
+    def __repr__(self) -> str:  # never show the token
+        return f"UCTransport({self.base_url!r})"
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._token, "***") if self._token else text
+
+    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+        url = self.base_url + quote(path, safe="/.-_~")
+        if query:
+            url += "?" + urlencode(query)
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        what = f"{method} {path}"
+        last = ""
+        for attempt in range(self.max_attempts):
+            delay: float | None = None
+            try:
+                req = urllib.request.Request(url, data=data, method=method, headers=headers)
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    raw = resp.read()
+                return json.loads(raw) if raw.strip() else {}
+            except urllib.error.HTTPError as exc:
+                failure = _parse_error(exc)
+                self._raise_permanent(what, failure)
+                last = f"{failure.status} {failure.error_type or 'error'}: {failure.message}"
+                delay = _retry_after(exc)
+            except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError) as exc:
+                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            except ValueError:
+                last = "the server sent a response that is not JSON"
+            if attempt + 1 < self.max_attempts:
+                cap = min(self.max_backoff_s, self.backoff_s * (2**attempt))
+                self._sleep(min(self.max_backoff_s, delay) if delay is not None else random.uniform(0, cap) + cap / 2)
+        raise CoordinatorError(self.scrub(f"{self._describe()}: {what} failed after {self.max_attempts} attempts: {last}"), retryable=True)
+
+    def _raise_permanent(self, what: str, failure: HttpFailure) -> None:
+        """Raise for errors that a retry cannot fix; return for transient ones."""
+        text = self.scrub(f"{self._describe()}: {what} failed with {failure.status} {failure.error_type}: {failure.message}")
+        if failure.status == 429:
+            if failure.error_type in _LIMIT_TYPES:
+                raise CommitLimitReachedError(text)
+            return  # plain throttling
+        if failure.status >= 500 and failure.status != 501:
+            return
+        if failure.status == 409 or failure.error_type in _EXISTS_TYPES:
+            raise HttpConflict(HttpFailure(failure.status, failure.error_type, self.scrub(failure.message)))
+        if failure.status == 404:
+            raise TableNotFoundError(text)
+        raise CoordinatorError(text, retryable=False)
+
+
+def _parse_error(exc: urllib.error.HTTPError) -> HttpFailure:
+    try:
+        body = json.loads(exc.read() or b"{}")
+    except (ValueError, OSError):
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    err = body.get("error") if isinstance(body.get("error"), dict) else {}
+    error_type = str(err.get("type") or body.get("error_code") or "")
+    message = str(err.get("message") or body.get("message") or exc.reason or "")
+    return HttpFailure(exc.code, error_type, message[:500])
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    value = exc.headers.get("Retry-After") if exc.headers else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None

@@ -1,0 +1,79 @@
+"""Coordinator contract targets: each kind opened through ``open_coordinator`` on a real server.
+
+- ``local``: the embedded SQLite coordinator;
+- ``dynamodb``: DynamoDB Local (official jar), one fresh coordinator table per test;
+- ``uc-v1`` / ``uc-preview``: the UC OpenAPI test server (NOT the Unity Catalog OSS server, which
+  is not on Maven Central), Delta API v1 and preview commits API.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_delta_maintenance.coordinators.base import CommitCoordinatorClient
+from airflow_delta_maintenance.demo.sample_table import create_actions
+from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.storage import normalize_table_uri
+from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
+
+KINDS = ["local", "dynamodb", "uc-v1", "uc-preview"]
+
+
+@dataclass
+class Target:
+    kind: str
+    spec: str
+    table_uri: str
+    client: CommitCoordinatorClient
+    table_conf: dict[str, str]
+    opened: list[CommitCoordinatorClient]
+
+    def open(self) -> CommitCoordinatorClient:
+        """Another client of the same coordinator (as another process would have)."""
+        client = open_coordinator(self.spec)
+        self.opened.append(client)
+        return client
+
+
+def table_conf_of(table_uri: str) -> dict[str, str]:
+    """What the maintenance layer passes: the coordinator tableConf and the UC table id, from the table."""
+    props = load_snapshot(table_uri).properties
+    conf = dict(props.coordinator_table_conf)
+    if props.uc_table_id:
+        conf["io.unitycatalog.tableId"] = props.uc_table_id
+    return conf
+
+
+def add(path: str, size: int = 1) -> dict[str, Any]:
+    return {"add": {"path": path, "partitionValues": {"region": "x"}, "size": size, "modificationTime": 1, "dataChange": True}}
+
+
+def make_spec(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> str:
+    if kind == "local":
+        return f"local://{tmp_path}/coordinator.db"
+    if kind == "dynamodb":
+        endpoint = request.getfixturevalue("dynamodb_endpoint")
+        request.getfixturevalue("aws_env")
+        return f"dynamodb://{request.getfixturevalue('dynamodb_table_name')}?region=us-east-1&endpoint={endpoint}"
+    server = request.getfixturevalue("uc_server")
+    request.getfixturevalue("monkeypatch").setenv(UC_TOKEN_ENV, server.token)
+    return f"unity-catalog://{server.host}/main.default.t{uuid.uuid4().hex[:10]}?api={kind.split('-')[1]}&tls=false"
+
+
+def create_table(kind: str, client: Any, tmp_path: Path) -> str:
+    """A new table with version 0 committed through ``client``; returns its URI."""
+    if kind == "dynamodb":
+        client.create_dynamodb_table()
+    if kind.startswith("uc"):
+        table_uri = normalize_table_uri(client.create_staging_table())  # UC chooses managed locations
+    else:
+        table_uri = str(tmp_path / "table")
+    client.commit(table_uri, 0, create_actions(ict=True))
+    return table_uri
+
+
