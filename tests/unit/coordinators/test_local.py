@@ -1,0 +1,92 @@
+"""The embedded SQLite coordinator beyond the shared contract: processes, schema, registration."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CoordinatorError, TableNotFoundError
+from airflow_delta_maintenance.coordinators.local import INLINE_LIMIT, LocalCoordinator
+from airflow_delta_maintenance.demo.sample_table import create_actions
+from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+
+
+def add(path: str, size: int = 1) -> dict:
+    return {"add": {"path": path, "partitionValues": {"region": "x"}, "size": size, "modificationTime": 1, "dataChange": True}}
+
+
+def _racer(spec: str, table: str, name: str, rounds: int, queue: multiprocessing.Queue) -> None:
+    client = open_coordinator(spec)
+    won = []
+    for _ in range(rounds):
+        v = client.latest_ratified_version(table) + 1
+        try:
+            client.commit(table, v, [add(f"{name}-{v}")])
+            won.append(v)
+        except CommitConflictError:
+            pass
+    queue.put(won)
+
+
+def test_processes_racing_on_one_database_ratify_each_version_once(tmp_path: Path) -> None:
+    spec, table = f"local://{tmp_path}/c.db", str(tmp_path / "t")
+    open_coordinator(spec).commit(table, 0, create_actions(ict=True))
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_racer, args=(spec, table, f"p{i}", 8, queue)) for i in range(3)]
+    for p in procs:
+        p.start()
+    won = [v for _ in procs for v in queue.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=60)
+    assert sorted(won) == list(range(1, len(won) + 1)) and len(won) >= 8  # no version twice, no gap
+    resp = open_coordinator(spec).get_commits(table)
+    assert [c.version for c in resp.commits] == sorted(won) and resp.latest_table_version == len(won)
+
+
+def test_small_commits_are_kept_inline_until_published(tmp_path: Path) -> None:
+    client = open_coordinator(f"local://{tmp_path}/c.db")
+    table = str(tmp_path / "t")
+    client.commit(table, 0, create_actions(ict=True))
+    small = client.commit(table, 1, [add("a")])
+    big = client.commit(table, 2, [add("b" * (INLINE_LIMIT + 1))])
+    assert small.inline_content is not None and big.inline_content is None
+    listed = client.get_commits(table).commits
+    assert listed[0].inline_content == small.inline_content and listed[1].inline_content is None
+    assert listed[1].file_name == big.file_name and listed[1].file_size == big.file_size
+
+
+def test_an_existing_table_is_registered_at_its_current_version(tmp_path: Path) -> None:
+    client = open_coordinator(f"local://{tmp_path}/c.db")
+    table = str(tmp_path / "t")
+    with pytest.raises(TableNotFoundError):
+        client.commit(table, 6, [add("a")])
+    assert client.register_table(table, 5) == {}
+    assert client.latest_ratified_version(table) == 5
+    with pytest.raises(CommitConflictError):
+        client.register_table(table, 5)
+    assert client.commit(table, 6, [add("a")]).version == 6
+
+
+def test_uris_are_normalised_so_spellings_share_one_table(tmp_path: Path) -> None:
+    client = open_coordinator(f"local://{tmp_path}/c.db")
+    client.commit(str(tmp_path / "t"), 0, create_actions(ict=True))
+    assert client.latest_ratified_version(f"file://{tmp_path}/t/") == 0
+
+
+def test_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    LocalCoordinator(str(db))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(CoordinatorError, match="schema version 99"):
+        LocalCoordinator(str(db))
+
+
+def test_the_database_runs_in_wal_mode(tmp_path: Path) -> None:
+    LocalCoordinator(str(tmp_path / "c.db"))
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
