@@ -36,10 +36,10 @@ class UCServer:
     label: str = LABEL
 
     def inject_fault(self, *, count: int = 1, after: bool = False, code: str | None = None, status: int | None = None,
-                     error_type: str | None = None) -> None:
-        """Make the next ``count`` API requests fail (``after``: apply each, then lose its response)."""
+                     error_type: str | None = None, method: str | None = None) -> None:
+        """Make the next ``count`` API requests (of ``method``) fail (``after``: apply each, then lose its answer)."""
         fault: dict[str, Any] = {"count": count, "after": after}
-        for key, value in (("code", code), ("status", status), ("type", error_type)):
+        for key, value in (("code", code), ("status", status), ("type", error_type), ("method", method)):
             if value is not None:
                 fault[key] = value
         req = urllib.request.Request(f"http://{self.host}/__test__/faults", data=json.dumps(fault).encode(), method="POST",

@@ -17,8 +17,9 @@ Catalogs and schemas are not modelled: any name is accepted. With ``--token`` ev
 carry ``Authorization: Bearer <token>`` (401 otherwise).
 
 Fault injection, outside the API: ``POST /__test__/faults {"code": <ErrorCode name> | "status":
-<int>, "type": ..., "count": n, "after": bool}`` makes the next ``n`` API requests fail; with
-``after`` the request is applied first and its response replaced by the error (a lost response).
+<int>, "type": ..., "count": n, "after": bool, "method": "GET"|"POST"}`` makes the next ``n`` API
+requests (of that method, if given) fail; with ``after`` the request is applied first and its
+response replaced by the error (a lost response).
 
     python server.py --storage-root DIR [--port PORT] [--token T]   (binds 127.0.0.1 only;
     prints ``LISTENING 127.0.0.1:<port>`` when ready)
@@ -108,7 +109,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {})
         if self.token is not None and self.headers.get("Authorization") != f"Bearer {self.token}":
             return self._error(delta_api, "UNAUTHENTICATED", "missing or invalid bearer token")
-        fault = Handler.faults.pop(0) if Handler.faults else None
+        fault = next((f for f in Handler.faults if f.get("method", method) == method), None)
+        if fault is not None:
+            Handler.faults.remove(fault)
         if fault and not fault.get("after"):
             return self._fault(delta_api, fault)
         try:
