@@ -5,7 +5,6 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
-JARS_STAMP := .cache/jars/.fetched
 PYTEST_ARGS ?=
 SYSDEPS_STAMP := .cache/.system-deps
 
@@ -21,12 +20,11 @@ $(STAMP): pyproject.toml requirements/dev.lock
 	$(UV) pip install -q --python $(PY) --no-deps -e .
 	touch $@
 
-# Maven Central jars for delta-spark, hadoop-aws and DynamoDB Local (.ci/maven/*.xml).
-jars: $(JARS_STAMP)
-
-$(JARS_STAMP): .ci/fetch-jars $(wildcard .ci/maven/*.xml)
+# Maven Central jars for delta-spark, hadoop-aws and DynamoDB Local (.ci/maven/*.xml) into
+# .cache/jars/. Always run: .ci/fetch-jars returns at once (no JVM, no network) for groups fetched
+# for their current pom, and fetches a group again when its pom changed or its directory is gone.
+jars:
 	.ci/fetch-jars
-	touch $@
 
 # Debian packages the UI and compose tests need: headless Chromium (driven by Playwright through
 # executable_path, never `playwright install`) and a docker compose CLI for `compose config`.
@@ -45,7 +43,7 @@ $(SYSDEPS_STAMP):
 demo: $(STAMP)
 	$(VENV)/bin/python -m airflow_delta_maintenance.demo
 
-test: $(STAMP) $(JARS_STAMP) $(SYSDEPS_STAMP)
+test: $(STAMP) jars $(SYSDEPS_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -1,71 +1,138 @@
-"""A session-scoped local Spark with delta-spark, and the environment for spark-submit runs."""
+"""Local Spark for the tests (a pytest plugin, see ``tests/conftest.py``).
+
+- ``spark``: a session-scoped pyspark 4.2.0 ``local[2]`` with delta-spark 4.4.0 and hadoop-aws 3.5.0
+  from ``.cache/jars/delta-spark`` (``make jars``), everything bound to 127.0.0.1, no UI.
+- ``spark_s3a``: the same session with s3a pointed at the session's moto server.
+- ``spark_submit_env()`` / ``spark_submit_args()``: the environment and arguments for running a
+  job with ``spark-submit`` in local mode with the same jars and settings.
+
+pyspark is imported inside the fixtures only, so collecting the tests never starts a JVM.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .jars import jar_list
+from .jars import delta_spark_jars
+from .servers import FAKE_AWS, REAL_AWS_SOURCES, fake_aws_env, record_startup
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MASTER = "local[2]"  # the machines running the suite have 2 cores
+
+# Spark settings shared by the session fixture and spark-submit runs (without the jars).
 LOCAL_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
-    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
+    # Delta replays the log of a tiny test table with 50 tasks by default
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # a failed checkpoint must fail the test, not be logged and ignored
+    "spark.databricks.delta.checkpoint.exceptionThrowing.enabled": "true",
 }
 
 
-def spark_submit_env() -> dict[str, str]:
-    """Environment for ``spark-submit`` of our jobs from the test venv."""
+def s3a_conf(endpoint: str) -> dict[str, str]:
+    """Hadoop settings for s3a against a local S3 (moto): path-style, plain HTTP, fake credentials.
+
+    Keys are Hadoop's; prefix them with ``spark.hadoop.`` for Spark conf.
+    """
     return {
-        **os.environ,
+        "fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "fs.s3a.endpoint": endpoint,
+        "fs.s3a.endpoint.region": "us-east-1",
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false",
+        # the credentials come from this configuration, never from the environment or a profile
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "fs.s3a.access.key": FAKE_AWS["AWS_ACCESS_KEY_ID"],
+        "fs.s3a.secret.key": FAKE_AWS["AWS_SECRET_ACCESS_KEY"],
+        "fs.s3a.bucket.probe": "0",
+    }
+
+
+def configure_s3a(session: SparkSession, endpoint: str) -> None:
+    """Point s3a of a running session at ``endpoint`` (applies to s3a filesystems created afterwards)."""
+    conf = session.sparkContext._jsc.hadoopConfiguration()
+    for key, value in s3a_conf(endpoint).items():
+        conf.set(key, value)
+
+
+def spark_submit_env() -> dict[str, str]:
+    """Environment for ``spark-submit`` from the test venv: loopback only, fake AWS credentials,
+    this interpreter for the Python workers and the venv's ``spark-submit`` first on ``PATH``."""
+    return {
+        **fake_aws_env(),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
 
 
+def spark_submit_args(s3_endpoint: str | None = None, master: str = MASTER) -> list[str]:
+    """``spark-submit`` options (before the application) for a local run with the fixture's jars
+    and settings, plus s3a against ``s3_endpoint`` when given."""
+    conf = dict(LOCAL_CONF)
+    if s3_endpoint:
+        conf.update({f"spark.hadoop.{k}": v for k, v in s3a_conf(s3_endpoint).items()})
+    args = ["--master", master, "--jars", ",".join(delta_spark_jars())]
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    return args
+
+
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """``local[2]`` Spark 4.2 with delta-spark 4.4 (Maven Central) for interop checks."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # fake credentials for DynamoDB Local / moto, read by the JVM's AWS SDK at start-up
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}.items():
-        os.environ.setdefault(key, value)
+def spark(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[SparkSession]:
+    """``local[2]`` pyspark 4.2.0 with delta-spark 4.4.0 and hadoop-aws 3.5.0, stopped at session end."""
+    jars = delta_spark_jars()  # before the JVM: a clear error when `make jars` was not run
     from pyspark.sql import SparkSession
 
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("airflow-delta-maintenance-tests")
-        .config("spark.jars", ",".join(jar_list("delta-spark")))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.databricks.delta.checkpoint.exceptionThrowing.enabled", "true")
-    )
-    for key, value in LOCAL_CONF.items():
+    work = tmp_path_factory.mktemp("spark")
+    (work / "local").mkdir()
+    conf = {
+        **LOCAL_CONF,
+        "spark.jars": ",".join(jars),
+        "spark.sql.warehouse.dir": str(work / "warehouse"),
+        "spark.local.dir": str(work / "local"),
+        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work / 'local'} -Djava.net.preferIPv4Stack=true",
+    }
+    builder = SparkSession.builder.master(MASTER).appName("airflow-delta-maintenance-tests")
+    for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    started = time.monotonic()
+    # The JVM keeps the environment it is launched with: loopback only, and fake AWS credentials
+    # (delta-spark's DynamoDB coordinator, AWS SDK v1, reads them from there). Only the launch
+    # sees them, so the tests' own environment does not depend on whether Spark ran first.
+    with pytest.MonkeyPatch.context() as env:
+        for key in REAL_AWS_SOURCES:
+            env.delenv(key, raising=False)
+        for key, value in {**fake_aws_env({}), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}.items():
+            env.setenv(key, value)
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    seconds = time.monotonic() - started
+    record_startup(pytestconfig, "spark", f"pyspark {session.version} {MASTER} with {len(jars)} jars from .cache/jars/delta-spark, started in {seconds:.1f}s")
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
-def configure_s3a(session: Any, endpoint: str) -> None:
-    """Point s3a at the moto server (path-style, plain HTTP, fake credentials)."""
-    conf = session.sparkContext._jsc.hadoopConfiguration()
-    conf.set("fs.s3a.endpoint", endpoint)
-    conf.set("fs.s3a.path.style.access", "true")
-    conf.set("fs.s3a.connection.ssl.enabled", "false")
-    conf.set("fs.s3a.endpoint.region", "us-east-1")
-    conf.set("fs.s3a.access.key", "testing")
-    conf.set("fs.s3a.secret.key", "testing")
-    conf.set("fs.s3a.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
+@pytest.fixture(scope="session")
+def spark_s3a(spark: SparkSession, s3_endpoint: str) -> SparkSession:
+    """The session's Spark with s3a pointed at the session's moto S3 (``s3a://<bucket>/...``)."""
+    configure_s3a(spark, s3_endpoint)
+    return spark
