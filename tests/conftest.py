@@ -11,6 +11,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 pytest_plugins = [
     "tests._infra.servers",
     "tests._infra.spark",
+    "tests._infra.unity_catalog",
 ]
 
 
