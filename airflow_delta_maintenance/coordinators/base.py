@@ -43,7 +43,9 @@ class RatifiedCommit:
 class CommitsResponse:
     """Ratified-but-unpublished commits (ascending, contiguous) and the latest ratified version.
 
-    ``latest_table_version`` is ``-1`` when nothing was ever ratified by the coordinator.
+    ``latest_table_version`` is ``-1`` when the coordinator never ratified anything for the table
+    (DynamoDB until its first coordinated commit, the local coordinator for an unknown table); the
+    catalogs (local, Unity Catalog) report ``0`` for a table holding only version 0.
     """
 
     commits: tuple[RatifiedCommit, ...]

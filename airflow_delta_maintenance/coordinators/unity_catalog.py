@@ -1,6 +1,7 @@
 """Unity Catalog commit coordination over REST: the Delta API v1 and the preview commits API.
 
-- ``api=v1`` (``/api/2.1/unity-catalog/delta/v1``, Managed Tables spec 1.0): ``loadTable`` gives
+- ``api=v1`` (``/api/2.1/unity-catalog/delta/v1``, Managed Tables spec 1.0): ``getConfig`` once
+  per client negotiates protocol 1.x (a server without v1 is a clear error); ``loadTable`` gives
   the un-backfilled ratified commits (newest first, complete) and ``latest-table-version``;
   ``updateTable`` carries ``add-commit`` or ``set-latest-backfilled-version`` under an
   ``assert-table-uuid`` requirement. Tables are created with ``createStagingTable`` → ``<0>.json``
@@ -96,6 +97,7 @@ class UnityCatalogCoordinator:
         backoff_s: float = 0.2,
         max_backoff_s: float = 5.0,
         timeout_s: float = 30.0,
+        negotiate: bool = True,
     ) -> None:
         if api not in ("v1", "preview"):
             raise ValueError(f"api must be v1 or preview, not {api!r}")
@@ -107,6 +109,7 @@ class UnityCatalogCoordinator:
         self.writer_factory = writer_factory
         self.normalize_uri = normalize_uri
         self._resolved_id: str | None = None
+        self._negotiated = api != "v1" or not negotiate
         self._staging: dict[str, _Staging] = {}
         self._http = UCTransport(self.server + API, token, describe=self.describe, max_attempts=max_attempts,
                                  backoff_s=backoff_s, max_backoff_s=max_backoff_s, timeout_s=timeout_s)
@@ -147,7 +150,22 @@ class UnityCatalogCoordinator:
             raise CoordinatorError(f"{self.describe()}: the catalog's table lives at {location}, not {uri}", retryable=False)
 
     def _v1_table(self) -> str:
+        self._negotiate()
         return f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/tables/{self.table}"
+
+    def _negotiate(self) -> None:
+        """``getConfig`` once per client (the spec's first call): fail clearly on servers without v1."""
+        if self._negotiated:
+            return
+        try:
+            body = self._http.request("GET", "/delta/v1/config", query={"catalog": self.catalog, "protocol-versions": "1.0"})
+        except TableNotFoundError:
+            raise CoordinatorError(f"{self.describe()}: the server does not serve the Delta API v1 (GET /delta/v1/config is 404); "
+                                   "use api=preview", retryable=False) from None
+        version = str(body.get("protocol-version", ""))
+        if not version.startswith("1."):
+            raise CoordinatorError(f"{self.describe()}: the server negotiated Delta API protocol {version!r}, not 1.x", retryable=False)
+        self._negotiated = True
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -201,6 +219,7 @@ class UnityCatalogCoordinator:
     def create_staging_table(self) -> str:
         """Ask the catalog for a managed location; commit version 0 there. Returns the location."""
         if self.api == "v1":
+            self._negotiate()
             body = self._http.request("POST", f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/staging-tables", {"name": self.table})
             proto = body.get("required-protocol") or {}
             props = {k: v for k, v in (body.get("required-properties") or {}).items() if v is not None}

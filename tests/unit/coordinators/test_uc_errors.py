@@ -73,7 +73,7 @@ def server(scripted_server: str) -> str:
 
 
 def client(host: str, api: str = "v1", tmp_path: Path | None = None) -> UnityCatalogCoordinator:
-    return UnityCatalogCoordinator(host, "main.s.t", api=api, tls=False, token=SECRET, table_id=TID, backoff_s=0.001,
+    return UnityCatalogCoordinator(host, "main.s.t", api=api, tls=False, token=SECRET, table_id=TID, backoff_s=0.001, negotiate=False,
                                    writer_factory=(lambda uri: StoreFileWriter(open_table_storage(uri))) if tmp_path else None)
 
 
@@ -244,3 +244,23 @@ def test_the_token_never_appears_in_descriptions_or_errors(server: str) -> None:
     with pytest.raises(CoordinatorError) as e:
         uc.latest_ratified_version("/t")
     assert SECRET not in str(e.value)
+
+
+def test_v1_negotiates_the_protocol_once(server: str) -> None:
+    uc = UnityCatalogCoordinator(server, "main.s.t", tls=False, token=SECRET, table_id=TID)
+    Scripted.script = [ok({"endpoints": [], "protocol-version": "1.0"}), load(), load()]
+    assert uc.latest_ratified_version("/t") == 3 and uc.latest_ratified_version("/t") == 3
+    assert [s["path"] for s in Scripted.seen] == ["/api/2.1/unity-catalog/delta/v1/config?catalog=main&protocol-versions=1.0",
+                                                  "/api/2.1/unity-catalog/delta/v1/catalogs/main/schemas/s/tables/t",
+                                                  "/api/2.1/unity-catalog/delta/v1/catalogs/main/schemas/s/tables/t"]
+
+
+@pytest.mark.parametrize(("reply", "needle"), [
+    (uc_err(404, "NOT_FOUND"), "does not serve the Delta API v1"),
+    (ok({"endpoints": [], "protocol-version": "2.0"}), "negotiated Delta API protocol '2.0'"),
+])
+def test_a_server_without_v1_is_a_clear_error(server: str, reply: Reply, needle: str) -> None:
+    Scripted.script = [reply]
+    with pytest.raises(CoordinatorError, match=needle) as e:
+        UnityCatalogCoordinator(server, "main.s.t", tls=False, table_id=TID).latest_ratified_version("/t")
+    assert not e.value.retryable
