@@ -16,15 +16,17 @@ from __future__ import annotations
 import io
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from .memory import uses_log_operation_memory
 from . import checkpoint_schema as cs
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .errors import InvalidTablePropertyError, LogFileExistsError, UnpublishedVersionError, UnsupportedFeatureError
@@ -41,8 +43,11 @@ __all__ = [
     "SUPPORTED_WRITER_FEATURES",
     "CheckpointResult",
     "check_writer_features",
-    "checkpoint_actions_table",
+    "CheckpointLayout",
+    "checkpoint_layout",
+    "file_action_batches",
     "non_file_rows",
+    "non_file_table",
     "checkpoint_num_rows",
     "checkpoint_codec",
     "write_checkpoint",
@@ -87,6 +92,8 @@ SUPPORTED_WRITER_FEATURES = frozenset(
 )
 _CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli", "uncompressed": "none", "none": "none"}
 _CHECKPOINT_REMOVE_FIELDS = [f for f in cs.REMOVE_FIELDS if f.name not in ("tags", "stats")]
+# Rows per Parquet row group (and per batch of typed stats being parsed): bounds the writer's memory.
+ROWS_PER_ROW_GROUP = 32_768
 
 
 @dataclass(frozen=True)
@@ -172,10 +179,6 @@ def _partition_values_parsed(pv: pa.Array, snapshot: Snapshot) -> pa.Array | Non
     return pa.StructArray.from_arrays(children, fields=list(typ))
 
 
-def _struct(table: pa.Table, fields: Sequence[pa.Field]) -> pa.StructArray:
-    return pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in fields], fields=list(fields))
-
-
 def non_file_rows(
     version: int,
     protocol: Protocol,
@@ -209,52 +212,43 @@ def non_file_rows(
     return rows
 
 
-def checkpoint_actions_table(snapshot: Snapshot, *, v2: bool, with_file_actions: bool = True) -> tuple[pa.Table, pa.Table, bool]:
-    """(non-file rows, file-action rows (adds, then tombstones), whether stats_parsed was written).
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """The checkpoint's Parquet schema for one snapshot, and how its ``add`` struct is filled."""
 
-    Both tables share one schema, so they can be concatenated or written separately (sidecars).
-    """
+    schema: pa.Schema
+    add_fields: list[pa.Field]
+    stats_parsed: bool
+    partition_values_parsed: bool
+
+
+def checkpoint_layout(snapshot: Snapshot, *, v2: bool) -> CheckpointLayout:
     props = snapshot.properties
-    adds = snapshot.files
     add_fields = [f for f in cs.ADD_FIELDS if f.name != "stats" or props.write_stats_as_json]
-    add_columns = {f.name: adds.column(f.name) for f in add_fields}
-    add_columns["dataChange"] = pa.array([False] * adds.num_rows, pa.bool_())
-    stats_parsed = None
-    pv_parsed = None
+    pv_parsed = stats_parsed = False
     if props.write_stats_as_struct:
-        stats_parsed = _stats_parsed(adds.column("stats").combine_chunks(), snapshot)
-        if snapshot.metadata.partition_columns:
-            pv_parsed = _partition_values_parsed(adds.column("partitionValues").combine_chunks(), snapshot)
-    fields = list(add_fields)
-    if pv_parsed is not None:
-        fields.append(pa.field("partitionValues_parsed", pv_parsed.type))
-        add_columns["partitionValues_parsed"] = pv_parsed
-    if stats_parsed is not None:
-        fields.append(pa.field("stats_parsed", stats_parsed.type))
-        add_columns["stats_parsed"] = stats_parsed
-    add_struct = pa.StructArray.from_arrays(
-        [add_columns[f.name].combine_chunks() if isinstance(add_columns[f.name], pa.ChunkedArray) else add_columns[f.name] for f in fields],
-        fields=fields,
-    )
-    tomb = snapshot.tombstones
-    remove_columns = {f.name: tomb.column(f.name) for f in _CHECKPOINT_REMOVE_FIELDS}
-    remove_columns["dataChange"] = pa.array([False] * tomb.num_rows, pa.bool_())
-    remove_struct = pa.StructArray.from_arrays(
-        [c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in remove_columns.values()], fields=_CHECKPOINT_REMOVE_FIELDS
-    )
-
+        pv_type = partition_values_type(snapshot.metadata.schema, snapshot.metadata.partition_columns)
+        if pv_type is not None and pv_type.num_fields:
+            add_fields.append(pa.field("partitionValues_parsed", pv_type))
+            pv_parsed = True
+        with_dv = snapshot.protocol.has_writer_feature("deletionVectors")
+        plan = stats_parse_plan(snapshot.metadata.schema, snapshot.metadata.partition_columns, with_dv)
+        add_fields.append(pa.field("stats_parsed", plan.final_type))
+        stats_parsed = True
     columns: list[tuple[str, pa.DataType]] = [
         ("txn", cs.TXN_TYPE),
-        ("add", add_struct.type),
-        ("remove", remove_struct.type),
+        ("add", pa.struct(add_fields)),
+        ("remove", pa.struct(_CHECKPOINT_REMOVE_FIELDS)),
         ("metaData", cs.METADATA_TYPE),
         ("protocol", cs.PROTOCOL_TYPE),
         ("domainMetadata", cs.DOMAIN_METADATA_TYPE),
     ]
     if v2:
         columns += [("checkpointMetadata", cs.CHECKPOINT_METADATA_TYPE), ("sidecar", cs.SIDECAR_TYPE)]
-    schema = pa.schema([pa.field(name, typ) for name, typ in columns])
+    return CheckpointLayout(pa.schema([pa.field(n, t) for n, t in columns]), add_fields, stats_parsed, pv_parsed)
 
+
+def non_file_table(snapshot: Snapshot, layout: CheckpointLayout, *, v2: bool) -> pa.Table:
     rows = non_file_rows(
         snapshot.version,
         snapshot.protocol,
@@ -265,29 +259,88 @@ def checkpoint_actions_table(snapshot: Snapshot, *, v2: bool, with_file_actions:
         snapshot.now_ms,
         checkpoint_metadata=v2,
     )
-    non_file = pa.Table.from_pylist(rows, schema=schema)
-
-    n_add, n_rem = len(add_struct), len(remove_struct)
-
-    def column(name: str, typ: pa.DataType) -> pa.Array:
-        if name == "add":
-            return pa.concat_arrays([add_struct, pa.nulls(n_rem, typ)])
-        if name == "remove":
-            return pa.concat_arrays([pa.nulls(n_add, typ), remove_struct])
-        return pa.nulls(n_add + n_rem, typ)
-
-    # Replay order, not sorted by path: the protocol does not ask for an order, and sorting
-    # would copy every column of the biggest table once more.
-    file_rows = pa.Table.from_arrays([column(n, t) for n, t in columns], schema=schema)
-    if not with_file_actions:
-        file_rows = file_rows.slice(0, 0)
-    return non_file, file_rows, stats_parsed is not None
+    return pa.Table.from_pylist(rows, schema=layout.schema)
 
 
-def _parquet_bytes(table: pa.Table, codec: str) -> bytes:
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression=codec)
-    return buf.getvalue()
+def _column(table: pa.Table, name: str) -> pa.Array:
+    col = table.column(name)
+    return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+
+
+def _add_struct(adds: pa.Table, snapshot: Snapshot, layout: CheckpointLayout) -> pa.StructArray:
+    n = adds.num_rows
+    children = []
+    for f in layout.add_fields:
+        if f.name == "dataChange":
+            children.append(pa.array(np.zeros(n, dtype=bool)))
+        elif f.name == "stats_parsed":
+            parsed = _stats_parsed(_column(adds, "stats"), snapshot)
+            children.append(parsed if parsed is not None and parsed.type == f.type else pa.nulls(n, f.type))
+        elif f.name == "partitionValues_parsed":
+            parsed = _partition_values_parsed(_column(adds, "partitionValues"), snapshot)
+            children.append(parsed if parsed is not None and parsed.type == f.type else pa.nulls(n, f.type))
+        else:
+            children.append(_column(adds, f.name))
+    return pa.StructArray.from_arrays(children, fields=layout.add_fields)
+
+
+def _remove_struct(removes: pa.Table) -> pa.StructArray:
+    children = [
+        pa.array(np.zeros(removes.num_rows, dtype=bool)) if f.name == "dataChange" else _column(removes, f.name)
+        for f in _CHECKPOINT_REMOVE_FIELDS
+    ]
+    return pa.StructArray.from_arrays(children, fields=_CHECKPOINT_REMOVE_FIELDS)
+
+
+def file_action_batches(
+    snapshot: Snapshot, layout: CheckpointLayout, columns: Sequence[str], rows_per_batch: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Adds (replay order), then unexpired tombstones, as batches with ``columns`` of the layout.
+
+    The protocol asks for no order; keeping replay order avoids a sort that would copy every
+    column. Batches are built one at a time, so typed stats never exist for the whole table at once.
+    """
+    schema = pa.schema([layout.schema.field(c) for c in columns])
+    rows_per_batch = rows_per_batch or ROWS_PER_ROW_GROUP
+    for table, kind in ((snapshot.files, "add"), (snapshot.tombstones, "remove")):
+        for start in range(0, table.num_rows, rows_per_batch):
+            part = table.slice(start, rows_per_batch)
+            struct = _add_struct(part, snapshot, layout) if kind == "add" else _remove_struct(part)
+            yield pa.RecordBatch.from_arrays(
+                [struct if c == kind else pa.nulls(part.num_rows, schema.field(c).type) for c in columns], schema=schema
+            )
+
+
+def _write_parquet(
+    store: LogStore, name: str, schema: pa.Schema, codec: str, head: pa.Table | None, batches: Iterable[pa.RecordBatch]
+) -> int:
+    """Stream row groups into ``name`` created if absent (atomic); returns its size in bytes."""
+
+    def write(sink: Any) -> None:
+        with pq.ParquetWriter(sink, schema, compression=codec) as writer:
+            if head is not None and head.num_rows:
+                writer.write_table(head)
+            for batch in batches:
+                writer.write_batch(batch)
+
+    return store.put_if_absent_stream(name, write)
+
+
+def _take_rows(pending: list[pa.RecordBatch], batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """Up to ``limit`` rows from ``pending`` then ``batches``; the rest of a split batch stays pending."""
+    taken = 0
+    while taken < limit:
+        if not pending:
+            nxt = next(batches, None)
+            if nxt is None:
+                return
+            pending.append(nxt)
+        batch = pending.pop()
+        if taken + batch.num_rows > limit:
+            pending.append(batch.slice(limit - taken))
+            batch = batch.slice(0, limit - taken)
+        taken += batch.num_rows
+        yield batch
 
 
 # ---- writing ---------------------------------------------------------------------------------------
@@ -317,6 +370,7 @@ def update_last_checkpoint(store: LogStore, hint: LastCheckpointHint) -> bool:
     return True
 
 
+@uses_log_operation_memory
 def write_checkpoint(
     store: LogStore,
     snapshot: Snapshot,
@@ -359,41 +413,43 @@ def write_checkpoint(
                                 seconds=round(time.monotonic() - started, 6))
 
     codec = checkpoint_codec(props)
-    non_file, file_rows, has_stats_parsed = checkpoint_actions_table(snapshot, v2=v2)
+    layout = checkpoint_layout(snapshot, v2=v2)
+    non_file = non_file_table(snapshot, layout, v2=v2)
     num_adds = snapshot.num_files
+    n = snapshot.num_files + snapshot.tombstones.num_rows
     written: list[str] = []
     total_bytes = 0
     if uuid_named:
         sidecar_rows = []
-        n = file_rows.num_rows
         parts = max(1, -(-n // sidecar_max_actions)) if n else 0
-        file_only = file_rows.select(["add", "remove"])
+        side_schema = pa.schema([layout.schema.field("add"), layout.schema.field("remove")])
+        batches = file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions))
+        pending: list[pa.RecordBatch] = []
         for i in range(parts):
-            chunk = file_only.slice(i * sidecar_max_actions, sidecar_max_actions)
             name = f"{v:020d}.checkpoint.{i + 1:010d}.{parts:010d}.{uuid.uuid4()}.parquet"
-            data = _parquet_bytes(chunk, codec)
-            store.put_if_absent(f"{SIDECAR_DIR}/{name}", data)
+            size = _write_parquet(store, f"{SIDECAR_DIR}/{name}", side_schema, codec, None, _take_rows(pending, batches, sidecar_max_actions))
             written.append(f"{SIDECAR_DIR}/{name}")
-            total_bytes += len(data)
+            total_bytes += size
             stat = store.stat(f"{SIDECAR_DIR}/{name}")
-            sidecar_rows.append({"sidecar": {"path": name, "sizeInBytes": len(data), "modificationTime": stat.modification_time if stat else 0, "tags": None}})
+            sidecar_rows.append({"sidecar": {"path": name, "sizeInBytes": size, "modificationTime": stat.modification_time if stat else 0, "tags": None}})
         top = pa.concat_tables([non_file, pa.Table.from_pylist(sidecar_rows, schema=non_file.schema)])
         top_name = uuid_checkpoint_name(v, str(uuid.uuid4()), "parquet")
         num_actions = non_file.num_rows + n
+        top_batches: Iterable[pa.RecordBatch] = ()
     else:
-        top = pa.concat_tables([non_file, file_rows])
+        top = non_file
         top_name = classic_checkpoint_name(v)
-        num_actions = top.num_rows
-    data = _parquet_bytes(top, codec)
+        num_actions = non_file.num_rows + n
+        top_batches = file_action_batches(snapshot, layout, layout.schema.names)
     try:
-        store.put_if_absent(top_name, data)
+        size = _write_parquet(store, top_name, layout.schema, codec, top, top_batches)
     except LogFileExistsError:
         # Another writer made the same checkpoint (classic names are deterministic): content is equivalent.
         for name in written:
             store.delete(name)
         return CheckpointResult(store.uri, v, kind, [top_name], existed=True, seconds=round(time.monotonic() - started, 6))
     written.append(top_name)
-    total_bytes += len(data)
+    total_bytes += size
     hint = LastCheckpointHint(version=v, size=num_actions, size_in_bytes=total_bytes, num_of_add_files=num_adds)
     updated = update_last_checkpoint(store, hint)
     return CheckpointResult(
@@ -404,7 +460,7 @@ def write_checkpoint(
         num_actions=num_actions,
         num_add_files=num_adds,
         size_in_bytes=total_bytes,
-        stats_parsed=has_stats_parsed,
+        stats_parsed=layout.stats_parsed,
         last_checkpoint_updated=updated,
         seconds=round(time.monotonic() - started, 6),
     )

@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from .memory import uses_log_operation_memory
 from .errors import DeltaLogError
 from .features import is_catalog_managed
 from .last_checkpoint import parse_last_checkpoint
@@ -163,6 +164,7 @@ def _referenced_sidecars(store: LogStore, checkpoints: Sequence[ParsedLogPath]) 
     return names
 
 
+@uses_log_operation_memory
 def plan_log_cleanup(
     store: LogStore,
     snapshot: Snapshot,

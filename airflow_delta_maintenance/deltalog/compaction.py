@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .memory import uses_log_operation_memory
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
 from .listing import LogSegmentFiles, list_log_files
@@ -111,6 +112,7 @@ def _by_key(table: pa.Table) -> pa.Array:
     return pc.sort_indices(keys, [("path", "ascending"), ("dv", "ascending")])
 
 
+@uses_log_operation_memory
 def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> bytes:
     """The NDJSON content of the compaction of published commits ``[start, end]``.
 
@@ -133,7 +135,7 @@ def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end:
         published_version=end,
         files=files,
     )
-    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True)
+    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True, keep_lines=True)
     head = compaction_head(result.protocol, result.metadata, result.txns.values(), result.domains.values())
     assert result.deltas is not None
     by_path = [_by_key(t) for t in (result.adds, result.removes)]

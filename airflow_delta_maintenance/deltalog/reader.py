@@ -68,9 +68,10 @@ class ParsedActions:
     others: list[tuple[int, int, int, dict[str, Any]]] = field(default_factory=list)
     # NDJSON only: every line as written (with its newline), indexed by ``_order - base_order``;
     # lines that are not canonical file actions are blank here (their bytes are in ``odd_lines``).
-    lines: pa.LargeBinaryArray | None = None
+    lines: pa.LargeBinaryArray | pa.ChunkedArray | None = None
     odd_lines: dict[int, bytes] = field(default_factory=dict)
     source_first_line: list[int] = field(default_factory=list)  # global index of each source's first line
+    num_lines: int = 0  # NDJSON only: lines read, blank ones included (the next file's first order)
 
     def original_lines(self, orders: pa.Array, base_order: int = 0) -> bytes:
         """The original NDJSON bytes of the actions with these ``_order`` values, in that order."""
@@ -80,6 +81,8 @@ class ParsedActions:
             orders = orders.combine_chunks()
         index = pc.subtract(orders, pa.scalar(base_order, pa.int64()))
         taken = self.lines.take(index)
+        if isinstance(taken, pa.ChunkedArray):
+            taken = taken.combine_chunks()
         out = taken.buffers()[2]
         offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64)[taken.offset : taken.offset + len(taken) + 1]
         data = out.to_pybytes()[offsets[0] : offsets[-1]] if out is not None else b""
@@ -142,16 +145,30 @@ def conform_array(arr: pa.Array | pa.ChunkedArray, target: pa.DataType, *, drop_
     return arr.cast(target)
 
 
-def _file_action_table(struct: pa.Array, fields: Sequence[pa.Field], order: pa.Array) -> pa.Table:
-    """Valid rows of an ``add``/``remove`` struct column as a flat table with ``_order``."""
-    if isinstance(struct, pa.ChunkedArray):
-        struct = struct.combine_chunks()
-    mask = struct.is_valid()
-    struct, order = struct.filter(mask), order.filter(mask)
-    conformed = conform_array(struct, pa.struct(list(fields)))
-    columns = [conformed.field(i) for i in range(len(fields))]
-    # conform_array re-applies the parent mask; children of valid rows are what we want
-    return pa.Table.from_arrays([*columns, order], schema=pa.schema([*fields, pa.field(ORDER, pa.int64())]))
+def _file_action_table(struct: pa.Array | pa.ChunkedArray, fields: Sequence[pa.Field], order: np.ndarray) -> pa.Table:
+    """Valid rows of an ``add``/``remove`` struct column as a flat table with ``_order``.
+
+    Chunk by chunk: combining the JSON reader's blocks first would copy every string once more.
+    """
+    chunks = struct.chunks if isinstance(struct, pa.ChunkedArray) else [struct]
+    target = pa.struct(list(fields))
+    schema = pa.schema([*fields, pa.field(ORDER, pa.int64())])
+    batches = []
+    offset = 0
+    for chunk in chunks:
+        n = len(chunk)
+        chunk_order = order[offset : offset + n]
+        offset += n
+        if chunk.null_count:  # only lines like {"add": null}: rare, so the copy is rare too
+            valid = chunk.is_valid()
+            chunk = chunk.filter(valid)
+            chunk_order = chunk_order[np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool)]
+        if len(chunk) == 0:
+            continue
+        conformed = conform_array(chunk, target)
+        columns = [conformed.field(i) for i in range(len(fields))]
+        batches.append(pa.RecordBatch.from_arrays([*columns, pa.array(chunk_order, pa.int64())], schema=schema))
+    return pa.Table.from_batches(batches, schema=schema)
 
 
 # ---- NDJSON --------------------------------------------------------------------------------------
@@ -185,8 +202,7 @@ def _python_file_actions(rows: list[tuple[int, dict[str, Any]]], key: str, field
             rec["deletionVector"] = {f.name: rec["deletionVector"].get(f.name) for f in DV_TYPE}
         records.append(rec)
     struct = pa.array(records, type=pa.struct(list(fields)))
-    order = pa.array([o for o, _ in rows], pa.int64())
-    return _file_action_table(struct, fields, order)
+    return _file_action_table(struct, fields, np.array([o for o, _ in rows], dtype=np.int64))
 
 
 def _starts_with(buf: np.ndarray, starts: np.ndarray, prefix: bytes) -> np.ndarray:
@@ -218,17 +234,36 @@ def _only_strings(struct_type: pa.DataType, allowed: Sequence[str] | None) -> bo
     return True
 
 
-def _faithful(table: pa.Table, partition_columns: Sequence[str]) -> bool:
+def _faithful(struct_type: pa.DataType, partition_columns: Sequence[str]) -> bool:
     """True unless inference changed a map's values (non-string types) or a file's partition
     keys differ from the table's; then the slower exact path is used."""
-    for kind in ("add", "remove"):
-        t = table.schema.field(kind).type
-        names = [f.name for f in t]
-        if "partitionValues" in names and not _only_strings(t.field("partitionValues").type, partition_columns):
-            return False
-        if "tags" in names and not _only_strings(t.field("tags").type, None):
-            return False
-    return True
+    names = [f.name for f in struct_type]
+    if "partitionValues" in names and not _only_strings(struct_type.field("partitionValues").type, partition_columns):
+        return False
+    return not ("tags" in names and not _only_strings(struct_type.field("tags").type, None))
+
+
+def _read_json_lines(data: np.ndarray, schema: pa.Schema, keys_only: bool) -> pa.Table | None:
+    """One JSON read of newline-separated objects; None when pyarrow cannot (types clash)."""
+    size = len(data)
+    buffer = pa.py_buffer(data)
+    # Blocks let pyarrow parse in parallel; a single block is the retry for cross-block type trouble.
+    for block_size in (max(1 << 20, size // 8 + 1), size + 1):
+        try:
+            return pj.read_json(
+                pa.BufferReader(buffer),
+                read_options=pj.ReadOptions(block_size=block_size),
+                parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore" if keys_only else "infer"),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            continue
+    return None
+
+
+def _line_bytes(data: np.ndarray, lengths: np.ndarray) -> list[bytes]:
+    """Split ``data`` (lines with their newline, of these lengths) into the lines without newline."""
+    ends = np.cumsum(lengths)
+    return [data[e - n : e - 1].tobytes() for e, n in zip(ends.tolist(), lengths.tolist())]
 
 
 def parse_ndjson(
@@ -237,13 +272,16 @@ def parse_ndjson(
     *,
     keys_only: bool = False,
     partition_columns: Sequence[str] = (),
+    keep_lines: bool = True,
 ) -> ParsedActions:
     """Parse NDJSON log files given in replay order as ``(display name, bytes)``.
 
     ``_order`` of an action is ``base_order`` plus the global index of its line. All files are
     copied once into one buffer; lines are found with numpy; lines that are not canonical file
     actions are blanked (the JSON reader skips blank lines) after being copied out for
-    ``json.loads``, so pyarrow parses every add/remove in one call without any per-line work.
+    ``json.loads``; ``remove`` lines are gathered into their own buffer. So pyarrow parses all
+    adds in one call and all removes in another, every row valid: no per-line work and no filter.
+    ``keep_lines`` keeps the original bytes of every line (for ``original_lines``).
     """
     total = sum(len(d) + 1 for _, d in sources)
     buf = np.empty(total + 16, dtype=np.uint8)
@@ -258,14 +296,15 @@ def parse_ndjson(
             buf[pos] = 10
             pos += 1
         file_ends.append(pos)
-    newlines = np.flatnonzero(buf[:pos] == 10)
+    text = buf[:pos]
+    newlines = np.flatnonzero(text == 10)
     starts = np.concatenate([[0], newlines[:-1] + 1]).astype(np.int64) if len(newlines) else np.zeros(0, np.int64)
     ends = newlines.astype(np.int64)
     source_index = np.searchsorted(np.asarray(file_ends), starts, side="right")
     first_line = np.searchsorted(starts, np.concatenate([[0], np.asarray(file_ends[:-1])]))
-    is_file_action = _starts_with(buf, starts, b'{"add":') | _starts_with(buf, starts, b'{"remove":')
-    other_idx = np.flatnonzero(~is_file_action & (ends > starts))
-    fa_idx = np.flatnonzero(is_file_action)
+    is_add = _starts_with(buf, starts, b'{"add":')
+    is_remove = _starts_with(buf, starts, b'{"remove":')
+    other_idx = np.flatnonzero(~(is_add | is_remove) & (ends > starts))
 
     others: list[tuple[int, int, int, dict[str, Any]]] = []
     odd_adds: list[tuple[int, dict[str, Any]]] = []
@@ -298,59 +337,67 @@ def parse_ndjson(
                 partition_sets.add(tuple(sorted((action["metaData"] or {}).get("partitionColumns") or ())))
         buf[starts[i] : ends[i]] = 32  # blank it for the JSON reader
 
-    adds = [empty_file_actions(ADD_FIELDS)]
-    removes = [empty_file_actions(REMOVE_FIELDS)]
+    lines = None
+    if keep_lines:
+        # Each line with its newline: offsets are the line starts plus the end of the last line.
+        offsets = np.concatenate([starts, [ends[-1] + 1]]) if len(starts) else np.zeros(1, np.int64)
+        lines = pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(starts), [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(text)])
+
     # One partitioning for every file: declare its columns. Partitioning changed inside these files
     # (an overwrite with new partition columns): only the exact path keeps each file's own keys.
     seen_partitions = sorted({c for cols in partition_sets for c in cols})
     repartitioned = len(partition_sets) > 1
-    if len(fa_idx):
-        data = pa.py_buffer(buf[:pos])
-        order = pa.array(fa_idx + base_order, pa.int64())
-        table = None
-        # Blocks let pyarrow parse in parallel; a single block is the retry for cross-block type trouble.
-        for block_size in (max(1 << 20, pos // 8 + 1), pos + 1):
-            try:
-                table = pj.read_json(
-                    pa.BufferReader(data),
-                    read_options=pj.ReadOptions(block_size=block_size),
-                    parse_options=pj.ParseOptions(
-                        explicit_schema=_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions),
-                        unexpected_field_behavior="ignore" if keys_only else "infer",
-                    ),
-                )
-                break
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                continue
-        if table is not None and not keys_only and (repartitioned or not _faithful(table, seen_partitions)):
-            table = None  # exact path below
-        elif table is None or table.num_rows != len(fa_idx):
+    lengths = ends - starts + 1  # every line with its newline; together they cover `text`
+    add_idx, remove_idx = np.flatnonzero(is_add), np.flatnonzero(is_remove)
+    kinds: list[tuple[str, np.ndarray, np.ndarray, list[pa.Field]]] = []
+    if len(remove_idx):
+        remove_mask = np.repeat(is_remove, lengths)
+        kinds.append(("remove", remove_idx, text[remove_mask], REMOVE_FIELDS))
+        if len(add_idx) and keep_lines:
+            # `text` backs `lines`, so removes stay in it: they come out as null adds, dropped below
+            kinds.insert(0, ("add", np.flatnonzero(is_add | is_remove), text, ADD_FIELDS))
+        elif len(add_idx):
+            np.putmask(text, remove_mask, 32)
+            text[ends[remove_idx]] = 10
+            kinds.insert(0, ("add", add_idx, text, ADD_FIELDS))
+        del remove_mask
+    elif len(add_idx):
+        kinds.append(("add", add_idx, text, ADD_FIELDS))
+
+    adds = [empty_file_actions(ADD_FIELDS)]
+    removes = [empty_file_actions(REMOVE_FIELDS)]
+    parsed: dict[str, pa.Table] = {}
+    exact = False
+    for kind, idx, data, _ in kinds:
+        schema = pa.schema([(_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions)).field(kind)])
+        table = _read_json_lines(data, schema, keys_only)
+        if table is None or table.num_rows != len(idx):
             bad = _locate_bad_line(sources)
             if bad.line is not None:
                 raise bad
-            table = None
-        if table is None:
-            # Types clash (e.g. a string size) or inference would alter values: convert through Python.
-            rows = [(int(i) + base_order, json.loads(buf[starts[i] : ends[i]].tobytes())) for i in fa_idx]
-            try:
-                adds.append(_python_file_actions([r for r in rows if "add" in r[1]], "add", ADD_FIELDS))
-                removes.append(_python_file_actions([r for r in rows if "remove" in r[1]], "remove", REMOVE_FIELDS))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
-                raise CorruptLogError(f"file action of the wrong type in {', '.join(n for n, _ in sources)}: {exc}") from None
+            exact = True
+        elif not keys_only and (repartitioned or not _faithful(table.schema.field(kind).type, seen_partitions)):
+            exact = True  # inference would alter values
         else:
-            adds.append(_file_action_table(table.column("add"), ADD_FIELDS, order))
-            removes.append(_file_action_table(table.column("remove"), REMOVE_FIELDS, order))
+            parsed[kind] = table
+    if exact:
+        # Types clash (e.g. a string size) or inference would alter values: convert through Python.
+        try:
+            for kind, idx, data, fields in kinds:
+                kind_lines = _line_bytes(data, lengths[idx]) if kind == "remove" else [buf[starts[i] : ends[i]].tobytes() for i in idx]
+                rows = [(int(i) + base_order, a) for i, raw in zip(idx, kind_lines) if kind in (a := json.loads(raw))]
+                (adds if kind == "add" else removes).append(_python_file_actions(rows, kind, fields))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            raise CorruptLogError(f"file action of the wrong type in {', '.join(n for n, _ in sources)}: {exc}") from None
+    else:
+        for kind, idx, _, fields in kinds:
+            (adds if kind == "add" else removes).append(_file_action_table(parsed[kind].column(kind), fields, idx + base_order))
     if odd_adds:
         adds.append(_python_file_actions(odd_adds, "add", ADD_FIELDS))
     if odd_removes:
         removes.append(_python_file_actions(odd_removes, "remove", REMOVE_FIELDS))
-    # Each line with its newline: offsets are the line starts plus the end of the last line.
-    offsets = np.concatenate([starts, [ends[-1] + 1]]) if len(starts) else np.zeros(1, np.int64)
-    lines = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(starts), [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(buf[:pos])]
-    )
     return ParsedActions(
-        pa.concat_tables(adds), pa.concat_tables(removes), others, lines, odd_lines, [int(x) for x in first_line]
+        pa.concat_tables(adds), pa.concat_tables(removes), others, lines, odd_lines, [int(x) for x in first_line], len(starts)
     )
 
 
@@ -368,7 +415,7 @@ def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[P
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptLogError(f"{name}: not a readable Parquet checkpoint ({exc})", path=name) from None
     n = table.num_rows
-    order = pa.array(np.arange(base_order, base_order + n, dtype=np.int64))
+    order = np.arange(base_order, base_order + n, dtype=np.int64)
     adds = _file_action_table(table.column("add"), ADD_FIELDS, order) if "add" in present else empty_file_actions(ADD_FIELDS)
     removes = (
         _file_action_table(table.column("remove"), REMOVE_FIELDS, order) if "remove" in present else empty_file_actions(REMOVE_FIELDS)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,7 @@ import pyarrow.compute as pc
 
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
-from .log_segment import CatalogCommit, LogSegment
+from .log_segment import CatalogCommit, JsonSource, LogSegment
 from .paths import SIDECAR_DIR, LogFileType, ParsedLogPath
 from .reader import ORDER, ParsedActions, parse_ndjson, read_parquet_actions
 from .storage import LogStore
@@ -55,8 +56,36 @@ def canonical_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedA
     return pc.replace_substring_regex(paths, pattern="^file:(?://)?/", replacement="/")
 
 
-def _key_table(t: pa.Table) -> pa.Table:
-    return pa.table({"path": canonical_paths(t.column("path")), "dv": pc.fill_null(t.column(DV_ID), ""), ORDER: t.column(ORDER)})
+def _codes(values: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """Dense integer code per value (equal values, equal codes) and the number of distinct values."""
+    encoded = pc.dictionary_encode(values)
+    if encoded.num_chunks == 0:
+        return np.zeros(0, np.int64), 0
+    # one hash table across chunks: every chunk's indices refer to the final, shared dictionary
+    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in encoded.chunks]).astype(np.int64)
+    return codes, len(encoded.chunks[-1].dictionary)
+
+
+def _winners(tables: Sequence[pa.Table]) -> np.ndarray | None:
+    """``won[order]`` is True for the newest action per ``(path, dv unique id)``; None if every
+    action is the only one for its file. Hashes the keys once (no group-by table is built)."""
+    paths = pa.chunked_array([c for t in tables for c in canonical_paths(t.column("path")).chunks], pa.string())
+    if len(paths) == 0:
+        return None
+    key, distinct = _codes(paths)
+    dvs = pa.chunked_array([c for t in tables for c in t.column(DV_ID).chunks], pa.string())
+    if dvs.null_count != len(dvs):  # deletion vectors: the key is (path, dv)
+        dv_codes, dv_distinct = _codes(pc.fill_null(dvs, ""))
+        key, inverse = np.unique(key * dv_distinct + dv_codes, return_inverse=True)
+        distinct, key = len(key), inverse.ravel()
+    if distinct == len(paths):
+        return None
+    orders = np.concatenate([t.column(ORDER).to_numpy() for t in tables])
+    newest = np.full(distinct, -1, dtype=np.int64)
+    np.maximum.at(newest, key, orders)
+    won = np.zeros(int(orders.max()) + 1, dtype=bool)
+    won[newest] = True
+    return won
 
 
 class UnreconciledCompactionError(DeltaLogError):
@@ -64,7 +93,7 @@ class UnreconciledCompactionError(DeltaLogError):
     its lines cannot say which one is newer; readers must use the commits instead."""
 
 
-def _check_compactions(segment: LogSegment, deltas: ParsedActions, base: int, sources: list[tuple[str, bytes]]) -> None:
+def _check_compactions(segment: LogSegment, deltas: ParsedActions, base: int, names: list[str]) -> None:
     bounds = [*deltas.source_first_line, None]
     for i, d in enumerate(segment.deltas):
         if isinstance(d, CatalogCommit) or d.end_version == d.version:
@@ -79,7 +108,7 @@ def _check_compactions(segment: LogSegment, deltas: ParsedActions, base: int, so
         both = pa.concat_tables(keys)
         both = both.set_column(1, "dv", pc.fill_null(both.column("dv"), "")).set_column(0, "path", canonical_paths(both.column("path")))
         if both.group_by(["path", "dv"]).aggregate([]).num_rows != both.num_rows:
-            raise UnreconciledCompactionError(f"{sources[i][0]} repeats a logical file; it is not a reconciled compaction", path=d.name)
+            raise UnreconciledCompactionError(f"{names[i]} repeats a logical file; it is not a reconciled compaction", path=d.name)
 
 
 def reconcile_file_actions(
@@ -87,14 +116,29 @@ def reconcile_file_actions(
 ) -> tuple[pa.Table, pa.Table]:
     """Keep the newest action per ``(path, dv unique id)``; adds that lost are dropped, and so are
     removes that lost or expired (``deletionTimestamp`` ≤ cutoff; a missing timestamp counts as 0)."""
-    adds = adds.append_column(DV_ID, file_action_keys(adds))
-    removes = removes.append_column(DV_ID, file_action_keys(removes))
-    keys = pa.concat_tables([_key_table(adds), _key_table(removes)])
-    if keys.num_rows:
-        winners = keys.group_by(["path", "dv"], use_threads=False).aggregate([(ORDER, "max")]).column(f"{ORDER}_max")
-        if len(winners) != keys.num_rows:  # some file was touched more than once
-            adds = adds.filter(pc.is_in(adds.column(ORDER), value_set=winners))
-            removes = removes.filter(pc.is_in(removes.column(ORDER), value_set=winners))
+    return _reconcile([adds.to_batches(), removes.to_batches()], [adds.schema, removes.schema], tombstone_cutoff_ms)
+
+
+def _reconcile(
+    batches: list[list[pa.RecordBatch]], schemas: list[pa.Schema], tombstone_cutoff_ms: int | None
+) -> tuple[pa.Table, pa.Table]:
+    """``reconcile_file_actions`` over batches it consumes: each input batch is released as soon as
+    its winners are copied, so the log's file actions never exist twice in memory."""
+    for i, kind in enumerate(batches):
+        batches[i] = [b.append_column(DV_ID, file_action_keys(b)) for b in kind]
+        schemas[i] = schemas[i].append(pa.field(DV_ID, pa.string()))
+    won = _winners([pa.Table.from_batches(kind, schema) for kind, schema in zip(batches, schemas)])
+    out = []
+    for kind, schema in zip(batches, schemas):
+        kept = []
+        kind.reverse()
+        while kind:
+            b = kind.pop()
+            if won is not None:
+                b = b.filter(won[b.column(ORDER).to_numpy()])
+            kept.append(b)
+        out.append(pa.Table.from_batches(kept, schema))
+    adds, removes = out
     if tombstone_cutoff_ms is not None and removes.num_rows:
         ts = pc.fill_null(removes.column("deletionTimestamp"), 0)
         removes = removes.filter(pc.greater(ts, tombstone_cutoff_ms))
@@ -140,9 +184,26 @@ def _read_checkpoint(store: LogStore, files: tuple[ParsedLogPath, ...]) -> tuple
     return parts, order
 
 
-def _read_deltas(store: LogStore, segment: LogSegment) -> list[tuple[str, bytes]]:
-    published = [d.name for d in segment.deltas if isinstance(d, ParsedLogPath)]
-    staged = [d.file_name for d in segment.deltas if isinstance(d, CatalogCommit) and d.inline_content is None]
+# JSON sources are parsed in batches of about this many bytes: parsing memory stays bounded by the
+# batch, not the log, and no file's bytes outlive its batch.
+DELTA_BATCH_BYTES = 16 << 20
+
+
+def _delta_batches(segment: LogSegment, batch_bytes: int) -> list[list[JsonSource]]:
+    batches: list[list[JsonSource]] = [[]]
+    size = 0
+    for d in segment.deltas:
+        if batches[-1] and size + d.size > batch_bytes:
+            batches.append([])
+            size = 0
+        batches[-1].append(d)
+        size += d.size
+    return batches
+
+
+def _read_deltas(store: LogStore, deltas: list[JsonSource]) -> list[tuple[str, bytes]]:
+    published = [d.name for d in deltas if isinstance(d, ParsedLogPath)]
+    staged = [d.file_name for d in deltas if isinstance(d, CatalogCommit) and d.inline_content is None]
     try:
         contents = store.read_many(published + staged)
     except FileNotFoundError as exc:
@@ -151,13 +212,54 @@ def _read_deltas(store: LogStore, segment: LogSegment) -> list[tuple[str, bytes]
             f"{store.display(missing)} disappeared while reading the log", version=-1, path=missing
         ) from None
     out = []
-    for d in segment.deltas:
+    for d in deltas:
         if isinstance(d, CatalogCommit):
-            data = d.inline_content if d.inline_content is not None else contents[d.file_name]
+            data = d.inline_content if d.inline_content is not None else contents.pop(d.file_name)
             out.append((store.display(d.source_name) if d.file_name else d.source_name, data))
         else:
-            out.append((store.display(d.name), contents[d.name]))
+            out.append((store.display(d.name), contents.pop(d.name)))
     return out
+
+
+def _parse_deltas(
+    store: LogStore,
+    segment: LogSegment,
+    base: int,
+    partition_columns: list[str],
+    *,
+    keys_only: bool,
+    keep_lines: bool,
+    batch_bytes: int,
+) -> tuple[ParsedActions, list[str]]:
+    """Parse the JSON deltas batch by batch into one ``ParsedActions`` (orders continue across
+    batches); returns it with the display name of every source."""
+    names: list[str] = []
+    adds, removes, lines = [], [], []
+    merged = ParsedActions(pa.table({}), pa.table({}))
+    offset = 0
+    # Original lines are taken by random index later: one batch keeps them in one buffer.
+    for batch in _delta_batches(segment, sys.maxsize if keep_lines else batch_bytes):
+        sources = _read_deltas(store, batch)
+        part = parse_ndjson(sources, base_order=base + offset, keys_only=keys_only, partition_columns=partition_columns, keep_lines=keep_lines)
+        first_source = len(names)
+        names.extend(name for name, _ in sources)
+        del sources
+        adds.append(part.adds)
+        removes.append(part.removes)
+        if part.lines is not None:
+            lines.append(part.lines)
+        merged.others.extend((o, s + first_source, line, a) for o, s, line, a in part.others)
+        merged.odd_lines.update({i + offset: raw for i, raw in part.odd_lines.items()})
+        merged.source_first_line.extend(i + offset for i in part.source_first_line)
+        for _, _, _, action in part.others:
+            if action.get("metaData") is not None:  # later batches declare the current partitioning
+                partition_columns = sorted((action["metaData"] or {}).get("partitionColumns") or ())
+        offset += part.num_lines
+    merged.adds = pa.concat_tables(adds)
+    merged.removes = pa.concat_tables(removes)
+    merged.lines = (lines[0] if len(lines) == 1 else pa.chunked_array(lines, pa.large_binary())) if keep_lines else None
+    merged.num_lines = offset
+    return merged, names
 
 
 def replay_actions(
@@ -167,22 +269,25 @@ def replay_actions(
     tombstone_cutoff_ms: int | None = None,
     include_checkpoint: bool = True,
     keys_only: bool = False,
+    keep_lines: bool = False,
 ) -> ReplayResult:
     """Reconcile the checkpoint (with its sidecars) and the deltas of ``segment``.
 
     ``keys_only`` parses only the fields reconciliation needs from JSON file actions (the other
     columns are null); for callers that only need which actions won, like compaction.
+    ``keep_lines`` keeps the original bytes of the JSON lines in ``ReplayResult.deltas``.
     """
     parts: list[ParsedActions] = []
     base = 0
     if include_checkpoint and segment.checkpoint is not None:
         parts, base = _read_checkpoint(store, segment.checkpoint.files)
-    sources = _read_deltas(store, segment)
     partition_columns = {
         c for part in parts for _, _, _, a in part.others if a.get("metaData") for c in (a["metaData"].get("partitionColumns") or ())
     }
-    deltas = parse_ndjson(sources, base_order=base, keys_only=keys_only, partition_columns=sorted(partition_columns))
-    _check_compactions(segment, deltas, base, sources)
+    deltas, names = _parse_deltas(
+        store, segment, base, sorted(partition_columns), keys_only=keys_only, keep_lines=keep_lines, batch_bytes=DELTA_BATCH_BYTES
+    )
+    _check_compactions(segment, deltas, base, names)
     parts.append(deltas)
 
     source_versions = [d.version for d in segment.deltas]
@@ -216,11 +321,15 @@ def replay_actions(
                 elif (cm := action.get("checkpointMetadata")) is not None and not from_deltas:
                     checkpoint_metadata = cm
             except (KeyError, TypeError, ValueError) as exc:
-                name = sources[s][0] if from_deltas else (segment.checkpoint.files[0].name if segment.checkpoint else "?")
+                name = names[s] if from_deltas else (segment.checkpoint.files[0].name if segment.checkpoint else "?")
                 raise CorruptLogError(f"{name}: line {line}: malformed action {exc!s}", path=name, line=line or None) from None
-    adds = pa.concat_tables([p.adds for p in parts])
-    removes = pa.concat_tables([p.removes for p in parts])
-    adds, removes = reconcile_file_actions(adds, removes, tombstone_cutoff_ms)
+    batches = [[b for p in parts for b in p.adds.to_batches()], [b for p in parts for b in p.removes.to_batches()]]
+    schemas = [deltas.adds.schema, deltas.removes.schema]
+    for p in parts:  # only `batches` holds the file actions now: _reconcile releases them as it goes
+        p.adds = p.adds.schema.empty_table()  # (a zero-length slice would keep the buffers alive)
+        p.removes = p.removes.schema.empty_table()
+    del parts
+    adds, removes = _reconcile(batches, schemas, tombstone_cutoff_ms)
     return ReplayResult(
         protocol=protocol,
         metadata=metadata,
@@ -231,7 +340,7 @@ def replay_actions(
         commit_infos=commit_infos,
         sidecars=sidecars,
         checkpoint_metadata=checkpoint_metadata,
-        deltas=deltas,
+        deltas=deltas if keep_lines else None,
         delta_base_order=base,
     )
 

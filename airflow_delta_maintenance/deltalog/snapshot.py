@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .memory import uses_log_operation_memory
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .errors import ProtocolViolationError
 from .features import check_read_supported, in_commit_timestamps_enabled
@@ -114,6 +115,7 @@ def _timestamp_at(store: LogStore, files: LogSegmentFiles, version: int, ict_fro
     return commit.modification_time
 
 
+@uses_log_operation_memory
 def load_snapshot(
     table: str | LogStore,
     version: int | None = None,

@@ -11,10 +11,11 @@ is an exists-check followed by a write, which two racing publishers can both pas
 from __future__ import annotations
 
 import errno
+import io
 import os
 import posixpath
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -244,16 +245,34 @@ class LogStore:
                 path=name,
             )
 
-    def _local_link_create(self, path: str, data: bytes, name: str) -> None:
+    def put_if_absent_stream(self, name: str, write: Callable[[Any], None]) -> int:
+        """``put_if_absent`` for content that ``write(stream)`` produces; returns its size.
+
+        Local files stream into the temp file that is then linked into place, so a large
+        checkpoint is never whole in memory; other stores buffer it and put it create-if-absent.
+        """
+        if isinstance(self.fs, LocalFileSystem):
+            return self._local_link_create(self.path(name), write, name)
+        sink = io.BytesIO()
+        write(sink)
+        data = sink.getvalue()
+        self.put_if_absent(name, data)
+        return len(data)
+
+    def _local_link_create(self, path: str, content: bytes | Callable[[Any], None], name: str) -> int:
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                if callable(content):
+                    content(f)
+                else:
+                    f.write(content)
                 f.flush()
                 os.fsync(f.fileno())
+                size = f.tell()
             try:
                 os.link(tmp, path)  # no-replace: fails with EEXIST when the target exists
             except FileExistsError as exc:
@@ -266,6 +285,7 @@ class LogStore:
                     ) from exc
                 raise
             _fsync_dir(directory)
+            return size
         finally:
             try:
                 os.unlink(tmp)

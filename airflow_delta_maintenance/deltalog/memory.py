@@ -1,0 +1,60 @@
+"""Which Arrow allocator the log operations use.
+
+pyarrow's default pool on Linux is jemalloc, which keeps freed pages in per-thread arenas: the
+JSON reader and the Parquet writer allocate on pool threads, so a snapshot load or a checkpoint
+peaks well above its live data. For a maintenance job the peak is what matters (it sizes the
+Airflow worker), so log operations allocate from the system allocator, which hands large blocks
+back to the OS when they are freed. ``ARROW_DEFAULT_MEMORY_POOL`` set by the user wins.
+
+Buffers remember the pool they came from, so switching the default while an operation runs is
+safe for other threads: they merely allocate from the system pool for that time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import pyarrow as pa
+
+__all__ = ["log_operation_memory", "uses_log_operation_memory"]
+
+_lock = threading.Lock()
+_depth = 0
+_saved: pa.MemoryPool | None = None
+F = TypeVar("F", bound=Callable[..., object])
+
+
+@contextmanager
+def log_operation_memory() -> Iterator[None]:
+    """Allocate Arrow buffers from the system pool inside the block (re-entrant)."""
+    global _depth, _saved
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        yield
+        return
+    with _lock:
+        if _depth == 0:
+            _saved = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _saved is not None:
+                pa.set_memory_pool(_saved)
+                _saved = None
+
+
+def uses_log_operation_memory(func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        with log_operation_memory():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
