@@ -16,6 +16,7 @@ unless the caller says the catalog permits it; ``checkpointProtection`` with a p
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import time
 from collections.abc import Sequence
@@ -272,8 +273,9 @@ def execute_cleanup(
             )
         allowed &= set(fresh_plan.paths)
     deleted = 0
-    for d in plan.deletions:
-        if d.path in allowed:
-            store.delete(d.path)
-            deleted += 1
+    # Kind by kind in plan order (commits before checkpoints); within a kind the order is free.
+    for _, group in itertools.groupby((d for d in plan.deletions if d.path in allowed), key=lambda d: d.kind):
+        names = [d.path for d in group]
+        store.delete_many(names)
+        deleted += len(names)
     return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))

@@ -112,13 +112,19 @@ def _by_key(table: pa.Table) -> pa.Array:
     return pc.sort_indices(keys, [("path", "ascending"), ("dv", "ascending")])
 
 
-@uses_log_operation_memory
 def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> bytes:
     """The NDJSON content of the compaction of published commits ``[start, end]``.
 
     File actions are the winning lines exactly as the commits wrote them (every field, even ones
     this library does not know, survives); non-file actions are re-serialised.
     """
+    return b"".join(_compaction_pieces(store, files, start, end)[0])
+
+
+@uses_log_operation_memory
+def _compaction_pieces(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> tuple[list[bytes | memoryview], int]:
+    """The compaction's content as pieces (head, adds, removes; never joined: it can be large)
+    and its number of actions."""
     commits = {c.version: c for c in files.commits}
     missing = [v for v in range(start, end + 1) if v not in commits]
     if missing:
@@ -141,7 +147,7 @@ def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end:
     by_path = [_by_key(t) for t in (result.adds, result.removes)]
     adds = result.deltas.original_lines(result.adds.column(ORDER).take(by_path[0]), result.delta_base_order)
     removes = result.deltas.original_lines(result.removes.column(ORDER).take(by_path[1]), result.delta_base_order)
-    return head + adds + removes
+    return [head, adds, removes], head.count(b"\n") + len(by_path[0]) + len(by_path[1])
 
 
 def write_compaction(
@@ -163,10 +169,14 @@ def write_compaction(
         )
     if any(c.version == start and c.end_version == end for c in files.compactions):
         return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    data = compaction_actions(store, files, start, end)
+    pieces, num_actions = _compaction_pieces(store, files, start, end)
+
+    def write(sink: Any) -> None:
+        for piece in pieces:
+            sink.write(piece)
+
     try:
-        store.put_if_absent(name, data)
+        size = store.put_if_absent_stream(name, write)
     except LogFileExistsError:
         return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    num_actions = data.count(b"\n")
-    return CompactionResult(store.uri, start, end, name, False, num_actions, len(data), round(time.monotonic() - started, 6))
+    return CompactionResult(store.uri, start, end, name, False, num_actions, size, round(time.monotonic() - started, 6))

@@ -73,8 +73,9 @@ class ParsedActions:
     source_first_line: list[int] = field(default_factory=list)  # global index of each source's first line
     num_lines: int = 0  # NDJSON only: lines read, blank ones included (the next file's first order)
 
-    def original_lines(self, orders: pa.Array, base_order: int = 0) -> bytes:
-        """The original NDJSON bytes of the actions with these ``_order`` values, in that order."""
+    def original_lines(self, orders: pa.Array, base_order: int = 0) -> bytes | memoryview:
+        """The original NDJSON bytes of the actions with these ``_order`` values, in that order
+        (a view of one gathered buffer, not copied again into ``bytes``)."""
         if self.lines is None or len(orders) == 0:
             return b""
         if isinstance(orders, pa.ChunkedArray):
@@ -85,7 +86,7 @@ class ParsedActions:
             taken = taken.combine_chunks()
         out = taken.buffers()[2]
         offsets = np.frombuffer(taken.buffers()[1], dtype=np.int64)[taken.offset : taken.offset + len(taken) + 1]
-        data = out.to_pybytes()[offsets[0] : offsets[-1]] if out is not None else b""
+        data = memoryview(out)[offsets[0] : offsets[-1]] if out is not None else memoryview(b"")
         if not self.odd_lines:
             return data
         # rare: re-assemble with the saved bytes of lines that were not in canonical form

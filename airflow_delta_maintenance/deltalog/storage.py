@@ -15,7 +15,7 @@ import io
 import os
 import posixpath
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -337,6 +337,27 @@ class LogStore:
             self.fs.rm(self.path(subdir), recursive=True)
         except FileNotFoundError:
             pass
+
+    def delete_many(self, names: Sequence[str]) -> None:
+        """Delete files of ``_delta_log`` (gone already is fine): in order where the store deletes
+        one by one, in bulk requests of up to 1000 keys on S3."""
+        paths = [self.path(n) for n in names]  # validates every name before the first deletion
+        if isinstance(self.fs, LocalFileSystem):
+            local_dir = self.fs._strip_protocol(self.log_dir)
+            for name in names:
+                try:
+                    os.unlink(os.path.join(local_dir, name))
+                except FileNotFoundError:
+                    pass
+        elif self._is_s3:
+            for i in range(0, len(paths), 1000):
+                try:
+                    self.fs.rm(paths[i : i + 1000])
+                except FileNotFoundError:
+                    pass
+        else:
+            for name in names:
+                self.delete(name)
 
     def delete(self, name: str) -> None:
         """Delete one file of ``_delta_log``; a file already gone is fine (re-runs converge)."""

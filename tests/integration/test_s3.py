@@ -64,3 +64,25 @@ def test_spark_checkpoint_on_s3a(s3_bucket: tuple[str, dict], tmp_path: Path) ->
     assert json.loads(out.strip().splitlines()[-1])["version"] == 5
     assert verify_checkpoint(store, 5).version == 5
     assert load_snapshot(uri, storage_options=options).active_file_keys() == {(f"f{v}", None) for v in range(1, 6)}
+
+
+def test_cleanup_on_s3_deletes_in_bulk_and_keeps_every_retained_version(s3_bucket: tuple[str, dict]) -> None:
+    """1,050 expired commits: more than one 1000-key DeleteObjects request, commits before checkpoints."""
+    from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
+
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/tables/cleanup"
+    store = open_table_storage(uri, options)
+    lines = [json.dumps(a) for a in create_actions(ict=False)]
+    contents = {store.path(f"{0:020d}.json"): ("\n".join(lines) + "\n").encode()}
+    contents.update({store.path(f"{v:020d}.json"): (json.dumps(add(f"f{v}")) + "\n").encode() for v in range(1, 1060)})
+    store.fs.pipe(contents)
+    write_checkpoint(store, load_snapshot(store, 1050))
+    day = 86_400_000
+    now = int(__import__("time").time() * 1000) + 40 * day  # every commit is older than 30 days then
+    before = load_snapshot(store, 1055, now_ms=now).active_file_keys()
+    result = run_metadata_cleanup(store, dry_run=False, retention_ms=30 * day, allow_shorter_retention=True, now_ms=now)
+    assert result.plan.cutoff_checkpoint == 1050 and result.deleted == 1050
+    names = {p.rsplit("/", 1)[-1] for p in store.fs.ls(store.log_dir, detail=False, refresh=True)}
+    assert min(int(n[:20]) for n in names if n.endswith(".json")) == 1050
+    assert load_snapshot(open_table_storage(uri, options), 1055, now_ms=now).active_file_keys() == before

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,10 @@ class CrashingStore(LogStore):
     def delete(self, name: str) -> None:
         self._tick()
         super().delete(name)
+
+    def delete_many(self, names: Sequence[str]) -> None:
+        for name in names:
+            self.delete(name)
 
 
 def make_table(root: Path, v2: bool) -> LogStore:
