@@ -68,6 +68,7 @@ def main() -> int:
     ap.add_argument("--commits", type=int, default=200)
     ap.add_argument("--driver-memory", default="1g")
     ap.add_argument("--memory-cap-gib", type=float, default=None)
+    ap.add_argument("--engines", nargs="+", default=["spark", "single-node", "delta-rs"], choices=["spark", "single-node", "delta-rs"])
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-spark-ckpt-")
     rows = []
@@ -78,7 +79,7 @@ def main() -> int:
             build_log(source, args.commits, files)
             print(f"built {args.commits} commits / {files} live files in {time.perf_counter() - t:.0f}s", file=sys.stderr, flush=True)
             results = {}
-            for engine in ("spark", "single-node", "delta-rs"):
+            for engine in args.engines:
                 copy = os.path.join(work, f"{engine}-{files}")
                 shutil.copytree(source, copy)
                 if engine == "spark":
