@@ -416,19 +416,3 @@ def s3_bucket(s3_endpoint: str, aws_env: dict[str, str]) -> tuple[str, dict[str,
     name = f"bucket-{uuid.uuid4().hex[:12]}"
     boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=name)
     return name, s3_storage_options(s3_endpoint)
-
-
-# --- UC OpenAPI test server ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def uc_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``127.0.0.1:<port>`` of the UC OpenAPI test server, without a token (the OSS server is not
-    on Maven Central; see its docstring). ``uc_server`` in ``unity_catalog.py`` is the full fixture."""
-    port = free_port()
-    script = Path(__file__).resolve().parents[1] / "uc_openapi_server" / "server.py"
-    workdir = tmp_path_factory.mktemp("uc")
-    (workdir / "storage").mkdir()
-    cmd = [sys.executable, str(script), "--port", str(port), "--storage-root", str(workdir / "storage")]
-    with running_server("UC OpenAPI test server (not the OSS server)", cmd, port, workdir / "server.log", 30):
-        yield f"127.0.0.1:{port}"

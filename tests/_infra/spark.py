@@ -11,6 +11,7 @@ pyspark is imported inside the fixtures only, so collecting the tests never star
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -22,6 +23,10 @@ import pytest
 
 from .jars import delta_spark_jars
 from .servers import FAKE_AWS, REAL_AWS_SOURCES, fake_aws_env, record_startup
+
+# py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+# pytest has closed the stream: a "--- Logging error ---" trace that is not an error.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -3,6 +3,7 @@ the REST API (/api/v2); each is asserted on the table's _delta_log afterwards.""
 
 from __future__ import annotations
 
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,17 @@ def test_servers_listen_on_loopback_only(airflow_deployment: Deployment) -> None
     assert listening_addresses(port) <= LOOPBACK
 
 
+def _sign_in(page: Any, url: str) -> None:
+    """Log in through SimpleAuthManager's form and wait until its redirect has landed: a goto
+    issued while the post-login navigation is under way is aborted (net::ERR_ABORTED)."""
+    page.goto(f"{url}/")
+    page.get_by_label("Username").fill(USER)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda current: "login" not in current, timeout=60_000)
+    page.wait_for_load_state("networkidle")
+
+
 def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -37,10 +49,7 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(f"{airflow_deployment.url}/")
-            page.get_by_label("Username").fill(USER)
-            page.get_by_label("Password").fill(PASSWORD)
-            page.get_by_role("button", name="Sign in").click()
+            _sign_in(page, airflow_deployment.url)
             page.goto(f"{airflow_deployment.url}/dags/{dag_id}")
             page.get_by_role("button", name="Trigger").first.click()
             dialog = page.get_by_role("dialog")
@@ -67,10 +76,7 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
     with sync_playwright() as p:  # keep a screenshot of the finished run
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{airflow_deployment.url}/")
-        page.get_by_label("Username").fill(USER)
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Sign in").click()
+        _sign_in(page, airflow_deployment.url)
         page.goto(f"{airflow_deployment.url}/dags/{dag_id}/runs/{run['dag_run_id']}")
         expect(page.get_by_text("Success").first).to_be_visible()
         page.screenshot(path=str(shot), full_page=True)
