@@ -112,18 +112,12 @@ def _check_compactions(segment: LogSegment, deltas: ParsedActions, base: int, na
 
 
 def reconcile_file_actions(
-    adds: pa.Table, removes: pa.Table, tombstone_cutoff_ms: int | None = None
+    batches: list[list[pa.RecordBatch]], schemas: list[pa.Schema], tombstone_cutoff_ms: int | None = None
 ) -> tuple[pa.Table, pa.Table]:
-    """Keep the newest action per ``(path, dv unique id)``; adds that lost are dropped, and so are
-    removes that lost or expired (``deletionTimestamp`` ≤ cutoff; a missing timestamp counts as 0)."""
-    return _reconcile([adds.to_batches(), removes.to_batches()], [adds.schema, removes.schema], tombstone_cutoff_ms)
-
-
-def _reconcile(
-    batches: list[list[pa.RecordBatch]], schemas: list[pa.Schema], tombstone_cutoff_ms: int | None
-) -> tuple[pa.Table, pa.Table]:
-    """``reconcile_file_actions`` over batches it consumes: each input batch is released as soon as
-    its winners are copied, so the log's file actions never exist twice in memory."""
+    """Keep the newest action per ``(path, dv unique id)`` of ``batches = [adds, removes]``; adds
+    that lost are dropped, and so are removes that lost or expired (``deletionTimestamp`` ≤
+    cutoff; a missing timestamp counts as 0). The lists are consumed: each input batch is
+    released as soon as its winners are copied, so the file actions never exist twice in memory."""
     for i, kind in enumerate(batches):
         batches[i] = [b.append_column(DV_ID, file_action_keys(b)) for b in kind]
         schemas[i] = schemas[i].append(pa.field(DV_ID, pa.string()))
@@ -235,7 +229,9 @@ def _parse_deltas(
     batches); returns it with the display name of every source."""
     names: list[str] = []
     adds, removes, lines = [], [], []
-    merged = ParsedActions(pa.table({}), pa.table({}))
+    others: list[tuple[int, int, int, dict[str, Any]]] = []
+    odd_lines: dict[int, bytes] = {}
+    first_lines: list[int] = []
     offset = 0
     # Original lines are taken by random index later: one batch keeps them in one buffer.
     for batch in _delta_batches(segment, sys.maxsize if keep_lines else batch_bytes):
@@ -248,17 +244,15 @@ def _parse_deltas(
         removes.append(part.removes)
         if part.lines is not None:
             lines.append(part.lines)
-        merged.others.extend((o, s + first_source, line, a) for o, s, line, a in part.others)
-        merged.odd_lines.update({i + offset: raw for i, raw in part.odd_lines.items()})
-        merged.source_first_line.extend(i + offset for i in part.source_first_line)
+        others.extend((o, s + first_source, line, a) for o, s, line, a in part.others)
+        odd_lines.update({i + offset: raw for i, raw in part.odd_lines.items()})
+        first_lines.extend(i + offset for i in part.source_first_line)
         for _, _, _, action in part.others:
             if action.get("metaData") is not None:  # later batches declare the current partitioning
                 partition_columns = sorted((action["metaData"] or {}).get("partitionColumns") or ())
         offset += part.num_lines
-    merged.adds = pa.concat_tables(adds)
-    merged.removes = pa.concat_tables(removes)
-    merged.lines = (lines[0] if len(lines) == 1 else pa.chunked_array(lines, pa.large_binary())) if keep_lines else None
-    merged.num_lines = offset
+    kept = (lines[0] if len(lines) == 1 else pa.chunked_array(lines, pa.large_binary())) if keep_lines else None
+    merged = ParsedActions(pa.concat_tables(adds), pa.concat_tables(removes), others, kept, odd_lines, first_lines, offset)
     return merged, names
 
 
@@ -325,11 +319,11 @@ def replay_actions(
                 raise CorruptLogError(f"{name}: line {line}: malformed action {exc!s}", path=name, line=line or None) from None
     batches = [[b for p in parts for b in p.adds.to_batches()], [b for p in parts for b in p.removes.to_batches()]]
     schemas = [deltas.adds.schema, deltas.removes.schema]
-    for p in parts:  # only `batches` holds the file actions now: _reconcile releases them as it goes
+    for p in parts:  # only `batches` holds the file actions now: reconciliation releases them as it goes
         p.adds = p.adds.schema.empty_table()  # (a zero-length slice would keep the buffers alive)
         p.removes = p.removes.schema.empty_table()
     del parts
-    adds, removes = _reconcile(batches, schemas, tombstone_cutoff_ms)
+    adds, removes = reconcile_file_actions(batches, schemas, tombstone_cutoff_ms)
     return ReplayResult(
         protocol=protocol,
         metadata=metadata,
