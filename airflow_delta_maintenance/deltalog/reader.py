@@ -261,6 +261,35 @@ def _read_json_lines(data: np.ndarray, schema: pa.Schema, keys_only: bool) -> pa
     return None
 
 
+# Byte-wise numpy work (newline search, line masks) runs over slices of this size: a comparison
+# over a whole large buffer would allocate one bool per byte of the log.
+_SCAN_BYTES = 32 << 20
+
+
+def _newlines(text: np.ndarray) -> np.ndarray:
+    parts = [np.flatnonzero(text[i : i + _SCAN_BYTES] == 10) + i for i in range(0, len(text), _SCAN_BYTES)]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def _gather_lines(text: np.ndarray, starts: np.ndarray, lengths: np.ndarray, selected: np.ndarray, *, blank: bool) -> np.ndarray:
+    """The selected lines (each with its newline) concatenated; with ``blank`` they are also
+    overwritten with spaces in ``text``, newlines kept, so the JSON reader skips them."""
+    pieces = []
+    bounds = np.unique(np.concatenate([np.searchsorted(starts, np.arange(0, len(text), _SCAN_BYTES)), [len(starts)]]))
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        chosen = selected[a:b]
+        if not chosen.any():
+            continue
+        view = text[starts[a] : starts[b - 1] + lengths[b - 1]]
+        mask = np.repeat(chosen, lengths[a:b])
+        pieces.append(view[mask])
+        if blank:
+            np.putmask(view, mask, 32)
+    if blank:
+        text[(starts + lengths - 1)[selected]] = 10
+    return np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
+
+
 def _line_bytes(data: np.ndarray, lengths: np.ndarray) -> list[bytes]:
     """Split ``data`` (lines with their newline, of these lengths) into the lines without newline."""
     ends = np.cumsum(lengths)
@@ -298,7 +327,7 @@ def parse_ndjson(
             pos += 1
         file_ends.append(pos)
     text = buf[:pos]
-    newlines = np.flatnonzero(text == 10)
+    newlines = _newlines(text)
     starts = np.concatenate([[0], newlines[:-1] + 1]).astype(np.int64) if len(newlines) else np.zeros(0, np.int64)
     ends = newlines.astype(np.int64)
     source_index = np.searchsorted(np.asarray(file_ends), starts, side="right")
@@ -352,16 +381,12 @@ def parse_ndjson(
     add_idx, remove_idx = np.flatnonzero(is_add), np.flatnonzero(is_remove)
     kinds: list[tuple[str, np.ndarray, np.ndarray, list[pa.Field]]] = []
     if len(remove_idx):
-        remove_mask = np.repeat(is_remove, lengths)
-        kinds.append(("remove", remove_idx, text[remove_mask], REMOVE_FIELDS))
-        if len(add_idx) and keep_lines:
-            # `text` backs `lines`, so removes stay in it: they come out as null adds, dropped below
-            kinds.insert(0, ("add", np.flatnonzero(is_add | is_remove), text, ADD_FIELDS))
-        elif len(add_idx):
-            np.putmask(text, remove_mask, 32)
-            text[ends[remove_idx]] = 10
-            kinds.insert(0, ("add", add_idx, text, ADD_FIELDS))
-        del remove_mask
+        # `text` backs `lines` when they are kept, so removes stay in it: they come out as null
+        # adds, dropped below. Otherwise they are blanked so that every add row is valid.
+        blank = bool(len(add_idx)) and not keep_lines
+        kinds.append(("remove", remove_idx, _gather_lines(text, starts, lengths, is_remove, blank=blank), REMOVE_FIELDS))
+        if len(add_idx):
+            kinds.insert(0, ("add", np.flatnonzero(is_add | is_remove) if keep_lines else add_idx, text, ADD_FIELDS))
     elif len(add_idx):
         kinds.append(("add", add_idx, text, ADD_FIELDS))
 

@@ -13,7 +13,7 @@ from typing import Any
 import fsspec
 import pytest
 
-from airflow_delta_maintenance.deltalog import replay
+from airflow_delta_maintenance.deltalog import reader, replay
 from airflow_delta_maintenance.deltalog.compaction import compaction_actions
 from airflow_delta_maintenance.deltalog.errors import DeltaLogError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
@@ -70,6 +70,14 @@ def test_one_file_per_batch_gives_the_same_snapshot(root: Path, monkeypatch: pyt
     assert _load(root) == default
 
 
+@pytest.mark.parametrize("root", TABLES, ids=[str(p.relative_to(GOLDEN)) for p in TABLES])
+def test_byte_scans_in_small_slices_give_the_same_snapshot(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Newline search and remove-line gathering work on slices; 61 bytes puts boundaries mid-line."""
+    default = _load(root)
+    monkeypatch.setattr(reader, "_SCAN_BYTES", 61)
+    assert _load(root) == default
+
+
 def test_compaction_lines_cross_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = LogBuilder(fsspec.filesystem("file"), str(tmp_path))
     log.commit(0, [commit_info(), protocol(), metadata(partition_columns=["a"])])
@@ -79,6 +87,8 @@ def test_compaction_lines_cross_batches(tmp_path: Path, monkeypatch: pytest.Monk
     files = list_log_files(store)
     expected = compaction_actions(store, files, 1, 7)
     monkeypatch.setattr(replay, "DELTA_BATCH_BYTES", 1)
+    assert compaction_actions(store, files, 1, 7) == expected
+    monkeypatch.setattr(reader, "_SCAN_BYTES", 61)
     assert compaction_actions(store, files, 1, 7) == expected
     assert expected.count(b'"remove"') == 5 and expected.count(b'"add"') == 2
 
