@@ -99,7 +99,9 @@ def parse_coordinator_spec(spec: str) -> CoordinatorSpec:
     name = parts.path.strip("/")
     if not parts.netloc:
         raise _bad(spec, "the Unity Catalog host is missing (unity-catalog://host:port/<catalog>.<schema>.<table>)")
-    if name.count(".") != 2 or any(not p for p in name.split(".")):
+    # Without a name the table is identified by its own io.unitycatalog.tableId (coordinator: auto,
+    # a connection holding only the endpoint); calls that need the name say so.
+    if name and (name.count(".") != 2 or any(not p for p in name.split("."))):
         raise _bad(spec, f"table name {name!r} is not <catalog>.<schema>.<table>")
     if params.get("api", "v1") not in ("v1", "preview"):
         raise _bad(spec, "api must be v1 or preview")

@@ -14,7 +14,7 @@ from airflow_delta_maintenance.coordinators.errors import CommitConflictError, C
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.coordinated_snapshot import load_coordinated_snapshot
+from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from tests.integration.coordinators._targets import Target, add
 
@@ -79,7 +79,7 @@ def test_in_commit_timestamps_increase_even_when_the_clock_goes_back(target: Tar
     frozen_clock(1_000)  # far in the past
     second = target.client.commit(target.table_uri, 2, [add("b")], target.table_conf)
     assert second.commit_timestamp == first.commit_timestamp + 1
-    publish_ratified_commits(open_table_storage(target.table_uri), target.client, table_conf=target.table_conf)
+    publish_ratified_commits(bind_table(open_table_storage(target.table_uri), target.client))
     assert versions(target) == []  # forgotten by the coordinator: the next ICT comes from <2>.json
     third = target.client.commit(target.table_uri, 3, [add("c")], target.table_conf)
     assert third.commit_timestamp == second.commit_timestamp + 1
@@ -89,14 +89,14 @@ def test_report_published_drops_rows_keeps_the_latest_version_and_is_idempotent(
     for v in range(1, 4):
         target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
     store = open_table_storage(target.table_uri)
-    result = publish_ratified_commits(store, target.client, up_to=2, table_conf=target.table_conf)
+    result = publish_ratified_commits(bind_table(store, target.client), up_to=2)
     assert result.published == [1, 2] and result.reported_version == 2
     resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
     assert [c.version for c in resp.commits] == [3] and resp.latest_table_version == 3
     target.client.report_published(target.table_uri, 2, target.table_conf)  # again: a no-op
     target.client.report_published(target.table_uri, 1, target.table_conf)  # older: a no-op
     assert versions(target) == [3]
-    result = publish_ratified_commits(store, target.client, table_conf=target.table_conf)
+    result = publish_ratified_commits(bind_table(store, target.client))
     assert result.published == [3] and result.latest_published_version == 3
     target.client.report_published(target.table_uri, 3, target.table_conf)
     resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
@@ -112,7 +112,7 @@ def test_snapshot_includes_the_unpublished_tail(target: Target) -> None:
     for v in range(1, 4):
         target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
     store = open_table_storage(target.table_uri)
-    snap = load_coordinated_snapshot(store, target.client, table_conf=target.table_conf)
+    snap = load_ratified_snapshot(bind_table(store, target.client))
     assert snap.version == 3 and {p for p, _ in snap.active_file_keys()} == {"f1", "f2", "f3"}
     assert load_snapshot(store).version == 0
 
@@ -151,5 +151,5 @@ def test_concurrent_committers_get_each_version_exactly_once(target: Target) -> 
     assert {v: sorted(o) for v, o in outcomes.items()} == {v: ["conflict"] * (writers - 1) + ["won"] for v in range(1, rounds + 1)}
     resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
     assert [c.version for c in resp.commits] == list(range(1, rounds + 1)) and resp.latest_table_version == rounds
-    snap = load_coordinated_snapshot(open_table_storage(target.table_uri), target.client, table_conf=target.table_conf)
+    snap = load_ratified_snapshot(bind_table(open_table_storage(target.table_uri), target.client))
     assert snap.version == rounds and len(list(snap.active_file_keys())) == rounds
