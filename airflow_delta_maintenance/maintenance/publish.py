@@ -123,8 +123,9 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
         prefetched = store.read_many(names) if names and not is_local_store(store) else {}
     except (FileNotFoundError, OSError):
         prefetched = {}  # read one by one below, so a missing file gets its typed error
-    for c in todo:
-        data = read_ratified_commit(store, c, listing, prefetched)
+    # Every commit is verified before the first copy: an altered one publishes nothing at all.
+    verified = [(c, read_ratified_commit(store, c, listing, prefetched)) for c in todo]
+    for c, data in verified:
         (published if _copy(store, c, data) else already).append(c.version)
         durable = c.version
 

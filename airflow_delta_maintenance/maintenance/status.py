@@ -22,6 +22,11 @@ def coordinator_problems(view: CatalogView, staged: StagedListing | None) -> lis
             f"{len(view.ignored_files)} log file(s) above the catalog's latest ratified version {view.latest_ratified_version} "
             f"(written around the coordinator; ignored): {shown}"
         )
+    if view.tracked_above_head:
+        problems.append(
+            f"the coordinator tracks commits {_span(list(view.tracked_above_head))} above the catalog's latest ratified version "
+            f"{view.latest_ratified_version}"
+        )
     pending = [c.version for c in view.pending]
     expected = list(range(view.published_version + 1, view.published_version + 1 + len(pending)))
     if pending and pending != expected:

@@ -105,6 +105,7 @@ class CatalogView:
     ignored_files: tuple[str, ...] = ()  # log files above the head: never acted on
     coordinated: bool = False
     reported_latest: int = -1  # the coordinator's raw latest_table_version (-1: nothing ratified)
+    tracked_above_head: tuple[int, ...] = ()  # commits the coordinator tracks above its own head (inconsistent)
 
     @property
     def pending(self) -> tuple[RatifiedCommit, ...]:
@@ -177,6 +178,7 @@ class MaintainedTable:
             ignored_files=ignored,
             coordinated=self.coordinator is not None,
             reported_latest=resp.latest_table_version if resp is not None else -1,
+            tracked_above_head=tuple(sorted(c.version for c in (resp.commits if resp else ()) if head is not None and c.version > head)),
         )
 
     def identity(self) -> dict[str, Any]:

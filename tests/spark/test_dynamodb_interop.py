@@ -76,7 +76,8 @@ def test_we_publish_what_delta_spark_ratified(spark: Any, dynamodb_endpoint: str
         assert data == published[v]
         ict = json.loads(data.splitlines()[0])["commitInfo"]["inCommitTimestamp"]
         entries.append({"M": {"version": {"N": str(v)}, "timestamp": {"N": str(ict)}, "fsName": {"S": staged[v]},
-                              "fsLength": {"N": str(len(data))}, "fsTimestamp": {"N": "1"}}})
+                              "fsLength": {"N": str(len(data))},
+                              "fsTimestamp": {"N": str(int((Path(uri) / "_delta_log" / "_staged_commits" / staged[v]).stat().st_mtime * 1000))}}})
         (Path(uri) / "_delta_log" / f"{v:020d}.json").unlink()
     ddb.update_item(TableName=dynamodb_table_name, Key={"tableId": {"S": table_conf["tableId"]}},
                     AttributeUpdates={"commits": {"Value": {"L": entries}, "Action": "PUT"}})
