@@ -70,7 +70,9 @@ def undo_backfill(uri: str, endpoint: str, dynamodb_table: str, versions: range)
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "airflow_delta_maintenance.cli", *args], capture_output=True, text=True, env=env, timeout=300)
+    """The installed ``delta-maintenance`` command, as a user runs it."""
+    exe = str(Path(sys.executable).with_name("delta-maintenance"))
+    return subprocess.run([exe, *args], capture_output=True, text=True, env=env, timeout=300)
 
 
 def run_dag(home: Path, config: Path, dag_id: str, env: dict[str, str]) -> dict[str, Any]:
@@ -133,7 +135,8 @@ def test_one_shared_spec_and_auto_maintain_every_delta_spark_table(
         # published bytes are exactly what delta-spark ratified; checkpoint and compaction over them
         assert all((Path(uri) / "_delta_log" / f"{v:020d}.json").read_bytes() == data for v, data in published[name].items())
         assert [g.version for g in files.complete_checkpoints()] == [ROWS]
-        assert [(c.version, c.end_version) for c in files.compactions] == [(1, 4), (5, 8)]
+        windows = {(c.version, c.end_version) for c in files.compactions}  # [5, 8] only if compaction ran before the checkpoint
+        assert (1, 4) in windows and windows <= {(1, 4), (5, 8)}
         # the coordinator forgot nothing it should keep, and delta-spark agrees with us
         out = cli("versions", uri, "--coordinator", shared, "--json", "--strict", env=env)
         assert out.returncode == 0 and json.loads(out.stdout)["pending"] == [], out.stderr
