@@ -60,6 +60,7 @@ __all__ = [
     "check_cleanup_clock",
 ]
 
+MAX_RETENTION_DAYS = 365_000  # a thousand years: anything longer means "keep everything" anyway
 # A --now this far past the wall clock is a clock skew, not a request to look into the future.
 CLOCK_SKEW_MS = 60_000
 
@@ -70,8 +71,8 @@ def retention_ms_from_days(days: float | str, *, option: str = "--retention-days
         value = float(days)
     except (TypeError, ValueError):
         raise InvalidOptionError(f"{option} must be a number of days, got {days!r}", option=option) from None
-    if not math.isfinite(value) or value < 0:
-        raise InvalidOptionError(f"{option} must be a finite number of days >= 0, got {days!r}", option=option)
+    if not math.isfinite(value) or not 0 <= value <= MAX_RETENTION_DAYS:
+        raise InvalidOptionError(f"{option} must be a number of days from 0 to {MAX_RETENTION_DAYS}, got {days!r}", option=option)
     return int(value * DAY_MS)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..deltalog.checkpoint_writer import write_checkpoint
-from ..deltalog.cleanup import CleanupPlan, CleanupResult, execute_cleanup, plan_log_cleanup
+from ..deltalog.cleanup import CleanupPlan, CleanupResult, check_cleanup_clock, execute_cleanup, plan_log_cleanup
 from ..deltalog.listing import LogSegmentFiles, list_log_files
 from ..deltalog.snapshot import load_snapshot
 from ..deltalog.storage import LogStore
@@ -25,12 +25,15 @@ def run_metadata_cleanup(
     catalog_permits_cleanup: bool = False,
     published_version: int | None = None,
     now_ms: int | None = None,
+    allow_future_now: bool = False,
 ) -> CleanupResult:
     """Plan the cleanup of the latest published snapshot and, unless ``dry_run``, execute it.
 
     When the anchor checkpoint is UUID-named only, a classic-named V2 checkpoint is written at the
     same version first (as delta-spark does), so old clients can still read the protocol.
+    A ``now_ms`` later than the real clock needs ``allow_future_now``, like a shorter retention.
     """
+    check_cleanup_clock(now_ms, allow_future_now=allow_future_now)
     files = list_log_files(store)
     version = files.latest_commit_version if published_version is None else min(published_version, files.latest_commit_version)
     snapshot = load_snapshot(store, version, files=files, now_ms=now_ms)
