@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from ..deltalog.compaction import write_compaction
+from ..deltalog.compaction import check_compaction_supported, write_compaction
 from ..deltalog.listing import list_log_files
 from ..deltalog.storage import open_table_storage
 from ..deltalog.cleanup import retention_ms_from_days
@@ -104,6 +104,7 @@ def _compact(args: argparse.Namespace) -> int:
         return _compact_windows(store, args)
     out: dict[str, Any]
     if args.engine == "spark":
+        check_compaction_supported(store, list_log_files(store))  # the job writes: same gate as the single node
         job = compaction_job(store.uri, args.start, args.end, storage_options(args), conf=_spark_conf(args))
         reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
         found = verify_compaction(store, args.start, args.end)  # the log, not the exit code, says it worked

@@ -284,9 +284,6 @@ def replay_actions(
         except (CorruptLogError, MissingSidecarError, FileNotFoundError) as exc:
             first = segment.checkpoint.files[0].name
             raise UnreadableCheckpointError(f"checkpoint {store.display(first)} cannot be read: {exc}", path=first) from exc
-        if not any(a.get("protocol") for p in parts for _, _, _, a in p.others):
-            first = segment.checkpoint.files[0].name
-            raise UnreadableCheckpointError(f"checkpoint {store.display(first)} holds no protocol action", path=first)
     partition_columns = {
         c for part in parts for _, _, _, a in part.others if a.get("metaData") for c in (a["metaData"].get("partitionColumns") or ())
     }
