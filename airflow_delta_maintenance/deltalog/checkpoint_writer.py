@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from .memory import uses_log_operation_memory
 from . import checkpoint_schema as cs
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .errors import InvalidTablePropertyError, LogFileExistsError, UnpublishedVersionError, UnsupportedFeatureError
+from .errors import CorruptLogError, InvalidTablePropertyError, LogFileExistsError, UnpublishedVersionError, UnsupportedFeatureError
 from .features import SUPPORTED_WRITER_FEATURES, check_write_supported as check_writer_features  # the one gate of every writer
 from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import LogSegmentFiles, list_log_files
@@ -427,6 +427,10 @@ def checkpoint_num_rows(store: LogStore, files: Sequence[Any]) -> int:
         if f.extension == "json":
             total += sum(1 for line in store.read(f.name).split(b"\n") if line.strip())
         else:
-            total += pq.ParquetFile(io.BytesIO(store.read(f.name))).metadata.num_rows
+            data = store.read(f.name)
+            try:
+                total += pq.ParquetFile(io.BytesIO(data)).metadata.num_rows
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise CorruptLogError(f"{store.display(f.name)}: not a readable Parquet checkpoint ({exc})", path=f.name) from None
     return total
 
