@@ -1,7 +1,8 @@
 """The ``delta-maintenance`` command: thin argparse front-ends over ``maintenance`` use cases.
 
 Each sub-command lives in its own module with ``register(subparsers)``; handlers return an exit
-code. Errors from the library become one line on stderr and exit code 2 (bad input) or 1.
+code. Errors from the library become one line on stderr and exit code 2 (bad input), 3 (the
+storage refused: no space, read-only, permission) or 1 (unexpected); see ``common.run_guarded``.
 """
 
 from __future__ import annotations

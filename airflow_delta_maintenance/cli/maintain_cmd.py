@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from ..deltalog.table_properties import DAY_MS
+from ..deltalog.cleanup import retention_ms_from_days
 from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
 from ..maintenance.cleanup import run_metadata_cleanup
 from ..maintenance.compaction import check_compaction_window, compact_window, run_log_compaction
@@ -61,6 +61,7 @@ def register(sub: Any) -> None:
     d.add_argument("--now", default=None, metavar="ISO8601", help="the clock to plan with (default: now)")
     d.add_argument("--retention-days", type=float, default=None, help="default: delta.logRetentionDuration")
     d.add_argument("--allow-shorter-retention", action="store_true", help="accept a retention below the table's own")
+    d.add_argument("--allow-future-now", action="store_true", help="accept a --now later than the real clock")
     d.add_argument("--allow-catalog-managed", action="store_true", help="the table's catalog permits metadata cleanup")
     d.set_defaults(handler=lambda a: run_guarded(lambda: _cleanup(a)))
 
@@ -131,7 +132,7 @@ def _compact_windows(table: Any, args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    retention = None if args.retention_days is None else int(args.retention_days * DAY_MS)
+    retention = None if args.retention_days is None else retention_ms_from_days(args.retention_days)
     now_ms = None
     if args.now is not None:
         now = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
@@ -144,6 +145,7 @@ def _cleanup(args: argparse.Namespace) -> int:
             allow_shorter_retention=args.allow_shorter_retention,
             catalog_permits_cleanup=args.allow_catalog_managed,
             now_ms=now_ms,
+            allow_future_now=args.allow_future_now,
         )
     store = table.store
     if args.json:

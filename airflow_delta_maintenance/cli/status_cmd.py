@@ -6,14 +6,14 @@ import argparse
 from typing import Any
 
 from ..maintenance.status import TableStatus, table_status
-from .common import PROBLEMS_EXIT_CODE, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+from .common import EXIT_PROBLEMS, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="a table's maintenance health: versions, checkpoint, log size, cleanup candidates")
     p.add_argument("table_uri", metavar="TABLE_URI")
     add_coordinator_option(p)
-    p.add_argument("--strict", action="store_true", help=f"exit {PROBLEMS_EXIT_CODE} when the coordinator is inconsistent with the log")
+    p.add_argument("--strict", action="store_true", help=f"exit {EXIT_PROBLEMS} when the coordinator is inconsistent with the log")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     add_storage_options(p)
     p.set_defaults(handler=lambda a: run_guarded(lambda: _run(a)))
@@ -46,4 +46,4 @@ def _run(args: argparse.Namespace) -> int:
         emit_json(status.to_dict())
     else:
         print(render(status))
-    return PROBLEMS_EXIT_CODE if args.strict and status.problems else 0
+    return EXIT_PROBLEMS if args.strict and status.problems else 0

@@ -29,7 +29,8 @@ import pyarrow.parquet as pq
 from .memory import uses_log_operation_memory
 from . import checkpoint_schema as cs
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .errors import InvalidTablePropertyError, LogFileExistsError, UnpublishedVersionError, UnsupportedFeatureError
+from .errors import CorruptLogError, InvalidTablePropertyError, LogFileExistsError, UnpublishedVersionError, UnsupportedFeatureError
+from .features import SUPPORTED_WRITER_FEATURES, check_write_supported as check_writer_features  # the one gate of every writer
 from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit
@@ -54,42 +55,6 @@ __all__ = [
     "update_last_checkpoint",
 ]
 
-# Writer features whose rules a checkpoint writer can honour: it copies reconciled actions, so a
-# feature is supported when it adds no checkpoint-specific obligation we do not implement.
-SUPPORTED_WRITER_FEATURES = frozenset(
-    {
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "generatedColumns",
-        "columnMapping",
-        "changeDataFeed",
-        "identityColumns",
-        "deletionVectors",
-        "rowTracking",
-        "timestampNtz",
-        "domainMetadata",
-        "v2Checkpoint",
-        "icebergCompatV1",
-        "icebergCompatV2",
-        "clustering",
-        "inCommitTimestamp",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding-preview",
-        "checkpointProtection",
-        "coordinatedCommits-preview",
-        "catalogManaged",
-        "catalogOwned-preview",
-        "allowColumnDefaults",
-        "collations-preview",
-        "materializePartitionColumns",
-        "collations",
-    }
-)
 _CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli", "uncompressed": "none", "none": "none"}
 _CHECKPOINT_REMOVE_FIELDS = [f for f in cs.REMOVE_FIELDS if f.name not in ("tags", "stats")]
 # Rows per Parquet row group (and per batch of typed stats being parsed): bounds the writer's memory.
@@ -112,17 +77,6 @@ class CheckpointResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def check_writer_features(protocol: Protocol, *, operation: str, path: str | None = None) -> None:
-    """Refuse tables whose writer features we do not understand, naming them."""
-    if protocol.min_writer_version > 7:
-        raise UnsupportedFeatureError(
-            f"{operation}: writer version {protocol.min_writer_version} is not supported", features=[f"writerVersion{protocol.min_writer_version}"], path=path
-        )
-    unknown = sorted(set(protocol.writer_features or ()) - SUPPORTED_WRITER_FEATURES)
-    if unknown:
-        raise UnsupportedFeatureError(f"{operation}: unsupported writer features {', '.join(unknown)}", features=unknown, path=path)
 
 
 def checkpoint_codec(properties: TableProperties) -> str:
@@ -473,6 +427,10 @@ def checkpoint_num_rows(store: LogStore, files: Sequence[Any]) -> int:
         if f.extension == "json":
             total += sum(1 for line in store.read(f.name).split(b"\n") if line.strip())
         else:
-            total += pq.ParquetFile(io.BytesIO(store.read(f.name))).metadata.num_rows
+            data = store.read(f.name)
+            try:
+                total += pq.ParquetFile(io.BytesIO(data)).metadata.num_rows
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise CorruptLogError(f"{store.display(f.name)}: not a readable Parquet checkpoint ({exc})", path=f.name) from None
     return total
 

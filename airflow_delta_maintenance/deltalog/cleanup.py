@@ -4,10 +4,18 @@
 2. ``cutOffCommit`` = newest commit with timestamp ≤ cutoff: in-commit timestamps for ICT-era
    versions (monotonic, found by binary search), monotonically adjusted file mtimes before them.
 3. ``cutOffCheckpoint`` = newest complete checkpoint ≤ ``cutOffCommit`` (and ≤ the
-   ``_last_checkpoint`` version when that hint is readable). None → delete nothing.
+   ``_last_checkpoint`` version when that hint is readable) that opens: every part and sidecar is
+   read and checked (``checkpoint_check``); an unreadable one is passed over for an older one,
+   and if none opens cleanup stops with a typed error. None at all → delete nothing.
 4. Delete commits, checkpoints and ``.crc`` files below it, compactions starting at or below it,
    published staged commits at or below it, then sidecars no remaining checkpoint references and
-   older than a day. Commits go before checkpoints (checkpointProtection rule d).
+   whose storage mtime is over a day before the real clock (never the caller's ``now``: a V2
+   checkpoint being written has sidecars that nothing references yet). Commits go before
+   checkpoints (checkpointProtection rule d).
+
+Inputs are not trusted: in-commit timestamps must strictly increase from their enablement version
+on (else ``NonMonotonicTimestampError``), the table's features must be supported (the shared write
+gate), and a symbolic link anywhere in ``_delta_log`` is refused by the store's listing.
 
 Gates that skip with a reason: ``delta.enableExpiredLogCleanup=false``; catalog-managed tables
 unless the caller says the catalog permits it; ``checkpointProtection`` with a protected version.
@@ -18,25 +26,66 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .checkpoint_check import newest_readable_checkpoint, verify_checkpoint
 from .memory import uses_log_operation_memory
-from .errors import DeltaLogError
-from .features import is_catalog_managed
-from .last_checkpoint import parse_last_checkpoint
-from .listing import LogSegmentFiles, list_log_files
+from .errors import CorruptLogError, DeltaLogError, InvalidOptionError, NonMonotonicTimestampError
+from .features import check_write_supported, is_catalog_managed
+from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
+from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
 from .paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
 from .replay import in_commit_timestamp
 from .snapshot import Snapshot
 from .storage import LogStore
 from .table_properties import DAY_MS
 
-__all__ = ["Deletion", "PlanChangedError", "CleanupPlan", "CleanupResult", "plan_log_cleanup", "execute_cleanup", "utc_midnight", "adjusted_commit_timestamps"]
+__all__ = [
+    "Deletion",
+    "PlanChangedError",
+    "CleanupPlan",
+    "CleanupResult",
+    "plan_log_cleanup",
+    "execute_cleanup",
+    "utc_midnight",
+    "adjusted_commit_timestamps",
+    "retention_ms_from_days",
+    "check_cleanup_clock",
+]
+
+MAX_RETENTION_DAYS = 365_000  # a thousand years: anything longer means "keep everything" anyway
+# A --now this far past the wall clock is a clock skew, not a request to look into the future.
+CLOCK_SKEW_MS = 60_000
+
+
+def retention_ms_from_days(days: float | str, *, option: str = "--retention-days") -> int:
+    """A retention in days as milliseconds; finite and not negative, else ``InvalidOptionError``."""
+    try:
+        value = float(days)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"{option} must be a number of days, got {days!r}", option=option) from None
+    if not math.isfinite(value) or not 0 <= value <= MAX_RETENTION_DAYS:
+        raise InvalidOptionError(f"{option} must be a number of days from 0 to {MAX_RETENTION_DAYS}, got {days!r}", option=option)
+    return int(value * DAY_MS)
+
+
+def check_cleanup_clock(now_ms: int | None, *, allow_future_now: bool = False, option: str = "--now") -> None:
+    """A planning clock later than the real one would move the cutoff forward: it needs an override."""
+    if now_ms is None or allow_future_now:
+        return
+    real = int(time.time() * 1000)
+    if now_ms > real + CLOCK_SKEW_MS:
+        raise InvalidOptionError(
+            f"{option} is {now_ms - real} ms later than the real clock; pass allow_future_now (--allow-future-now) to plan with it",
+            option=option,
+        )
 
 
 def utc_midnight(ms: int) -> int:
@@ -63,6 +112,7 @@ class CleanupPlan:
     bytes: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     needs_compat_checkpoint: bool = False
+    unreadable_checkpoints: tuple[str, ...] = ()  # passed over as anchors: "<file>: <reason>"
 
     @property
     def skipped(self) -> bool:
@@ -85,6 +135,7 @@ class CleanupPlan:
             "delete_bytes": self.bytes,
             "counts": dict(self.counts),
             "needs_compat_checkpoint": self.needs_compat_checkpoint,
+            "unreadable_checkpoints": list(self.unreadable_checkpoints),
         }
 
 
@@ -112,15 +163,32 @@ def adjusted_commit_timestamps(commits: Sequence[ParsedLogPath]) -> dict[int, in
     return out
 
 
-def _ict(store: LogStore, commit: ParsedLogPath) -> int:
-    first = store.read(commit.name).split(b"\n", 1)[0]
+def _ict(store: LogStore, name: str, first: bytes) -> int:
     try:
         ict = in_commit_timestamp(json.loads(first).get("commitInfo"))
     except (ValueError, AttributeError):
         ict = None
     if ict is None:
-        raise DeltaLogError(f"{store.display(commit.name)}: in-commit timestamps are enabled but the first action has none", path=commit.name)
+        raise CorruptLogError(f"{store.display(name)}: in-commit timestamps are enabled but the first action has none", path=name, line=1)
     return ict
+
+
+def _checked_icts(store: LogStore, commits: Sequence[ParsedLogPath]) -> list[int]:
+    """The in-commit timestamps of ``commits`` (ICT era), verified strictly increasing.
+
+    The cutoff search relies on that order; one bad value would send it to a later commit, so a
+    violation is a corrupt log, not a hint."""
+    heads = store.read_heads([c.name for c in commits])
+    icts = [_ict(store, c.name, heads[c.name]) for c in commits]
+    for (a, ta), (b, tb) in zip(zip(commits, icts), zip(commits[1:], icts[1:])):
+        if tb <= ta:
+            raise NonMonotonicTimestampError(
+                f"{store.display(b.name)}: inCommitTimestamp {tb} of version {b.version} is not after {ta} of version {a.version}; "
+                "in-commit timestamps must strictly increase",
+                versions=(a.version, b.version),
+                path=b.name,
+            )
+    return icts
 
 
 def _cutoff_commit(store: LogStore, commits: Sequence[ParsedLogPath], cutoff: int, ict_from: int | None) -> int | None:
@@ -130,14 +198,8 @@ def _cutoff_commit(store: LogStore, commits: Sequence[ParsedLogPath], cutoff: in
     pre = [c for c in commits if ict_from is None or c.version < ict_from]
     ict_era = [c for c in commits if ict_from is not None and c.version >= ict_from]
     if ict_era:
-        # ICT is strictly increasing: binary search reads O(log n) first lines.
-        lo, hi, best = 0, len(ict_era) - 1, None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if _ict(store, ict_era[mid]) <= cutoff:
-                best, lo = ict_era[mid].version, mid + 1
-            else:
-                hi = mid - 1
+        icts = _checked_icts(store, ict_era)
+        best = next((c.version for c, ts in zip(reversed(ict_era), reversed(icts)) if ts <= cutoff), None)
         if best is not None:
             return best
     adjusted = adjusted_commit_timestamps(pre)
@@ -145,23 +207,30 @@ def _cutoff_commit(store: LogStore, commits: Sequence[ParsedLogPath], cutoff: in
     return max(eligible) if eligible else None
 
 
-def _referenced_sidecars(store: LogStore, checkpoints: Sequence[ParsedLogPath]) -> set[str]:
+def _referenced_sidecars(store: LogStore, checkpoints: Sequence[ParsedLogPath]) -> set[str] | None:
+    """Sidecar file names the checkpoints reference; None when one cannot be read (then no
+    sidecar may be deleted: it could be one of the unreadable checkpoint's)."""
     names: set[str] = set()
     for c in checkpoints:
         if c.type is LogFileType.CHECKPOINT_MULTIPART:
             continue  # V1 only: never references sidecars
-        data = store.read(c.name)
-        if c.extension == "json":
-            for line in data.split(b"\n"):
-                if line.strip():
-                    action = json.loads(line)
-                    if "sidecar" in action:
-                        names.add(action["sidecar"]["path"].rsplit("/", 1)[-1])
-            continue
-        pf = pq.ParquetFile(io.BytesIO(data))
-        if "sidecar" in pf.schema_arrow.names:
-            column = pf.read(columns=["sidecar"]).column("sidecar")
-            names.update(s["path"].rsplit("/", 1)[-1] for s in column.to_pylist() if s)
+        try:
+            data = store.read(c.name)
+            if c.extension == "json":
+                for line in data.split(b"\n"):
+                    if line.strip():
+                        action = json.loads(line)
+                        if "sidecar" in action:
+                            names.add(action["sidecar"]["path"].rsplit("/", 1)[-1])
+                continue
+            pf = pq.ParquetFile(io.BytesIO(data))
+            if "sidecar" in pf.schema_arrow.names:
+                column = pf.read(columns=["sidecar"]).column("sidecar")
+                names.update(s["path"].rsplit("/", 1)[-1] for s in column.to_pylist() if s)
+        except FileNotFoundError:
+            continue  # deleted since the listing: it references nothing any more
+        except (ValueError, KeyError, TypeError, AttributeError, OSError, pa.ArrowException):
+            return None
     return names
 
 
@@ -180,6 +249,9 @@ def plan_log_cleanup(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     props = snapshot.properties
     retention = props.log_retention_ms if retention_ms is None else retention_ms
+    if retention < 0:
+        raise InvalidOptionError(f"{store.uri}: a retention must not be negative, got {retention} ms", option="retention")
+    check_write_supported(snapshot.protocol, operation=f"metadata cleanup of {store.uri}", path=store.uri)
     cutoff = utc_midnight(now - retention)
     base = dict(table_uri=store.uri, now_ms=now, retention_ms=retention, cutoff_timestamp=cutoff)
     if not props.enable_expired_log_cleanup:
@@ -207,9 +279,14 @@ def plan_log_cleanup(
     candidates = [g for g in files.complete_checkpoints() if g.version <= limit]
     if not candidates:
         return CleanupPlan(**base, cutoff_commit=cutoff_commit, skip_reason="no complete checkpoint at or before the cutoff commit")
-    anchor = candidates[-1]
+    # Every commit below the anchor goes: it must open, or an older one must serve.
+    anchor, unreadable = newest_readable_checkpoint(store, candidates, hint)
+    if anchor is None:
+        raise unreadable[0]
     cp = anchor.version
-    anchor_has_classic = any(g.version == cp and g.files[0].type is not LogFileType.CHECKPOINT_UUID for g in candidates)
+    anchor_has_classic = anchor.files[0].type is not LogFileType.CHECKPOINT_UUID or any(
+        g.version == cp and g.files[0].type is not LogFileType.CHECKPOINT_UUID and _opens(store, g, hint) for g in candidates
+    )
 
     published = files.latest_commit_version if latest_published_version is None else latest_published_version
     commits = [c for c in files.commits if c.version < cp]
@@ -224,10 +301,14 @@ def plan_log_cleanup(
     ]
     remaining = [c for c in files.checkpoints if c.version >= cp]
     referenced = _referenced_sidecars(store, remaining)
-    sidecar_cutoff = utc_midnight(now) - DAY_MS
-    sidecars = [
-        s for s in store.list_log(SIDECAR_DIR) if s.filename not in referenced and s.modification_time < sidecar_cutoff
-    ]
+    # The storage's mtimes against the real clock: a future `now` must not age a fresh sidecar.
+    sidecar_cutoff = int(time.time() * 1000) - DAY_MS
+    listed_sidecars = store.list_log(SIDECAR_DIR)
+    sidecars = (
+        []
+        if referenced is None
+        else [s for s in listed_sidecars if s.filename not in referenced and s.modification_time < sidecar_cutoff]
+    )
     ordered = [*commits, *checkpoints, *crcs, *compactions, *staged, *sidecars]
     counts = {
         "commits": len(commits),
@@ -245,7 +326,16 @@ def plan_log_cleanup(
         bytes=sum(p.size for p in ordered),
         counts=counts,
         needs_compat_checkpoint=bool(checkpoints) and not anchor_has_classic,
+        unreadable_checkpoints=tuple(f"{e.path}: {e}" for e in unreadable),
     )
+
+
+def _opens(store: LogStore, group: CheckpointGroup, hint: LastCheckpointHint | None) -> bool:
+    try:
+        verify_checkpoint(store, group, hint)
+    except DeltaLogError:
+        return False
+    return True
 
 
 class PlanChangedError(DeltaLogError):

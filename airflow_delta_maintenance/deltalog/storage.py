@@ -14,6 +14,7 @@ import errno
 import io
 import os
 import posixpath
+import stat as stat_module
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from .errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, TableNotFoundError
+from .errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
 from .paths import LOG_DIR, ParsedLogPath, parse_log_path
 
 __all__ = ["LogStore", "FileStat", "open_table_storage", "normalize_table_uri"]
@@ -128,6 +129,8 @@ class LogStore:
         directory = self.log_dir if not subdir else self.path(subdir)
         prefix = "" if not subdir else subdir + "/"
         if isinstance(self.fs, LocalFileSystem):
+            if subdir:
+                self._refuse_local_links(subdir, include_last=True)
             return self._list_local(directory, prefix)
         self.fs.invalidate_cache(directory)
         try:
@@ -136,16 +139,18 @@ class LogStore:
             return []
         out = []
         for info in entries:
+            base = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+            if info.get("islink") or info.get("type") == "link":
+                raise SymlinkInLogError(f"{self.display(prefix + base)} is a symbolic link; refusing to follow it out of the table", path=prefix + base)
             if info.get("type") == "directory":
                 continue
-            base = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
             out.append(FileStat(prefix + base, int(info.get("size") or 0), _mtime_ms(self.fs, info)))
         out.sort(key=lambda s: s.name)
         return out
 
-    @staticmethod
-    def _list_local(directory: str, prefix: str) -> list[FileStat]:
-        # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower)
+    def _list_local(self, directory: str, prefix: str) -> list[FileStat]:
+        # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower). Nothing
+        # is followed: a symbolic link (file or directory) inside _delta_log is refused by name.
         out = []
         try:
             it = os.scandir(directory)
@@ -154,14 +159,33 @@ class LogStore:
         with it:
             for entry in it:
                 try:
-                    if not entry.is_file():
+                    if entry.is_symlink():
+                        raise SymlinkInLogError(
+                            f"{self.display(prefix + entry.name)} is a symbolic link; refusing to follow it out of the table",
+                            path=prefix + entry.name,
+                        )
+                    if not entry.is_file(follow_symlinks=False):
                         continue
-                    st = entry.stat()
+                    st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # vanished while listing (another writer's temporary file): skip only it
                 out.append(FileStat(prefix + entry.name, st.st_size, int(st.st_mtime * 1000)))
         out.sort(key=lambda s: s.name)
         return out
+
+    def _refuse_local_links(self, name: str, *, include_last: bool) -> None:
+        """``lstat`` every directory of ``name`` below ``_delta_log`` (and the file itself with
+        ``include_last``): a symbolic link there would take reads and deletions out of the table."""
+        parts = name.split("/")
+        upto = len(parts) if include_last else len(parts) - 1
+        for i in range(1, upto + 1):
+            rel = "/".join(parts[:i])
+            try:
+                st = os.lstat(f"{self.log_dir}/{rel}")
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            if stat_module.S_ISLNK(st.st_mode):
+                raise SymlinkInLogError(f"{self.display(rel)} is a symbolic link; refusing to follow it out of the table", path=rel)
 
     def list_log(self, subdir: str = "") -> list[ParsedLogPath]:
         """Recognised log files of one directory level, in listing order; unknown names are dropped."""
@@ -175,13 +199,52 @@ class LogStore:
     # ---- reads ---------------------------------------------------------------------------------
 
     def read(self, name: str) -> bytes:
-        return self.fs.cat_file(self.path(name))
+        path = self.path(name)
+        if isinstance(self.fs, LocalFileSystem):
+            return self._read_local(name, path)
+        return self.fs.cat_file(path)
+
+    def _read_local(self, name: str, path: str) -> bytes:
+        if "/" in name:
+            self._refuse_local_links(name, include_last=False)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to follow it out of the table", path=name) from None
+            raise
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+    def read_heads(self, names: Sequence[str], nbytes: int = 1 << 16) -> dict[str, bytes]:
+        """The first line of each file (without its newline); S3 fetches the ranges concurrently."""
+        names = list(names)
+        if not names:
+            return {}
+        if isinstance(self.fs, LocalFileSystem):
+            heads = {}
+            for n in names:
+                data = self.read(n)
+                heads[n] = data.split(b"\n", 1)[0]
+            return heads
+        paths = [self.path(n) for n in names]
+        got = self.fs.cat_ranges(paths, [0] * len(paths), [nbytes] * len(paths), on_error="raise")
+        out = {}
+        for n, data in zip(names, got):
+            if isinstance(data, BaseException):
+                raise data
+            if b"\n" not in data and len(data) >= nbytes:
+                data = self.read(n)  # a first line longer than the range
+            out[n] = data.split(b"\n", 1)[0]
+        return out
 
     def read_many(self, names: Iterable[str]) -> dict[str, bytes]:
         """Read several files; async backends (S3) fetch them concurrently."""
         names = list(names)
         if not names:
             return {}
+        if isinstance(self.fs, LocalFileSystem):
+            return {n: self.read(n) for n in names}
         paths = {self.path(n): n for n in names}
         got = self.fs.cat(list(paths), on_error="raise")
         if isinstance(got, (bytes, bytearray)):  # a single path returns bytes
@@ -193,6 +256,8 @@ class LogStore:
         return by_name
 
     def stat(self, name: str) -> FileStat | None:
+        if isinstance(self.fs, LocalFileSystem):
+            self._refuse_local_links(name, include_last=True)
         try:
             info = self.fs.info(self.path(name))
         except FileNotFoundError:
@@ -260,6 +325,7 @@ class LogStore:
         return len(data)
 
     def _local_link_create(self, path: str, content: bytes | Callable[[Any], None], name: str) -> int:
+        self._refuse_local_links(name, include_last=False)
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
@@ -343,6 +409,15 @@ class LogStore:
         one by one, in bulk requests of up to 1000 keys on S3."""
         paths = [self.path(n) for n in names]  # validates every name before the first deletion
         if isinstance(self.fs, LocalFileSystem):
+            # no-follow: refuse before the first deletion if any name is or passes a symbolic link
+            for directory in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
+                self._refuse_local_links(directory, include_last=True)
+            for name in names:
+                try:
+                    if stat_module.S_ISLNK(os.lstat(f"{self.log_dir}/{name}").st_mode):
+                        raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; nothing was deleted", path=name)
+                except FileNotFoundError:
+                    pass
             local_dir = self.fs._strip_protocol(self.log_dir)
             for name in names:
                 try:
@@ -361,6 +436,8 @@ class LogStore:
 
     def delete(self, name: str) -> None:
         """Delete one file of ``_delta_log``; a file already gone is fine (re-runs converge)."""
+        if isinstance(self.fs, LocalFileSystem) and "/" in name:
+            self._refuse_local_links(name, include_last=False)
         try:
             self.fs.rm_file(self.path(name))
         except FileNotFoundError:

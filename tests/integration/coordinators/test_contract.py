@@ -196,6 +196,6 @@ def test_a_staged_commit_altered_after_ratification_is_never_published(
     alter(Path(target.table_uri) / "_delta_log" / two.file_name)
     code = main(["publish", target.table_uri, "--coordinator", target.spec])
     err = capsys.readouterr().err
-    assert code == 2 and "StagedCommitError" in err and two.file_name.rsplit("/", 1)[-1] in err, err
+    assert code == 2 and ("StagedCommitError" in err or "SymlinkInLogError" in err) and two.file_name.rsplit("/", 1)[-1] in err, err
     assert [c.version for c in list_log_files(open_table_storage(target.table_uri)).commits] == [0]
     assert versions(target) == [1, 2, 3]
