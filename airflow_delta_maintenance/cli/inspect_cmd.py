@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..maintenance.inspect import InspectResult, inspect_table
 from .common import add_storage_options, emit_json, run_guarded, storage_options
+
+
+if TYPE_CHECKING:
+    from ..maintenance.inspect import InspectResult
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def register(sub: Any) -> None:
@@ -50,6 +55,8 @@ def _human(result: InspectResult) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..maintenance.inspect import inspect_table
+
     result = inspect_table(
         args.table_uri, args.version, storage_options=storage_options(args), include_files=args.files
     )

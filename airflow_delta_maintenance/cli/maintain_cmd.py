@@ -7,15 +7,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from ..deltalog.compaction import write_compaction
-from ..deltalog.listing import list_log_files
-from ..deltalog.storage import open_table_storage
-from ..deltalog.table_properties import DAY_MS
-from ..maintenance.checkpoint import decide_checkpoint, run_local_checkpoint
-from ..maintenance.cleanup import run_metadata_cleanup
-from ..maintenance.compaction import run_log_compaction
-from ..maintenance.spark_submit import checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint, verify_compaction
 from .common import add_storage_options, emit_json, run_guarded, storage_options
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def _table(p: argparse.ArgumentParser) -> None:
@@ -68,12 +62,18 @@ def register(sub: Any) -> None:
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
+    from ..deltalog.listing import list_log_files
+    from ..deltalog.storage import open_table_storage
+    from ..maintenance.checkpoint import decide_checkpoint, run_local_checkpoint
+
     store = open_table_storage(args.table_uri, storage_options(args))
     files = list_log_files(store)
     decision = decide_checkpoint(files, interval=args.interval or 1, version=args.version, force=args.interval is None)
     out: dict[str, Any] = {"decision": decision.to_dict(), "checkpoint_version": decision.version, "written": False,
                            "files": [], "num_actions": 0, "num_add_files": 0, "size_bytes": 0}
     if (decision.due or decision.last_checkpoint_version == decision.version) and args.engine == "spark":
+        from ..maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
+
         job = checkpoint_job(store.uri, decision.version, storage_options(args), conf=_spark_conf(args))
         reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
         group = verify_checkpoint(store, decision.version)  # the log, not the exit code, says it worked
@@ -94,6 +94,8 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
+    from ..deltalog.storage import open_table_storage
+
     store = open_table_storage(args.table_uri, storage_options(args))
     if (args.start is None) != (args.end is None):
         raise ValueError("--start and --end go together")
@@ -103,11 +105,15 @@ def _compact(args: argparse.Namespace) -> int:
         return _compact_windows(store, args)
     out: dict[str, Any]
     if args.engine == "spark":
+        from ..maintenance.spark_submit import compaction_job, run_spark_submit, verify_compaction
+
         job = compaction_job(store.uri, args.start, args.end, storage_options(args), conf=_spark_conf(args))
         reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
         found = verify_compaction(store, args.start, args.end)  # the log, not the exit code, says it worked
         out = {"start_version": args.start, "end_version": args.end, "path": found.name, "created": reported["created"], "size_bytes": found.size}
     else:
+        from ..deltalog.compaction import write_compaction
+
         r = write_compaction(store, args.start, args.end)
         out = {"start_version": r.start, "end_version": r.end, "path": r.file, "created": not r.existed,
                "num_actions": r.num_actions, "size_bytes": r.size_in_bytes}
@@ -119,6 +125,8 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _compact_windows(store: Any, args: argparse.Namespace) -> int:
+    from ..maintenance.compaction import run_log_compaction
+
     result = run_log_compaction(store, interval=args.interval, max_window_bytes=args.max_window_bytes)
     if args.json:
         emit_json(result.to_dict())
@@ -132,6 +140,10 @@ def _compact_windows(store: Any, args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
+    from ..deltalog.storage import open_table_storage
+    from ..deltalog.table_properties import DAY_MS
+    from ..maintenance.cleanup import run_metadata_cleanup
+
     store = open_table_storage(args.table_uri, storage_options(args))
     retention = None if args.retention_days is None else int(args.retention_days * DAY_MS)
     now_ms = None

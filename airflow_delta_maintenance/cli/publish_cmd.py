@@ -5,11 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..deltalog.listing import list_log_files
-from ..deltalog.storage import open_table_storage
-from ..maintenance.coordinator import open_coordinator
-from ..maintenance.publish import publish_ratified_commits
 from .common import add_storage_options, emit_json, run_guarded, storage_options
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -32,6 +30,10 @@ def register(sub: Any) -> None:
 
 
 def _publish(args: argparse.Namespace) -> int:
+    from ..deltalog.storage import open_table_storage
+    from ..maintenance.coordinator import open_coordinator
+    from ..maintenance.publish import publish_ratified_commits
+
     opts = storage_options(args)
     store = open_table_storage(args.table_uri, opts, allow_unsafe_writes=args.allow_unsafe_writes)
     client = open_coordinator(args.coordinator, opts, allow_unsafe_writes=args.allow_unsafe_writes)
@@ -51,6 +53,10 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _versions(args: argparse.Namespace) -> int:
+    from ..deltalog.listing import list_log_files
+    from ..deltalog.storage import open_table_storage
+    from ..maintenance.coordinator import open_coordinator
+
     opts = storage_options(args)
     store = open_table_storage(args.table_uri, opts)
     client = open_coordinator(args.coordinator, opts)

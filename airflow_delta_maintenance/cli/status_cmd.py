@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..deltalog.storage import open_table_storage
-from ..maintenance.coordinator import open_coordinator
-from ..maintenance.status import TableStatus, table_status
 from .common import add_storage_options, emit_json, run_guarded, storage_options
+
+if TYPE_CHECKING:
+    from ..maintenance.status import TableStatus
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def register(sub: Any) -> None:
@@ -40,6 +42,10 @@ def render(s: TableStatus) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..deltalog.storage import open_table_storage
+    from ..maintenance.coordinator import open_coordinator
+    from ..maintenance.status import table_status
+
     opts = storage_options(args)
     store = open_table_storage(args.table_uri, opts)
     client = open_coordinator(args.coordinator, opts) if args.coordinator else None
