@@ -16,7 +16,9 @@ cleanup has work to plan. Operations, as the use cases the operators call them:
 
 Each of the last three is measured as wired today (``load_snapshot``: every file action replayed)
 and with ``load_table_state`` in its place (``*-state``: protocol, metadata and properties only),
-the change the ``deltalog.table_state`` API exists for. The machine is shared (2 cores, other
+the change the ``deltalog.table_state`` API exists for; ``cleanup-light``/``status-light`` also
+plan cleanup with ``referenced_sidecar_names`` (only the checkpoints' ``sidecar`` column) in place
+of ``deltalog.cleanup``'s whole-file read of every remaining checkpoint. The machine is shared (2 cores, other
 agents running); runs are short, interleaved, and reported with the load average.
 
     python benchmarks/worker_memory.py [--sizes 200000 2000000] [--repeat 2] [--ops ...] [--json]
@@ -93,10 +95,14 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.deltalog.table_state import load_table_state
 from airflow_delta_maintenance.maintenance import cleanup, status
 from airflow_delta_maintenance.maintenance.checkpoint import decide_checkpoint
-light = op.endswith("-state")
+light = op.endswith("-state") or op.endswith("-light")
 load = load_table_state if light else load_snapshot
 if light:  # the wiring the table-state API is for: same arguments, no file actions
     cleanup.load_snapshot = status.load_snapshot = load_table_state
+if op.endswith("-light"):  # and cleanup planning reading only the checkpoints' sidecar column
+    from airflow_delta_maintenance.deltalog import cleanup as plan
+    from airflow_delta_maintenance.deltalog.table_state import referenced_sidecar_names
+    plan._referenced_sidecars = referenced_sidecar_names
 imported = time.perf_counter()
 store = open_table_storage(path)
 out = {}
@@ -116,7 +122,7 @@ sys.stdout.flush()
 os._exit(0)
 """
 
-ALL_OPS = ["import", "spark-worker", "spark-worker-state", "cleanup", "cleanup-state", "status", "status-state", "checkpoint-local"]
+ALL_OPS = ["import", "spark-worker", "spark-worker-state", "cleanup", "cleanup-state", "cleanup-light", "status", "status-state", "status-light", "checkpoint-local"]
 
 
 def run_op(op: str, table: str, work: str, i: int) -> tuple[float, float, dict]:
@@ -146,7 +152,7 @@ def main() -> int:
             t = time.perf_counter()
             built = json.loads(in_subprocess(BUILD, table, str(size)))
             print(f"built {size} live files ({built['bytes'] >> 20} MiB of log) in {time.perf_counter() - t:.0f}s", file=sys.stderr, flush=True)
-            ops = [o for o in ns.ops if size <= ns.heavy_up_to or o == "import" or o.endswith("-state")]
+            ops = [o for o in ns.ops if size <= ns.heavy_up_to or o == "import" or o.endswith(("-state", "-light"))]
             results[size] = interleaved(ops, ns.repeat, lambda op, i: run_op(op, table, work, i))
             shutil.rmtree(table, ignore_errors=True)
     finally:

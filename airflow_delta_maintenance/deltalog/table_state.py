@@ -38,12 +38,12 @@ from .snapshot import _timestamp_at
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
 
-__all__ = ["TableState", "load_table_state"]
+__all__ = ["TableState", "load_table_state", "referenced_sidecar_names"]
 
 _FILE_ACTION_PREFIXES = (b'{"add":', b'{"remove":')
 _PM_COLUMNS = ("protocol", "metaData")
 # Leaf columns that are non-null exactly when the action is present (required fields).
-_PM_PROBES = {"protocol": "protocol.minReaderVersion", "metaData": "metaData.id"}
+_PM_PROBES = {"protocol": "protocol.minReaderVersion", "metaData": "metaData.id", "sidecar": "sidecar.path"}
 
 
 @dataclass(frozen=True)
@@ -141,16 +141,18 @@ def _source_bytes(store: LogStore, source: JsonSource) -> tuple[str, bytes]:
     return store.display(source.name), store.read(source.name)
 
 
-def _parquet_pm(store: LogStore, part: ParsedLogPath, finder: _Finder) -> list[tuple[int, dict[str, Any]]]:
-    """Non-null ``protocol``/``metaData`` rows of a Parquet checkpoint part, read by column projection
-    from the row groups whose statistics do not rule them out."""
+def _parquet_pm(
+    store: LogStore, part: ParsedLogPath, finder: _Finder, columns: Sequence[str] = _PM_COLUMNS
+) -> list[tuple[int, dict[str, Any]]]:
+    """Non-null rows of ``columns`` (default ``protocol``/``metaData``) of a Parquet checkpoint part,
+    read by column projection from the row groups whose statistics do not rule them out."""
     name = store.display(part.name)
     found: list[tuple[int, dict[str, Any]]] = []
     try:
         with store.fs.open(store.path(part.name), "rb") as raw:
             counted = _CountingReader(raw)
             pf = pq.ParquetFile(counted)
-            present = [c for c in _PM_COLUMNS if c in pf.schema_arrow.names]
+            present = [c for c in columns if c in pf.schema_arrow.names]
             if present:
                 leaves = {pf.schema.column(i).path: i for i in range(pf.metadata.num_columns)}
                 row_base = 0
@@ -229,6 +231,26 @@ def _read_checkpoint_pm(store: LogStore, group: CheckpointGroup, finder: _Finder
         else:
             actions.extend(_parquet_pm(store, part, finder))
     finder.take(actions, store.display(group.files[0].name))
+
+
+def referenced_sidecar_names(store: LogStore, checkpoints: Sequence[ParsedLogPath]) -> set[str]:
+    """File names of the sidecars these checkpoint files reference, reading only their ``sidecar``
+    column (Parquet: footer plus that column's chunks) or non-file lines (JSON); a multi-part
+    (V1) checkpoint never references sidecars. For cleanup, which must keep them."""
+    names: set[str] = set()
+    finder = _Finder()
+    for c in checkpoints:
+        if c.type is LogFileType.CHECKPOINT_MULTIPART:
+            continue
+        if c.extension == "json":
+            rows = _non_file_lines(store.read(c.name), store.display(c.name))
+        else:
+            rows = _parquet_pm(store, c, finder, ("sidecar",))
+        for _, action in rows:
+            sidecar = action.get("sidecar")
+            if isinstance(sidecar, Mapping) and sidecar.get("path"):
+                names.add(str(sidecar["path"]).rsplit("/", 1)[-1])
+    return names
 
 
 def _target_timestamp(

@@ -255,3 +255,28 @@ def test_cleanup_plans_the_same_from_the_state(log: LogBuilder) -> None:
     from_state = plan_log_cleanup(store, load_table_state(store, now_ms=NOW), now_ms=NOW)
     from_snapshot = plan_log_cleanup(store, load_snapshot(store, now_ms=NOW), now_ms=NOW)
     assert from_state == from_snapshot and from_state.cutoff_checkpoint == 4 and from_state.counts["commits"] == 4
+
+
+def test_referenced_sidecars_read_only_the_sidecar_column(log: LogBuilder, counting: Callable[[], LogStore]) -> None:
+    from airflow_delta_maintenance.deltalog.cleanup import _referenced_sidecars
+    from airflow_delta_maintenance.deltalog.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.table_state import referenced_sidecar_names
+
+    conf = {"delta.checkpointPolicy": "v2"}
+    log.commit(0, [V2, metadata(conf), add("a", 1)])
+    s1 = log.sidecar("00000000000000000000.checkpoint.0000000001.0000000001.s1.parquet", [add("a", 1)])
+    s2 = log.sidecar("s2.parquet", [add("a", 1)])
+    big = [add(f"inline-{i:05d}-{'y' * 60}", i) for i in range(20_000)]
+    log.checkpoint(0, [V2, metadata(conf), {"checkpointMetadata": {"version": 0}}, s1, *big], uuid="u1")
+    log.checkpoint(0, [{"checkpointMetadata": {"version": 0}}, V2, metadata(conf), s2], uuid="u2", fmt="json")
+    log.checkpoint(0, [V2, metadata(conf), add("a", 1)], parts=2)
+    store = counting()
+    checkpoints = list_log_files(store).checkpoints
+    expected = _referenced_sidecars(open_table_storage(ROOT), checkpoints)
+    assert expected == {"00000000000000000000.checkpoint.0000000001.0000000001.s1.parquet", "s2.parquet"}
+    CountingFS.opened, CountingFS.bytes_read = [], 0
+    assert referenced_sidecar_names(store, checkpoints) == expected
+    parquet = next(c for c in checkpoints if c.name.endswith("u1.parquet"))
+    # the footer read (pyarrow reads the last 64 KiB at once) and the sidecar column, not the adds
+    assert CountingFS.bytes_read < parquet.size / 3, (CountingFS.bytes_read, parquet.size)
+    assert not [p for p in CountingFS.opened if "_sidecars" in p]
