@@ -4,6 +4,8 @@ each measured as a whole process, the way a user runs it.
 - ours: the installed command, ``delta-maintenance checkpoint|compact-log|cleanup TABLE --json``
   (imports, listing, the work, and for cleanup the re-listing and re-planning it performs before
   deleting);
+- for cleanup also "ours-state": the same command with the use case reading ``load_table_state``
+  (protocol, metadata, properties) instead of ``load_snapshot``;
 - delta-rs: a fresh ``python -c`` doing ``import deltalake``, ``DeltaTable(path)`` and the call:
   ``create_checkpoint()``, ``compact_logs(1, N-1)``, ``cleanup_metadata()``.
 
@@ -49,6 +51,18 @@ sys.stdout.flush()
 os._exit(0)  # skip interpreter teardown (the wheel can abort there)
 """
 
+# The same command with the cleanup use case reading a TableState instead of a Snapshot (the
+# wiring ``deltalog.table_state`` exists for; reported as its own engine, "ours-state").
+STATE_CLI = r"""
+import sys
+from airflow_delta_maintenance.deltalog.table_state import load_table_state
+from airflow_delta_maintenance.maintenance import cleanup
+cleanup.load_snapshot = load_table_state
+from airflow_delta_maintenance.cli import console_main
+sys.argv = ["delta-maintenance", *sys.argv[1:]]
+sys.exit(console_main())
+"""
+
 # What a run left in the log, read in a separate small process after it.
 DESCRIBE = r"""
 import json, os, sys
@@ -75,10 +89,12 @@ def command(op: str, engine: str, path: str, commits: int) -> list[str]:
     if engine == "ours":
         extra = {"checkpoint": [], "compaction": ["--start", "1", "--end", str(commits - 1)], "cleanup": ["--execute"]}[op]
         return [CLI, {"checkpoint": "checkpoint", "compaction": "compact-log", "cleanup": "cleanup"}[op], path, "--json", *extra]
+    if engine == "ours-state":
+        return [PYTHON, "-c", STATE_CLI, *command(op, "ours", path, commits)[1:]]
     return [PYTHON, "-c", WHEEL, op, path, "1", str(commits - 1)]
 
 
-def measure(op: str, source: str, work: str, commits: int, repeat: int) -> tuple[dict[str, Runs], dict[str, dict]]:
+def measure(op: str, source: str, work: str, commits: int, repeat: int, engines: tuple[str, ...] = ("ours", "delta-rs")) -> tuple[dict[str, Runs], dict[str, dict]]:
     described: dict[str, dict] = {}
     before = len(os.listdir(os.path.join(source, "_delta_log")))
 
@@ -95,7 +111,7 @@ def measure(op: str, source: str, work: str, commits: int, repeat: int) -> tuple
         finally:
             shutil.rmtree(copy, ignore_errors=True)
 
-    return interleaved(["ours", "delta-rs"], repeat, one), described
+    return interleaved(list(engines), repeat, one), described
 
 
 def age_log(path: str, days: int) -> None:
@@ -135,7 +151,8 @@ def main() -> int:
             in_subprocess("import sys, deltalake; deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2])).create_checkpoint()", source, str(ns.cleanup_commits - 10))
             age_log(source, 60)
             print(f"  cleanup {ns.cleanup_commits} commits", file=sys.stderr, flush=True)
-            rows.append(("cleanup", ns.cleanup_commits, *measure("cleanup", source, work, ns.cleanup_commits, ns.repeat)))
+            engines = ("ours", "ours-state", "delta-rs")
+            rows.append(("cleanup", ns.cleanup_commits, *measure("cleanup", source, work, ns.cleanup_commits, ns.repeat, engines)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if ns.json:
@@ -143,7 +160,8 @@ def main() -> int:
         return 0
     print(f"cpus {os.cpu_count()}; whole processes; median [min–max]; ratios ours/delta-rs")
     for op, size, runs, described in rows:
-        print(ratio_line(f"{op} {size}", runs["ours"], runs["delta-rs"]))
+        for engine in (e for e in runs if e != "delta-rs"):
+            print(ratio_line(f"{op} {size}" + ("" if engine == "ours" else f" ({engine})"), runs[engine], runs["delta-rs"]))
         for engine, d in described.items():
             print(f"    {engine:<8} wrote: {json.dumps(d)}")
     return 0
