@@ -7,12 +7,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from ..deltalog.cleanup import retention_ms_from_days
-from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
-from ..maintenance.cleanup import run_metadata_cleanup
-from ..maintenance.compaction import check_compaction_window, compact_window, run_log_compaction
-from ..maintenance.spark_submit import checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint, verify_compaction
 from .common import add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def _table(p: argparse.ArgumentParser) -> None:
@@ -67,6 +64,9 @@ def register(sub: Any) -> None:
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
+    from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
+    from ..maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
+
     with open_cli_table(args) as table:
         plan = plan_checkpoint(table, interval=args.interval or 1, version=args.version, force=args.interval is None)
         decision, store = plan.decision, table.store
@@ -93,6 +93,9 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
+    from ..maintenance.compaction import check_compaction_window, compact_window
+    from ..maintenance.spark_submit import compaction_job, run_spark_submit, verify_compaction
+
     if (args.start is None) != (args.end is None):
         raise ValueError("--start and --end go together")
     if args.start is None and args.engine == "spark":
@@ -119,6 +122,8 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _compact_windows(table: Any, args: argparse.Namespace) -> int:
+    from ..maintenance.compaction import run_log_compaction
+
     result = run_log_compaction(table, interval=args.interval, max_window_bytes=args.max_window_bytes)
     if args.json:
         emit_json(result.to_dict())
@@ -132,6 +137,9 @@ def _compact_windows(table: Any, args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
+    from ..deltalog.cleanup import retention_ms_from_days
+    from ..maintenance.cleanup import run_metadata_cleanup
+
     retention = None if args.retention_days is None else retention_ms_from_days(args.retention_days)
     now_ms = None
     if args.now is not None:

@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from ..maintenance.publish import publish_ratified_commits
-from ..maintenance.status import catalog_versions
 from .common import EXIT_PROBLEMS, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -32,6 +32,8 @@ def register(sub: Any) -> None:
 
 
 def _publish(args: argparse.Namespace) -> int:
+    from ..maintenance.publish import publish_ratified_commits
+
     with open_cli_table(args, allow_unsafe_writes=args.allow_unsafe_writes) as table:
         result = publish_ratified_commits(table, up_to=args.up_to)
     if args.json:
@@ -46,6 +48,8 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _versions(args: argparse.Namespace) -> int:
+    from ..maintenance.status import catalog_versions
+
     with open_cli_table(args) as table:
         report = catalog_versions(table)
     if args.json:

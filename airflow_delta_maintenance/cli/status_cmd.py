@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..maintenance.status import TableStatus, table_status
 from .common import EXIT_PROBLEMS, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+
+if TYPE_CHECKING:
+    from ..maintenance.status import TableStatus
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def register(sub: Any) -> None:
@@ -40,6 +44,8 @@ def render(s: TableStatus) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..maintenance.status import table_status
+
     with open_cli_table(args) as table:
         status = table_status(table)
     if args.json:

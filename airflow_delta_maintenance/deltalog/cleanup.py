@@ -46,6 +46,7 @@ from .replay import in_commit_timestamp
 from .snapshot import Snapshot
 from .storage import LogStore
 from .table_properties import DAY_MS
+from .table_state import TableState
 
 __all__ = [
     "Deletion",
@@ -237,7 +238,7 @@ def _referenced_sidecars(store: LogStore, checkpoints: Sequence[ParsedLogPath]) 
 @uses_log_operation_memory
 def plan_log_cleanup(
     store: LogStore,
-    snapshot: Snapshot,
+    snapshot: Snapshot | TableState,
     *,
     now_ms: int | None = None,
     retention_ms: int | None = None,
@@ -245,7 +246,11 @@ def plan_log_cleanup(
     latest_published_version: int | None = None,
     files: LogSegmentFiles | None = None,
 ) -> CleanupPlan:
-    """Plan (never delete) the cleanup of ``_delta_log`` for the latest ``snapshot`` of the table."""
+    """Plan (never delete) the cleanup of ``_delta_log`` for the latest ``snapshot`` of the table.
+
+    Only its protocol, properties and in-commit-timestamp enablement are read, so a ``TableState``
+    from ``load_table_state`` (no file actions replayed) plans exactly what a ``Snapshot`` does.
+    """
     now = int(time.time() * 1000) if now_ms is None else now_ms
     props = snapshot.properties
     retention = props.log_retention_ms if retention_ms is None else retention_ms

@@ -15,12 +15,14 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .memory import uses_log_operation_memory
+from .memory import release_free_memory, uses_log_operation_memory
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .checkpoint_check import verify_checkpoint
+from .compaction_lines import LineRuns, collect_winning_lines
 from .errors import CorruptLogError, DeltaLogError, LogFileExistsError, MissingCommitError, ProtocolViolationError, UnpublishedVersionError
 from .features import check_write_supported
 from .listing import LogSegmentFiles, list_log_files
@@ -171,19 +173,21 @@ def _by_key(table: pa.Table) -> pa.Array:
     return pc.sort_indices(keys, [("path", "ascending"), ("dv", "ascending")])
 
 
+@uses_log_operation_memory
 def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> bytes:
     """The NDJSON content of the compaction of published commits ``[start, end]``.
 
     File actions are the winning lines exactly as the commits wrote them (every field, even ones
     this library does not know, survives); non-file actions are re-serialised.
     """
-    return b"".join(_compaction_pieces(store, files, start, end)[0])
+    head, runs = _compaction_lines(store, files, start, end)
+    return b"".join([head, *(bytes(w) for w in runs.windows())])
 
 
 @uses_log_operation_memory
-def _compaction_pieces(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> tuple[list[bytes | memoryview], int]:
-    """The compaction's content as pieces (head, adds, removes; never joined: it can be large)
-    and its number of actions."""
+def _compaction_lines(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> tuple[bytes, LineRuns]:
+    """The compaction's non-file lines, and its winning file-action lines (adds, then removes,
+    each by key) to stream: reconciliation reads only keys, the lines are read a second time."""
     commits = {c.version: c for c in files.commits}
     present = sorted(v for v in commits if start <= v <= end)
     if len(present) != end - start + 1:  # found from the files present, never by walking the range
@@ -201,15 +205,15 @@ def _compaction_pieces(store: LogStore, files: LogSegmentFiles, start: int, end:
         published_version=end,
         files=files,
     )
-    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True, keep_lines=True)
+    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True)
     head = compaction_head(result.protocol, result.metadata, result.txns.values(), result.domains.values())
-    assert result.deltas is not None
-    by_path = [_by_key(t) for t in (result.adds, result.removes)]
-    adds = result.deltas.original_lines(result.adds.column(ORDER).take(by_path[0]), result.delta_base_order)
-    removes = result.deltas.original_lines(result.removes.column(ORDER).take(by_path[1]), result.delta_base_order)
-    return [head, adds, removes], head.count(b"\n") + len(by_path[0]) + len(by_path[1])
+    orders = [t.column(ORDER).take(_by_key(t)).to_numpy() for t in (result.adds, result.removes)]
+    del result
+    release_free_memory()  # the first pass's freed batches, before the lines are read again
+    return head, collect_winning_lines(store, segment.deltas, np.concatenate(orders).astype(np.int64))
 
 
+@uses_log_operation_memory
 def write_compaction(
     store: LogStore,
     start: int,
@@ -235,11 +239,13 @@ def write_compaction(
         )
     if any(c.version == start and c.end_version == end for c in files.compactions):
         return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    pieces, num_actions = _compaction_pieces(store, files, start, end)
+    head, runs = _compaction_lines(store, files, start, end)
+    num_actions = head.count(b"\n") + runs.total
 
     def write(sink: Any) -> None:
-        for piece in pieces:
-            sink.write(piece)
+        sink.write(head)
+        for window in runs.windows():
+            sink.write(window)
 
     try:
         size = store.put_if_absent_stream(name, write)

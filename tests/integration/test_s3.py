@@ -87,3 +87,25 @@ def test_cleanup_on_s3_deletes_in_bulk_and_keeps_every_retained_version(s3_bucke
     names = {p.rsplit("/", 1)[-1] for p in store.fs.ls(store.log_dir, detail=False, refresh=True)}
     assert min(int(n[:20]) for n in names if n.endswith(".json")) == 1050
     assert load_snapshot(open_table_storage(uri, options), 1055, now_ms=now).active_file_keys() == before
+
+
+def test_table_state_on_s3_equals_the_snapshot(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
+    """The light load opens the checkpoint for random access through s3fs (footer, then the
+    protocol/metaData column chunks): it must agree with the full load on S3 too."""
+    from airflow_delta_maintenance.deltalog.table_state import load_table_state
+
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/tables/state"
+    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client.commit(uri, 0, create_actions(ict=True))
+    for v in range(1, 5):
+        client.commit(uri, v, [add(f"f{v}")])
+    store = open_table_storage(uri, options)
+    publish_ratified_commits(store, client)
+    write_checkpoint(store, load_snapshot(store, 3))
+    for version in (None, 3, 4):
+        state, snap = load_table_state(store, version), load_snapshot(store, version)
+        assert (state.version, state.protocol, state.metadata, state.properties, state.timestamp) == (
+            snap.version, snap.protocol, snap.metadata, snap.properties, snap.timestamp
+        )
+    assert load_table_state(store, 3).checkpoint_version == 3 and load_table_state(store).segment.checkpoint_version == 3
