@@ -11,6 +11,10 @@
 
 Gates that skip with a reason: ``delta.enableExpiredLogCleanup=false``; catalog-managed tables
 unless the caller says the catalog permits it; ``checkpointProtection`` with a protected version.
+
+Leftovers of killed runs of our own writers (temp files, Spark staging directories, tagged sidecars
+no checkpoint references) are collected whatever the gates say, by ``abandoned``'s rule: owner
+proven dead, or a day old by storage modification times and the real clock — never ``now_ms``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from .abandoned import Leftover, abandoned_sidecars, find_abandoned, remove_leftovers
 from .memory import uses_log_operation_memory
 from .errors import DeltaLogError
 from .features import is_catalog_managed
@@ -63,6 +68,7 @@ class CleanupPlan:
     bytes: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     needs_compat_checkpoint: bool = False
+    leftovers: tuple[Deletion, ...] = ()  # our killed runs' temp files / staging dirs / sidecars
 
     @property
     def skipped(self) -> bool:
@@ -85,6 +91,7 @@ class CleanupPlan:
             "delete_bytes": self.bytes,
             "counts": dict(self.counts),
             "needs_compat_checkpoint": self.needs_compat_checkpoint,
+            "leftovers": [asdict(d) for d in self.leftovers],
         }
 
 
@@ -181,7 +188,7 @@ def plan_log_cleanup(
     props = snapshot.properties
     retention = props.log_retention_ms if retention_ms is None else retention_ms
     cutoff = utc_midnight(now - retention)
-    base = dict(table_uri=store.uri, now_ms=now, retention_ms=retention, cutoff_timestamp=cutoff)
+    base: dict[str, Any] = dict(table_uri=store.uri, now_ms=now, retention_ms=retention, cutoff_timestamp=cutoff, leftovers=_leftovers(store))
     if not props.enable_expired_log_cleanup:
         return CleanupPlan(**base, skip_reason="delta.enableExpiredLogCleanup is false")
     if is_catalog_managed(snapshot.protocol) and not catalog_permits_cleanup:
@@ -248,6 +255,11 @@ def plan_log_cleanup(
     )
 
 
+def _leftovers(store: LogStore) -> tuple[Deletion, ...]:
+    found: list[Leftover] = [*find_abandoned(store), *abandoned_sidecars(store)]
+    return tuple(Deletion(x.path, x.kind, x.size) for x in found)
+
+
 class PlanChangedError(DeltaLogError):
     """The log changed between planning and execution in a way that invalidates the plan."""
 
@@ -261,10 +273,10 @@ def execute_cleanup(
     keep the same anchor checkpoint, and only files in both plans are deleted.
     """
     started = time.monotonic()
-    if dry_run or plan.skipped:
+    if dry_run:
         return CleanupResult(plan, dry_run=dry_run, seconds=round(time.monotonic() - started, 6))
     allowed = set(plan.paths)
-    if fresh_plan is not None:
+    if fresh_plan is not None and not plan.skipped:
         if fresh_plan.skipped or fresh_plan.cutoff_checkpoint != plan.cutoff_checkpoint:
             raise PlanChangedError(
                 f"{store.uri}: the cleanup plan no longer holds (anchor checkpoint {plan.cutoff_checkpoint} → "
@@ -272,10 +284,18 @@ def execute_cleanup(
                 path=store.log_dir,
             )
         allowed &= set(fresh_plan.paths)
-    deleted = 0
+    # Leftovers are judged again by a fresh plan; only ones abandoned both times go.
+    leftovers = plan.leftovers if fresh_plan is None else tuple(d for d in plan.leftovers if d.path in {f.path for f in fresh_plan.leftovers})
+    deleted = _remove(store, leftovers)
+    if plan.skipped:
+        return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
     # Kind by kind in plan order (commits before checkpoints); within a kind the order is free.
     for _, group in itertools.groupby((d for d in plan.deletions if d.path in allowed), key=lambda d: d.kind):
         names = [d.path for d in group]
         store.delete_many(names)
         deleted += len(names)
     return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
+
+
+def _remove(store: LogStore, leftovers: Sequence[Deletion]) -> int:
+    return remove_leftovers(store, [Leftover(d.path, d.kind, d.size, 0, None) for d in leftovers])
