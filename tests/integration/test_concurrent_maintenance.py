@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 DAY_MS = 24 * 3600 * 1000
 OLD_VERSIONS = 9  # versions 0..8 committed three days ago (filesystem table, then registered)
 SEED_ENV = "DELTA_CONCURRENCY_SEED"
+WINDOW_S = 15.0  # single-node runs start within this many seconds of the Spark ones
 
 
 def _seed() -> int:
@@ -118,9 +120,9 @@ def _build(table: Table, rng: random.Random, env: dict[str, str]) -> None:
 class Writer(threading.Thread):
     """Commits through the embedded coordinator until stopped, recording each version's files."""
 
-    def __init__(self, table: Table, rng: random.Random) -> None:
+    def __init__(self, table: Table, rng: random.Random, commits: int) -> None:
         super().__init__(daemon=True)
-        self.table, self.rng, self.stop = table, rng, threading.Event()
+        self.table, self.rng, self.stop, self.commits = table, rng, threading.Event(), commits
         self.error: BaseException | None = None
 
     def commit_one(self, client: Any) -> None:
@@ -131,9 +133,10 @@ class Writer(threading.Thread):
     def run(self) -> None:
         client = open_coordinator(self.table.coordinator, self.table.options)
         try:
-            while not self.stop.is_set():
+            for _ in range(self.commits):  # bounded: the wheel reads every version afterwards
+                if self.stop.wait(self.rng.uniform(0.3, 1.2)):
+                    break
                 self.commit_one(client)
-                self.stop.wait(self.rng.uniform(0.2, 0.8))
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
         finally:
@@ -151,14 +154,14 @@ def _schedule(table: Table, rng: random.Random, spark_args: list[str], spark_che
     runs.append((rng.uniform(0, 2), "spark-compaction", ["compact-log", t, "--engine", "spark", "--master", "local[1]", "--start", str(start),
                                                          "--end", str(start + rng.randint(2, 4)), *spark_args, *o]))
     for i in range(rng.randint(3, 5)):
-        runs.append((rng.uniform(0, 25), f"publish-{i}", ["publish", t, *coord, *o]))
+        runs.append((rng.uniform(0, WINDOW_S), f"publish-{i}", ["publish", t, *coord, *o]))
     for i in range(rng.randint(2, 4)):
-        runs.append((rng.uniform(0, 25), f"checkpoint-{i}", ["checkpoint", t, *o]))
+        runs.append((rng.uniform(0, WINDOW_S), f"checkpoint-{i}", ["checkpoint", t, *o]))
     for i in range(rng.randint(1, 3)):
-        runs.append((rng.uniform(0, 25), f"compact-{i}", ["compact-log", t, "--interval", str(rng.choice([3, 4, 5])), *o]))
+        runs.append((rng.uniform(0, WINDOW_S), f"compact-{i}", ["compact-log", t, "--interval", str(rng.choice([3, 4, 5])), *o]))
     for i in range(rng.randint(2, 4)):
-        runs.append((rng.uniform(0, 25), f"cleanup-{i}", ["cleanup", t, "--execute", "--retention-days", "1", "--allow-shorter-retention", *o]))
-    runs.append((rng.uniform(3, 20), "killed-checkpoint", ["checkpoint", t, *o]))
+        runs.append((rng.uniform(0, WINDOW_S), f"cleanup-{i}", ["cleanup", t, "--execute", "--retention-days", "1", "--allow-shorter-retention", *o]))
+    runs.append((rng.uniform(1, WINDOW_S), "killed-checkpoint", ["checkpoint", t, *o]))
     return sorted(runs)
 
 
@@ -166,7 +169,7 @@ def _run_schedule(table: Table, rng: random.Random, env: dict[str, str], spark_a
     """Run everything; returns the pids of the runs killed on purpose."""
     runs = _schedule(table, rng, spark_args, spark_checkpoints)
     kill_after = rng.uniform(0.3, 2.5)
-    writer = Writer(table, rng)
+    writer = Writer(table, rng, rng.randint(15, 25))
     client = open_coordinator(table.coordinator, table.options)
     for _ in range(6):  # published before anything starts: the Spark compaction's window
         writer.commit_one(client)
@@ -195,6 +198,8 @@ def _run_schedule(table: Table, rng: random.Random, env: dict[str, str], spark_a
             if time.monotonic() - started > 400:
                 raise AssertionError("the schedule did not finish in 400 s")
             time.sleep(0.05)
+        for label, p, t0 in procs:
+            ended.setdefault(label, time.monotonic() - t0)
     finally:
         writer.stop.set()
         writer.join(30)
@@ -260,14 +265,20 @@ def _verify(table: Table, killed: set[int], env: dict[str, str], spark: Any, see
     hint = json.loads(store.read("_last_checkpoint"))
     assert any(g.version == hint["version"] for g in groups), f"seed {seed}: _last_checkpoint names {hint['version']}"
     # every retained version reads in the wheel exactly as committed; versions in retention all do
-    readable = []
-    for v in sorted(table.expected):
+    def wheel_files(v: int) -> set[str] | None:
         try:
             dt = deltalake.DeltaTable(table.uri, version=v, storage_options=_wheel_options(table.options))
-        except Exception:
+        except Exception:  # noqa: BLE001 - an unreadable version is judged below
+            return None
+        return set(dt.get_add_actions(flatten=True).column("path").to_pylist())
+
+    with ThreadPoolExecutor(4) as pool:
+        in_wheel = dict(zip(sorted(table.expected), pool.map(wheel_files, sorted(table.expected))))
+    readable = []
+    for v, got in in_wheel.items():
+        if got is None:
             assert v < OLD_VERSIONS - 1, f"seed {seed}: version {v} (inside retention) is unreadable"
             continue
-        got = set(dt.get_add_actions(flatten=True).column("path").to_pylist())
         assert got == set(table.expected[v]), f"seed {seed}: version {v} differs in the wheel"
         readable.append(v)
     deleted = [v for v in range(OLD_VERSIONS - 1) if v not in {c.version for c in files.commits}]
