@@ -68,6 +68,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
         render_template_as_native_obj=True,
     )
     common = {"table_uri": table.uri, "delta_storage_conn_id": table.storage_conn_id}
+    # Every task sees the table as its catalog does: gates, caps and conf come through the coordinator.
     coord = {"coordinator_spec": table.coordinator, "delta_coordinator_conn_id": table.coordinator_conn_id}
     with dag:
         upstream: list[Any] = []
@@ -97,6 +98,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 DeltaCheckpointOperator(
                     task_id="checkpoint",
                     **common,
+                    **coord,
                     engine=table.checkpoint.engine,
                     interval=table.checkpoint.interval,
                     force="{{ params.force_checkpoint }}",
@@ -108,7 +110,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
             )
         if table.compaction.enabled:
             parallel.append(
-                DeltaLogCompactionOperator(task_id="compact_log", **common, interval=table.compaction.interval, max_window_bytes=table.compaction.max_window_bytes)
+                DeltaLogCompactionOperator(task_id="compact_log", **common, **coord, interval=table.compaction.interval, max_window_bytes=table.compaction.max_window_bytes)
             )
         for task in parallel:
             for u in upstream:
@@ -117,6 +119,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
             cleanup = DeltaLogCleanupOperator(
                 task_id="cleanup",
                 **common,
+                **coord,
                 dry_run="{{ params.dry_run }}",
                 retention_days=table.cleanup.retention_days,
                 allow_shorter_retention=table.cleanup.allow_shorter_retention,

@@ -24,6 +24,7 @@ from typing import Any
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 
 
@@ -51,7 +52,7 @@ def run(uri: str, spec: str, options: dict[str, Any], commits: int) -> dict[str,
     counting = Counting(client)
     store = open_table_storage(uri, options)
     started = time.perf_counter()
-    result = publish_ratified_commits(store, counting)  # type: ignore[arg-type]
+    result = publish_ratified_commits(bind_table(store, counting))  # type: ignore[arg-type]
     elapsed = time.perf_counter() - started
     assert result.published == list(range(1, commits + 1)), "every commit published"
     return {"seconds": elapsed, "commits_per_second": commits / elapsed, "calls_per_commit": counting.calls / commits}

@@ -11,7 +11,18 @@ from typing import Any
 from ..coordinators.errors import CoordinatorError
 from ..deltalog.errors import DeltaLogError
 
-__all__ = ["add_storage_options", "storage_options", "emit_json", "run_guarded"]
+__all__ = [
+    "add_storage_options",
+    "add_coordinator_option",
+    "storage_options",
+    "open_cli_table",
+    "emit_json",
+    "run_guarded",
+    "PROBLEMS_EXIT_CODE",
+]
+
+# `status --strict` / `versions --strict` when the coordinator is inconsistent with the log.
+PROBLEMS_EXIT_CODE = 3
 
 # Errors that mean "bad input or bad table", reported without a traceback.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, PermissionError)
@@ -26,6 +37,26 @@ def add_storage_options(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="fsspec storage option (repeatable), e.g. -o endpoint_url=http://127.0.0.1:9000; "
         "credentials come from the environment",
+    )
+
+
+def add_coordinator_option(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    parser.add_argument(
+        "--coordinator",
+        required=required,
+        default=None,
+        metavar="SPEC",
+        help="the table's coordinator: local:///path/coordinator.db, dynamodb://..., unity-catalog://..., or auto "
+        "(discovered from the table's own properties); the per-table conf always comes from the table",
+    )
+
+
+def open_cli_table(args: argparse.Namespace, *, allow_unsafe_writes: bool = False) -> Any:
+    """The table's identity, built once for the command (storage options, coordinator, table conf)."""
+    from ..maintenance.table import open_table
+
+    return open_table(
+        args.table_uri, storage_options(args), coordinator=getattr(args, "coordinator", None), allow_unsafe_writes=allow_unsafe_writes
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..maintenance.inspect import InspectResult, inspect_table
-from .common import add_storage_options, emit_json, run_guarded, storage_options
+from .common import add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
 
 
 def register(sub: Any) -> None:
@@ -15,6 +15,7 @@ def register(sub: Any) -> None:
     p.add_argument("--version", type=int, default=None, help="version to load (default: latest)")
     p.add_argument("--files", action="store_true", help="list the active files (path, size) sorted by path")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_coordinator_option(p)
     add_storage_options(p)
     p.set_defaults(handler=lambda args: run_guarded(lambda: _run(args)))
 
@@ -50,9 +51,8 @@ def _human(result: InspectResult) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = inspect_table(
-        args.table_uri, args.version, storage_options=storage_options(args), include_files=args.files
-    )
+    with open_cli_table(args) as table:
+        result = inspect_table(table, args.version, include_files=args.files)
     if args.json:
         emit_json(result.to_dict())
     else:

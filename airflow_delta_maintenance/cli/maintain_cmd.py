@@ -7,20 +7,18 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from ..deltalog.compaction import write_compaction
-from ..deltalog.listing import list_log_files
-from ..deltalog.storage import open_table_storage
 from ..deltalog.table_properties import DAY_MS
-from ..maintenance.checkpoint import decide_checkpoint, run_local_checkpoint
+from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
 from ..maintenance.cleanup import run_metadata_cleanup
-from ..maintenance.compaction import run_log_compaction
+from ..maintenance.compaction import check_compaction_window, compact_window, run_log_compaction
 from ..maintenance.spark_submit import checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint, verify_compaction
-from .common import add_storage_options, emit_json, run_guarded, storage_options
+from .common import add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
 
 
 def _table(p: argparse.ArgumentParser) -> None:
     p.add_argument("table_uri", metavar="TABLE_URI")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_coordinator_option(p)
     add_storage_options(p)
 
 
@@ -68,62 +66,63 @@ def register(sub: Any) -> None:
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    store = open_table_storage(args.table_uri, storage_options(args))
-    files = list_log_files(store)
-    decision = decide_checkpoint(files, interval=args.interval or 1, version=args.version, force=args.interval is None)
-    out: dict[str, Any] = {"decision": decision.to_dict(), "checkpoint_version": decision.version, "written": False,
-                           "files": [], "num_actions": 0, "num_add_files": 0, "size_bytes": 0}
-    if (decision.due or decision.last_checkpoint_version == decision.version) and args.engine == "spark":
-        job = checkpoint_job(store.uri, decision.version, storage_options(args), conf=_spark_conf(args))
-        reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
-        group = verify_checkpoint(store, decision.version)  # the log, not the exit code, says it worked
-        out.update(kind="spark", written=not reported.get("existed", False), existed=reported.get("existed", False),
-                   files=[f.name for f in group.files], num_actions=reported.get("num_actions", 0),
-                   num_add_files=reported.get("num_add_files", 0), size_bytes=group.size_in_bytes)
-    elif decision.due or decision.last_checkpoint_version == decision.version:
-        r = run_local_checkpoint(store, decision.version, files=files)
-        out.update(kind=r.kind, written=not r.existed, existed=r.existed, files=r.files, num_actions=r.num_actions,
-                   num_add_files=r.num_add_files, size_bytes=r.size_in_bytes, stats_parsed=r.stats_parsed)
+    with open_cli_table(args) as table:
+        plan = plan_checkpoint(table, interval=args.interval or 1, version=args.version, force=args.interval is None)
+        decision, store = plan.decision, table.store
+        out: dict[str, Any] = {"decision": decision.to_dict(), "checkpoint_version": decision.version, "written": False,
+                               "files": [], "num_actions": 0, "num_add_files": 0, "size_bytes": 0}
+        if (decision.due or decision.last_checkpoint_version == decision.version) and args.engine == "spark":
+            job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=_spark_conf(args))
+            reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
+            group = verify_checkpoint(store, decision.version)  # the log, not the exit code, says it worked
+            out.update(kind="spark", written=not reported.get("existed", False), existed=reported.get("existed", False),
+                       files=[f.name for f in group.files], num_actions=reported.get("num_actions", 0),
+                       num_add_files=reported.get("num_add_files", 0), size_bytes=group.size_in_bytes)
+        elif decision.due or decision.last_checkpoint_version == decision.version:
+            r = run_local_checkpoint(table, plan)
+            out.update(kind=r.kind, written=not r.existed, existed=r.existed, files=r.files, num_actions=r.num_actions,
+                       num_add_files=r.num_add_files, size_bytes=r.size_in_bytes, stats_parsed=r.stats_parsed)
     if args.json:
         emit_json(out)
     elif out["written"]:
-        print(f"{store.uri}: wrote {out['kind']} checkpoint at {out['checkpoint_version']} ({out['num_actions']} actions, {out['size_bytes']} bytes)")
+        print(f"{table.uri}: wrote {out['kind']} checkpoint at {out['checkpoint_version']} ({out['num_actions']} actions, {out['size_bytes']} bytes)")
     else:
-        print(f"{store.uri}: no checkpoint written: {decision.reason}")
+        print(f"{table.uri}: no checkpoint written: {decision.reason}")
     return 0
 
 
 def _compact(args: argparse.Namespace) -> int:
-    store = open_table_storage(args.table_uri, storage_options(args))
     if (args.start is None) != (args.end is None):
         raise ValueError("--start and --end go together")
-    if args.start is None:
+    if args.start is None and args.engine == "spark":
+        raise ValueError("--engine spark needs --start and --end")
+    with open_cli_table(args) as table:
+        if args.start is None:
+            return _compact_windows(table, args)
+        out: dict[str, Any]
         if args.engine == "spark":
-            raise ValueError("--engine spark needs --start and --end")
-        return _compact_windows(store, args)
-    out: dict[str, Any]
-    if args.engine == "spark":
-        job = compaction_job(store.uri, args.start, args.end, storage_options(args), conf=_spark_conf(args))
-        reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
-        found = verify_compaction(store, args.start, args.end)  # the log, not the exit code, says it worked
-        out = {"start_version": args.start, "end_version": args.end, "path": found.name, "created": reported["created"], "size_bytes": found.size}
-    else:
-        r = write_compaction(store, args.start, args.end)
-        out = {"start_version": r.start, "end_version": r.end, "path": r.file, "created": not r.existed,
-               "num_actions": r.num_actions, "size_bytes": r.size_in_bytes}
+            check_compaction_window(table, args.start, args.end)
+            job = compaction_job(table.uri, args.start, args.end, table.storage_options, conf=_spark_conf(args))
+            reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
+            found = verify_compaction(table.store, args.start, args.end)  # the log, not the exit code, says it worked
+            out = {"start_version": args.start, "end_version": args.end, "path": found.name, "created": reported["created"], "size_bytes": found.size}
+        else:
+            r = compact_window(table, args.start, args.end)
+            out = {"start_version": r.start, "end_version": r.end, "path": r.file, "created": not r.existed,
+                   "num_actions": r.num_actions, "size_bytes": r.size_in_bytes}
     if args.json:
         emit_json(out)
     else:
-        print(f"{store.uri}: {'wrote' if out['created'] else 'already had'} {out['path']}")
+        print(f"{table.uri}: {'wrote' if out['created'] else 'already had'} {out['path']}")
     return 0
 
 
-def _compact_windows(store: Any, args: argparse.Namespace) -> int:
-    result = run_log_compaction(store, interval=args.interval, max_window_bytes=args.max_window_bytes)
+def _compact_windows(table: Any, args: argparse.Namespace) -> int:
+    result = run_log_compaction(table, interval=args.interval, max_window_bytes=args.max_window_bytes)
     if args.json:
         emit_json(result.to_dict())
     else:
-        print(f"{store.uri}: wrote {len(result.written)} compaction file(s), skipped {len(result.skipped)}")
+        print(f"{table.uri}: wrote {len(result.written)} compaction file(s), skipped {len(result.skipped)}")
         for w in result.written:
             print(f"  [{w['start']}, {w['end']}] {w['file']}")
         for w in result.skipped:
@@ -132,20 +131,21 @@ def _compact_windows(store: Any, args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    store = open_table_storage(args.table_uri, storage_options(args))
     retention = None if args.retention_days is None else int(args.retention_days * DAY_MS)
     now_ms = None
     if args.now is not None:
         now = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
         now_ms = int((now if now.tzinfo else now.replace(tzinfo=timezone.utc)).timestamp() * 1000)
-    result = run_metadata_cleanup(
-        store,
-        dry_run=not args.execute,
-        retention_ms=retention,
-        allow_shorter_retention=args.allow_shorter_retention,
-        catalog_permits_cleanup=args.allow_catalog_managed,
-        now_ms=now_ms,
-    )
+    with open_cli_table(args) as table:
+        result = run_metadata_cleanup(
+            table,
+            dry_run=not args.execute,
+            retention_ms=retention,
+            allow_shorter_retention=args.allow_shorter_retention,
+            catalog_permits_cleanup=args.allow_catalog_managed,
+            now_ms=now_ms,
+        )
+    store = table.store
     if args.json:
         emit_json(result.to_dict())
         return 0

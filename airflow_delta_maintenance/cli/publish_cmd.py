@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ..deltalog.listing import list_log_files
-from ..deltalog.storage import open_table_storage
-from ..maintenance.coordinator import open_coordinator
 from ..maintenance.publish import publish_ratified_commits
-from .common import add_storage_options, emit_json, run_guarded, storage_options
+from ..maintenance.status import catalog_versions
+from .common import PROBLEMS_EXIT_CODE, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("table_uri", metavar="TABLE_URI")
-    p.add_argument("--coordinator", required=True, metavar="SPEC", help="e.g. local:///path/coordinator.db, dynamodb://..., unity-catalog://...")
+    add_coordinator_option(p, required=True)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     add_storage_options(p)
 
@@ -26,19 +25,15 @@ def register(sub: Any) -> None:
     p.add_argument("--allow-unsafe-writes", action="store_true", help="accept storage without atomic create-if-absent")
     p.set_defaults(handler=lambda args: run_guarded(lambda: _publish(args)))
 
-    v = sub.add_parser("versions", help="latest ratified and published versions, and the pending ones")
+    v = sub.add_parser("versions", help="latest ratified and published versions, the pending ones, and any inconsistency")
     _common(v)
+    v.add_argument("--strict", action="store_true", help=f"exit {PROBLEMS_EXIT_CODE} when the coordinator is inconsistent")
     v.set_defaults(handler=lambda args: run_guarded(lambda: _versions(args)))
 
 
 def _publish(args: argparse.Namespace) -> int:
-    opts = storage_options(args)
-    store = open_table_storage(args.table_uri, opts, allow_unsafe_writes=args.allow_unsafe_writes)
-    client = open_coordinator(args.coordinator, opts, allow_unsafe_writes=args.allow_unsafe_writes)
-    try:
-        result = publish_ratified_commits(store, client, up_to=args.up_to)
-    finally:
-        client.close()
+    with open_cli_table(args, allow_unsafe_writes=args.allow_unsafe_writes) as table:
+        result = publish_ratified_commits(table, up_to=args.up_to)
     if args.json:
         emit_json(result.to_dict())
     else:
@@ -51,27 +46,18 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _versions(args: argparse.Namespace) -> int:
-    opts = storage_options(args)
-    store = open_table_storage(args.table_uri, opts)
-    client = open_coordinator(args.coordinator, opts)
-    try:
-        resp = client.get_commits(store.uri, 0, None)
-    finally:
-        client.close()
-    published = list_log_files(store).latest_commit_version
-    latest = max(resp.latest_table_version, published)
-    pending = [c.version for c in resp.commits if c.version > published]
-    out = {
-        "table_uri": store.uri,
-        "latest_ratified_version": latest,
-        "latest_published_version": published,
-        "pending": pending,
-    }
+    with open_cli_table(args) as table:
+        report = catalog_versions(table)
     if args.json:
-        emit_json(out)
+        emit_json(report.to_dict())
     else:
-        print(f"{store.uri}: latest ratified {latest}, latest published {published}, pending {_span(pending) or 'none'}")
-    return 0
+        print(
+            f"{report.table_uri}: latest ratified {report.latest_ratified_version}, latest published "
+            f"{report.latest_published_version}, pending {_span(report.pending) or 'none'}"
+        )
+        for problem in report.problems:
+            print(f"warning: {problem}", file=sys.stderr)
+    return PROBLEMS_EXIT_CODE if args.strict and report.problems else 0
 
 
 def _span(versions: list[int]) -> str:

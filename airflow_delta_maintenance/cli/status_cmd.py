@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..deltalog.storage import open_table_storage
-from ..maintenance.coordinator import open_coordinator
 from ..maintenance.status import TableStatus, table_status
-from .common import add_storage_options, emit_json, run_guarded, storage_options
+from .common import PROBLEMS_EXIT_CODE, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="a table's maintenance health: versions, checkpoint, log size, cleanup candidates")
     p.add_argument("table_uri", metavar="TABLE_URI")
-    p.add_argument("--coordinator", default=None, metavar="SPEC", help="also ask the coordinator for ratified versions")
+    add_coordinator_option(p)
+    p.add_argument("--strict", action="store_true", help=f"exit {PROBLEMS_EXIT_CODE} when the coordinator is inconsistent with the log")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     add_storage_options(p)
     p.set_defaults(handler=lambda a: run_guarded(lambda: _run(a)))
@@ -35,21 +34,16 @@ def render(s: TableStatus) -> str:
             f"compaction files:          {', '.join(f'[{a}, {b}]' for a, b in s.compactions) or 'none'}",
             f"_delta_log:                {s.log_files} files, {s.log_bytes} bytes",
             f"cleanup candidates:        {cleanup}",
+            *(f"warning: {p}" for p in s.problems),
         ]
     )
 
 
 def _run(args: argparse.Namespace) -> int:
-    opts = storage_options(args)
-    store = open_table_storage(args.table_uri, opts)
-    client = open_coordinator(args.coordinator, opts) if args.coordinator else None
-    try:
-        status = table_status(store, client)
-    finally:
-        if client is not None:
-            client.close()
+    with open_cli_table(args) as table:
+        status = table_status(table)
     if args.json:
         emit_json(status.to_dict())
     else:
         print(render(status))
-    return 0
+    return PROBLEMS_EXIT_CODE if args.strict and status.problems else 0

@@ -34,8 +34,11 @@ from ._commit_file import (
 from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
 
-__all__ = ["LocalCoordinator", "INLINE_LIMIT"]
+__all__ = ["LocalCoordinator", "INLINE_LIMIT", "EMBEDDED_COORDINATOR_PROPERTY"]
 
+# Version 0 of a table created here names its coordinator, so `coordinator: auto` finds it (not a
+# delta.* key: delta-spark refuses unknown delta.* properties). The database path is no secret.
+EMBEDDED_COORDINATOR_PROPERTY = "airflow_delta_maintenance.coordinator"
 INLINE_LIMIT = 64 * 1024  # commits up to this size are also kept in the database
 SCHEMA_VERSION = 1
 _SCHEMA = [
@@ -195,12 +198,22 @@ class LocalCoordinator:
     def _create(self, uri: str, writer: Any, actions: Sequence[Mapping[str, Any]], head: Any) -> RatifiedCommit:
         if head is not None:
             raise CommitConflictError(f"{uri}: version 0 already exists", version=0, retryable=False)
-        created = publish_version_zero(writer, uri, actions)
+        created = publish_version_zero(writer, uri, self._with_marker(actions))
         with self._transaction() as conn:
             if conn.execute("SELECT 1 FROM tables WHERE table_uri = ?", (uri,)).fetchone():
                 raise CommitConflictError(f"{uri}: version 0 already exists", version=0, retryable=False)
             conn.execute("INSERT INTO tables VALUES (?, 0, ?, 0)", (uri, created.commit_timestamp))
         return created
+
+    def _with_marker(self, actions: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        out: list[Mapping[str, Any]] = []
+        for action in actions:
+            if "metaData" in action:
+                meta = dict(action["metaData"])
+                meta["configuration"] = {**dict(meta.get("configuration") or {}), EMBEDDED_COORDINATOR_PROPERTY: f"local://{os.path.abspath(self.database)}"}
+                action = {"metaData": meta}
+            out.append(action)
+        return out
 
     def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
         uri = self.normalize_uri(table_uri)

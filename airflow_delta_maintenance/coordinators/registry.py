@@ -9,15 +9,16 @@ parameter (``token=``, ``secret=`` …) is refused.
 ``dynamodb://<dynamodb-table>?region=<aws-region>[&endpoint=<url>][&table_id=<uuid>]``
     delta-spark's DynamoDB commit coordinator (its item schema, in the DynamoDB table
     ``<dynamodb-table>``). ``region`` is required; ``endpoint`` points at DynamoDB Local or a VPC
-    endpoint. The Delta table's ``tableId`` normally comes from its
-    ``delta.coordinatedCommits.tableConf-preview`` property; ``table_id`` is a fallback for tools
-    that do not read it. Credentials come from the boto3 chain (environment, profile, instance
+    endpoint. The Delta table's ``tableId`` comes from its own
+    ``delta.coordinatedCommits.tableConf-preview`` property (read by ``maintenance.table``);
+    ``table_id`` is only checked against it. Credentials come from the boto3 chain (environment, profile, instance
     role) or an Airflow connection's login/password.
 ``unity-catalog://<host>:<port>/<catalog>.<schema>.<table>[?api=v1|preview][&tls=true|false][&table_id=<uuid>]``
     Unity Catalog commit coordination through the Delta API v1 (Managed Tables spec 1.0, the
     default) or the preview ``delta/preview/commits`` API. ``tls`` defaults to ``true`` (https).
-    The UC table id comes from the table property ``io.unitycatalog.tableId`` (passed as
-    table_conf), else ``table_id``, else it is looked up by name once. The bearer token comes from
+    The UC table id comes from the table property ``io.unitycatalog.tableId`` (read by
+    ``maintenance.table``); ``table_id`` is only checked against it. Without a name the table is
+    identified by that id (the preview API; v1 needs the name). The bearer token comes from
     ``DELTA_MAINTENANCE_UC_TOKEN`` or an Airflow connection's password.
 
 Errors are ``InvalidCoordinatorSpecError`` naming the offending part.
@@ -99,7 +100,9 @@ def parse_coordinator_spec(spec: str) -> CoordinatorSpec:
     name = parts.path.strip("/")
     if not parts.netloc:
         raise _bad(spec, "the Unity Catalog host is missing (unity-catalog://host:port/<catalog>.<schema>.<table>)")
-    if name.count(".") != 2 or any(not p for p in name.split(".")):
+    # Without a name the table is identified by its own io.unitycatalog.tableId (coordinator: auto,
+    # a connection holding only the endpoint); calls that need the name say so.
+    if name and (name.count(".") != 2 or any(not p for p in name.split("."))):
         raise _bad(spec, f"table name {name!r} is not <catalog>.<schema>.<table>")
     if params.get("api", "v1") not in ("v1", "preview"):
         raise _bad(spec, "api must be v1 or preview")

@@ -103,7 +103,7 @@ class UnityCatalogCoordinator:
             raise ValueError(f"api must be v1 or preview, not {api!r}")
         self.server = f"{'https' if tls else 'http'}://{host}"
         self.full_name = full_name
-        self.catalog, self.schema, self.table = full_name.split(".")
+        self.catalog, self.schema, self.table = full_name.split(".") if full_name else ("", "", "")
         self.api = api
         self.table_id = table_id
         self.writer_factory = writer_factory
@@ -118,7 +118,7 @@ class UnityCatalogCoordinator:
         return f"UnityCatalogCoordinator({self.describe()!r})"
 
     def describe(self) -> str:
-        return f"Unity Catalog {self.api} API at {self.server} for {self.full_name}"
+        return f"Unity Catalog {self.api} API at {self.server} for {self.full_name or (self.table_id or 'the table by id')}"
 
     def close(self) -> None:
         pass
@@ -150,6 +150,8 @@ class UnityCatalogCoordinator:
             raise CoordinatorError(f"{self.describe()}: the catalog's table lives at {location}, not {uri}", retryable=False)
 
     def _v1_table(self) -> str:
+        if not self.full_name:
+            raise CoordinatorError(f"{self.describe()}: the Delta API v1 needs the table's name (unity-catalog://host:port/<catalog>.<schema>.<table>)", retryable=False)
         self._negotiate()
         return f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/tables/{self.table}"
 

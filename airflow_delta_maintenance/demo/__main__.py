@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 from ..cli.status_cmd import render
-from ..deltalog.storage import open_table_storage
 from ..deltalog.table_properties import DAY_MS
 from ..maintenance.cleanup import run_metadata_cleanup
 from ..maintenance.coordinator import open_coordinator
 from ..maintenance.status import table_status
+from ..maintenance.table import open_table
 from .sample_table import add_action_for, create_actions, data_batch
 
 COMMITS = 36
@@ -60,11 +60,10 @@ def main() -> int:
 
     banner("1. a writer commits through the embedded coordinator")
     write_history(str(table), spec)
-    store = open_table_storage(str(table))
-    client = open_coordinator(spec)
+    maintained = open_table(str(table), coordinator=spec)
     print(f"table {table}\ncoordinator {spec}: {COMMITS} commits ratified, none published yet")
     banner("before maintenance")
-    print(render(table_status(store, client)), flush=True)
+    print(render(table_status(maintained)), flush=True)
 
     config = root / "tables.yaml"
     config.write_text(
@@ -114,11 +113,12 @@ def main() -> int:
     print(f"  cleanup:    dry run; {d['skipped_reason'] or str(sum(d['counts'].values())) + ' file(s) would go'}")
 
     banner("after maintenance")
-    print(render(table_status(store, client)), flush=True)
+    print(render(table_status(maintained)), flush=True)
 
     banner("3. the cleanup plan once the log has expired (dry run at now + 31 days)")
     later = int(time.time() * 1000) + 31 * DAY_MS
-    plan = run_metadata_cleanup(store, dry_run=True, now_ms=later).plan
+    plan = run_metadata_cleanup(maintained, dry_run=True, now_ms=later).plan
+    maintained.close()
     print(f"cutoff {plan.cutoff_timestamp} → cutOffCommit {plan.cutoff_commit}, "
           f"anchor checkpoint {plan.cutoff_checkpoint}: would delete {len(plan.deletions)} file(s), {plan.bytes} bytes")
     for kind, count in plan.counts.items():

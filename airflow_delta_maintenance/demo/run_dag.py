@@ -1,6 +1,8 @@
 """Run one generated maintenance DAG with ``dag.test()`` and print its outcome as one JSON line.
 
-    python -m airflow_delta_maintenance.demo.run_dag DAG_FILE [RUN_CONF_JSON]
+    python -m airflow_delta_maintenance.demo.run_dag DAG_FILE [RUN_CONF_JSON] [DAG_ID]
+
+Without DAG_ID the first generated maintenance DAG of the file runs.
 
 Used by ``make demo`` and the DAG integration tests; needs ``AIRFLOW_HOME`` with a migrated DB.
 """
@@ -15,7 +17,8 @@ conf = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
 spec = importlib.util.spec_from_file_location("delta_maintenance_dags", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-dag = next(v for k, v in vars(module).items() if k.startswith("delta_maintenance__"))
+wanted = sys.argv[3] if len(sys.argv) > 3 else None
+dag = next(v for k, v in vars(module).items() if k.startswith("delta_maintenance__") and (wanted is None or v.dag_id == wanted))
 run = dag.test(run_conf=conf)
 
 from airflow.models.xcom import XComModel  # noqa: E402

@@ -56,6 +56,14 @@ class DeltaCoordinatorHook(BaseHook):
             raise ValueError(f"connection {self.delta_coordinator_conn_id}: the host field must hold the coordinator spec")
         return conn.host, conn.login, conn.password
 
+    def connection_spec(self) -> tuple[str | None, dict[str, str | None]]:
+        """(the connection's spec, its credentials); (None, {}) without a connection. With a
+        ``spec`` argument of ``auto`` the connection supplies the endpoint."""
+        if not self.delta_coordinator_conn_id:
+            return None, {}
+        conn = self.get_connection(self.delta_coordinator_conn_id)
+        return conn.host or None, {"login": conn.login, "password": conn.password}
+
     def get_client(self, storage_options: Mapping[str, Any] | None = None) -> CommitCoordinatorClient:
         spec, login, password = self.resolve_spec()
         return open_coordinator(spec, storage_options, credentials={"login": login, "password": password})

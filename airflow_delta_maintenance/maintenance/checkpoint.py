@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..deltalog.checkpoint_writer import CheckpointResult, write_checkpoint
+from ..deltalog.checkpoint_writer import CheckpointResult, check_writer_features, write_checkpoint
 from ..deltalog.errors import UnpublishedVersionError
-from ..deltalog.listing import LogSegmentFiles, list_log_files
+from ..deltalog.listing import LogSegmentFiles
 from ..deltalog.snapshot import load_snapshot
-from ..deltalog.storage import LogStore
+from .table import CatalogView, MaintainedTable, ratified_state
 
-__all__ = ["CheckpointDecision", "decide_checkpoint", "run_local_checkpoint"]
+__all__ = ["CheckpointDecision", "CheckpointPlan", "decide_checkpoint", "plan_checkpoint", "run_local_checkpoint"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,27 @@ def decide_checkpoint(
     return CheckpointDecision(target, last, since, interval, False, f"only {since} commits since the last checkpoint (interval {interval})")
 
 
-def run_local_checkpoint(store: LogStore, version: int, *, files: LogSegmentFiles | None = None) -> CheckpointResult:
-    """Single-node checkpoint of a published version (the snapshot is read from published files only)."""
-    files = files if files is not None else list_log_files(store)
-    snapshot = load_snapshot(store, version, files=files)
-    return write_checkpoint(store, snapshot, files=files)
+@dataclass(frozen=True)
+class CheckpointPlan:
+    view: CatalogView
+    decision: CheckpointDecision
+
+
+def plan_checkpoint(
+    table: MaintainedTable, *, interval: int | None = None, version: int | None = None, force: bool = False
+) -> CheckpointPlan:
+    """Is a checkpoint due, over published versions the catalog ratified? The interval default and
+    the feature gate come from the latest ratified state."""
+    view = table.catalog_view()
+    state = ratified_state(table, view)
+    check_writer_features(state.protocol, operation=f"checkpoint of {table.uri}", path=table.uri)
+    every = state.properties.checkpoint_interval if interval is None else interval
+    decision = decide_checkpoint(view.files, interval=every, published_version=view.published_version, version=version, force=force)
+    return CheckpointPlan(view, decision)
+
+
+def run_local_checkpoint(table: MaintainedTable, plan: CheckpointPlan) -> CheckpointResult:
+    """Single-node checkpoint of a published version (read from published files only)."""
+    files = plan.view.files
+    snapshot = load_snapshot(table.store, plan.decision.version, files=files)
+    return write_checkpoint(table.store, snapshot, files=files)

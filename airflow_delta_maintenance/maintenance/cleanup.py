@@ -6,8 +6,8 @@ from ..deltalog.checkpoint_writer import write_checkpoint
 from ..deltalog.cleanup import CleanupPlan, CleanupResult, execute_cleanup, plan_log_cleanup
 from ..deltalog.listing import LogSegmentFiles, list_log_files
 from ..deltalog.snapshot import load_snapshot
-from ..deltalog.storage import LogStore
 from .errors import MaintenanceError
+from .table import MaintainedTable, ratified_state
 
 __all__ = ["RetentionTooShortError", "run_metadata_cleanup"]
 
@@ -17,45 +17,48 @@ class RetentionTooShortError(MaintenanceError):
 
 
 def run_metadata_cleanup(
-    store: LogStore,
+    table: MaintainedTable,
     *,
     dry_run: bool = True,
     retention_ms: int | None = None,
     allow_shorter_retention: bool = False,
     catalog_permits_cleanup: bool = False,
-    published_version: int | None = None,
     now_ms: int | None = None,
 ) -> CleanupResult:
-    """Plan the cleanup of the latest published snapshot and, unless ``dry_run``, execute it.
+    """Plan the cleanup of the table as its catalog sees it and, unless ``dry_run``, execute it.
 
-    When the anchor checkpoint is UUID-named only, a classic-named V2 checkpoint is written at the
-    same version first (as delta-spark does), so old clients can still read the protocol.
+    Gates and retention come from the latest *ratified* state (a pending commit that disables
+    cleanup, lengthens retention or protects checkpoints counts); only durably published versions
+    at or below the catalog's head are considered. When the anchor checkpoint is UUID-named only,
+    a classic-named V2 checkpoint is written at the same version first (as delta-spark does), so
+    old clients can still read the protocol.
     """
-    files = list_log_files(store)
-    version = files.latest_commit_version if published_version is None else min(published_version, files.latest_commit_version)
-    snapshot = load_snapshot(store, version, files=files, now_ms=now_ms)
-    table_retention = snapshot.properties.log_retention_ms
+    store = table.store
+    view = table.catalog_view()
+    state = ratified_state(table, view, now_ms=now_ms)
+    table_retention = state.properties.log_retention_ms
     if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
         raise RetentionTooShortError(
             f"{store.uri}: retention {retention_ms} ms is shorter than the table's delta.logRetentionDuration "
             f"({table_retention} ms); pass allow_shorter_retention to override"
         )
+
     def make_plan(listing: LogSegmentFiles) -> CleanupPlan:
         return plan_log_cleanup(
             store,
-            snapshot,
-            now_ms=snapshot.now_ms,
+            state,
+            now_ms=state.now_ms,
             retention_ms=retention_ms,
             catalog_permits_cleanup=catalog_permits_cleanup,
-            latest_published_version=version,
+            latest_published_version=view.released_version,
             files=listing,
         )
 
-    plan = make_plan(files)
+    plan = make_plan(view.files)
     if dry_run or plan.skipped:
         return execute_cleanup(store, plan, dry_run=dry_run)
     if plan.needs_compat_checkpoint and plan.cutoff_checkpoint is not None:
-        anchor = load_snapshot(store, plan.cutoff_checkpoint, files=files, now_ms=snapshot.now_ms)
-        write_checkpoint(store, anchor, files=files, classic_name=True)
-    # Re-validate against a fresh listing right before deleting (a writer or cleaner may have run).
-    return execute_cleanup(store, plan, dry_run=False, fresh_plan=make_plan(list_log_files(store)))
+        anchor = load_snapshot(store, plan.cutoff_checkpoint, files=view.files, now_ms=state.now_ms)
+        write_checkpoint(store, anchor, files=view.files, classic_name=True)
+    # Re-validate against a fresh listing (same cap) right before deleting: a writer or cleaner may have run.
+    return execute_cleanup(store, plan, dry_run=False, fresh_plan=make_plan(view.recap(list_log_files(store))))

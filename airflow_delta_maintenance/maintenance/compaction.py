@@ -6,10 +6,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..deltalog.compaction import CompactionResult, plan_compaction_windows, write_compaction
-from ..deltalog.listing import LogSegmentFiles, list_log_files
-from ..deltalog.storage import LogStore
+from ..deltalog.checkpoint_writer import check_writer_features
+from ..deltalog.errors import UnpublishedVersionError
+from .table import CatalogView, MaintainedTable, ratified_state
 
-__all__ = ["CompactionRunResult", "run_log_compaction"]
+__all__ = ["CompactionRunResult", "run_log_compaction", "check_compaction_window", "compact_window"]
 
 
 @dataclass(frozen=True)
@@ -22,21 +23,40 @@ class CompactionRunResult:
         return asdict(self)
 
 
-def run_log_compaction(
-    store: LogStore,
-    *,
-    interval: int = 10,
-    max_window_bytes: int = 0,
-    published_version: int | None = None,
-    files: LogSegmentFiles | None = None,
-) -> CompactionRunResult:
-    files = files if files is not None else list_log_files(store)
+def _checked_view(table: MaintainedTable) -> CatalogView:
+    view = table.catalog_view()
+    state = ratified_state(table, view)
+    check_writer_features(state.protocol, operation=f"log compaction of {table.uri}", path=table.uri)
+    return view
+
+
+def check_compaction_window(table: MaintainedTable, start: int, end: int) -> CatalogView:
+    """A single window [start, end] may be compacted: published, ratified, features supported."""
+    view = _checked_view(table)
+    if end > view.published_version:
+        raise UnpublishedVersionError(
+            f"{table.uri}: version {end} is not durably published (published through {view.published_version}, "
+            f"latest ratified {view.latest_ratified_version})",
+            version=end,
+        )
+    return view
+
+
+def compact_window(table: MaintainedTable, start: int, end: int) -> CompactionResult:
+    view = check_compaction_window(table, start, end)
+    return write_compaction(table.store, start, end, files=view.files, published_version=view.published_version)
+
+
+def run_log_compaction(table: MaintainedTable, *, interval: int = 10, max_window_bytes: int = 0) -> CompactionRunResult:
+    """Aligned windows over versions the catalog ratified and that are durably published."""
+    view = _checked_view(table)
+    files, published = view.files, view.published_version
     written, skipped = [], []
-    for w in plan_compaction_windows(files, interval, published_version=published_version, max_window_bytes=max_window_bytes):
+    for w in plan_compaction_windows(files, interval, published_version=published, max_window_bytes=max_window_bytes):
         if w.skip_reason:
             if w.skip_reason != "exists":
                 skipped.append({"start": w.start, "end": w.end, "reason": w.skip_reason, "size_bytes": w.size_bytes})
             continue
-        result: CompactionResult = write_compaction(store, w.start, w.end, files=files, published_version=published_version)
+        result: CompactionResult = write_compaction(table.store, w.start, w.end, files=files, published_version=published)
         written.append({"start": result.start, "end": result.end, "file": result.file, "existed": result.existed, "num_actions": result.num_actions})
-    return CompactionRunResult(store.uri, written, skipped)
+    return CompactionRunResult(table.uri, written, skipped)

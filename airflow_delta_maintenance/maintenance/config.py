@@ -33,6 +33,7 @@ import yaml
 
 from ..coordinators.errors import InvalidCoordinatorSpecError
 from ..coordinators.registry import parse_coordinator_spec
+from .discovery import AUTO
 
 __all__ = ["ConfigError", "TableConfig", "SensorConfig", "CheckpointConfig", "CompactionConfig", "CleanupConfig", "load_config", "parse_config"]
 
@@ -199,13 +200,14 @@ def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int) -> Tabl
     uri = merged.get("uri")
     if not isinstance(uri, str) or not uri:
         raise ConfigError(path, name, "uri", "a table URI is required")
-    if merged.get("coordinator") is not None:
+    auto = isinstance(merged.get("coordinator"), str) and merged["coordinator"].strip().lower() == AUTO
+    if merged.get("coordinator") is not None and not auto:
         try:
             parse_coordinator_spec(merged["coordinator"])
         except InvalidCoordinatorSpecError as exc:
             raise ConfigError(path, name, "coordinator", str(exc)) from None
-    if merged.get("coordinator") and merged.get("coordinator_conn_id"):
-        raise ConfigError(path, name, "coordinator", "give coordinator or coordinator_conn_id, not both")
+    if merged.get("coordinator") and merged.get("coordinator_conn_id") and not auto:
+        raise ConfigError(path, name, "coordinator", "give coordinator or coordinator_conn_id, not both (coordinator: auto may take a connection for the endpoint)")
     for key in ("schedule", "coordinator_conn_id", "storage_conn_id", "pool", "owner"):
         if merged.get(key) is not None:
             _typed(path, name, key, merged[key], str)

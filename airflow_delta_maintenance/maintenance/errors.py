@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..deltalog.errors import DeltaLogError
 
-__all__ = ["MaintenanceError", "PublishForkError", "StagedCommitError"]
+__all__ = ["MaintenanceError", "PublishForkError", "StagedCommitError", "CoordinatorMismatchError", "MissingStagedCommitError", "InconsistentCoordinatorError"]
 
 
 class MaintenanceError(DeltaLogError):
@@ -25,3 +25,17 @@ class PublishForkError(MaintenanceError):
 class StagedCommitError(MaintenanceError):
     """A ratified commit cannot be published as it is: its staged file is missing, is not NDJSON,
     has the wrong name, or its in-commit timestamp differs from the coordinator's."""
+
+
+class CoordinatorMismatchError(MaintenanceError):
+    """The configured coordinator contradicts the one the table declares (kind, DynamoDB table,
+    table id, embedded database), or the table's coordinator cannot be determined. Permanent."""
+
+
+class MissingStagedCommitError(StagedCommitError):
+    """The staged file of a ratified commit is in neither staged-commit directory."""
+
+
+class InconsistentCoordinatorError(MaintenanceError):
+    """The coordinator's answer contradicts itself or the log (a latest version with nothing to
+    reach it, pending commits with gaps): nothing is acted on until it is consistent."""

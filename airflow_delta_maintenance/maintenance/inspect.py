@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..deltalog.snapshot import Snapshot, load_snapshot
+from .table import MaintainedTable, load_ratified_snapshot
 
 __all__ = ["InspectResult", "inspect_table"]
 
@@ -45,15 +44,9 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-def inspect_table(
-    table_uri: str,
-    version: int | None = None,
-    *,
-    storage_options: Mapping[str, Any] | None = None,
-    include_files: bool = False,
-    snapshot: Snapshot | None = None,
-) -> InspectResult:
-    snap = snapshot or load_snapshot(table_uri, version, storage_options=storage_options)
+def inspect_table(table: MaintainedTable, version: int | None = None, *, include_files: bool = False) -> InspectResult:
+    """The table at ``version`` (default: the latest ratified) as its catalog sees it."""
+    snap = load_ratified_snapshot(table, version)
     return InspectResult(
         table_uri=snap.table_uri,
         version=snap.version,

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..coordinators.base import CommitCoordinatorClient
+from .table import MaintainedTable
 
 __all__ = ["VersionObservation", "observe_ratified_versions"]
 
@@ -26,13 +25,11 @@ class VersionObservation:
 
 
 def observe_ratified_versions(
-    client: CommitCoordinatorClient,
-    table_uri: str,
+    table: MaintainedTable,
     *,
     target_version: int | None = None,
     min_new_commits: int | None = None,
     baseline_version: int | None = None,
-    table_conf: Mapping[str, str] | None = None,
 ) -> VersionObservation:
     """Is the coordinator's latest ratified version ≥ ``target_version``, or are at least
     ``min_new_commits`` ratified beyond ``baseline_version`` (default: the last published)?
@@ -42,7 +39,7 @@ def observe_ratified_versions(
     """
     if target_version is None and min_new_commits is None:
         raise ValueError("give target_version or min_new_commits")
-    resp = client.get_commits(table_uri, 0, None, table_conf=table_conf)
+    resp = table.get_commits()
     latest = resp.latest_table_version
     commits = sorted(c.version for c in resp.commits)
     published = commits[0] - 1 if commits else latest

@@ -2,18 +2,83 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..coordinators.base import CommitCoordinatorClient
 from ..deltalog.cleanup import plan_log_cleanup
-from ..deltalog.listing import list_log_files
 from ..deltalog.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR
-from ..deltalog.snapshot import load_snapshot
-from ..deltalog.storage import LogStore
+from .staged import StagedListing, list_staged
+from .table import CatalogView, MaintainedTable, ratified_state
 
-__all__ = ["TableStatus", "table_status"]
+__all__ = ["TableStatus", "VersionsReport", "catalog_versions", "coordinator_problems", "table_status"]
+
+
+def coordinator_problems(view: CatalogView, staged: StagedListing | None) -> list[str]:
+    """What makes the coordinator's answer inconsistent with itself or with the log."""
+    problems: list[str] = []
+    if view.ignored_files:
+        shown = ", ".join(view.ignored_files[:5]) + (" …" if len(view.ignored_files) > 5 else "")
+        problems.append(
+            f"{len(view.ignored_files)} log file(s) above the catalog's latest ratified version {view.latest_ratified_version} "
+            f"(written around the coordinator; ignored): {shown}"
+        )
+    if view.tracked_above_head:
+        problems.append(
+            f"the coordinator tracks commits {_span(list(view.tracked_above_head))} above the catalog's latest ratified version "
+            f"{view.latest_ratified_version}"
+        )
+    pending = [c.version for c in view.pending]
+    expected = list(range(view.published_version + 1, view.published_version + 1 + len(pending)))
+    if pending and pending != expected:
+        problems.append(f"pending versions {_span(pending)} do not follow the published version {view.published_version} contiguously")
+    if staged is not None:
+        missing = [
+            c.version
+            for c in view.pending
+            if c.inline_content is None
+            and staged.get(c.file_name) is None
+            and staged.get(f"{LEGACY_STAGED_DIR}/{c.file_name.rsplit('/', 1)[-1]}") is None
+        ]
+        if missing:
+            problems.append(f"pending versions {_span(missing)} have no staged file")
+    reachable = max([view.published_version, *pending])
+    if view.coordinated and view.latest_ratified_version > reachable:
+        problems.append(
+            f"the catalog's latest ratified version {view.latest_ratified_version} is beyond anything published or pending "
+            f"(nothing above {reachable})"
+        )
+    return problems
+
+
+def _span(versions: list[int]) -> str:
+    if not versions:
+        return "none"
+    return f"{versions[0]}..{versions[-1]}" if len(versions) > 1 else str(versions[0])
+
+
+@dataclass(frozen=True)
+class VersionsReport:
+    table_uri: str
+    latest_ratified_version: int
+    latest_published_version: int
+    pending: list[int]
+    problems: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def catalog_versions(table: MaintainedTable, view: CatalogView | None = None) -> VersionsReport:
+    """Latest ratified and published versions, the pending ones, and any inconsistency."""
+    view = view if view is not None else table.catalog_view()
+    staged = list_staged(table.store) if view.pending else None
+    return VersionsReport(
+        table_uri=table.uri,
+        latest_ratified_version=view.latest_ratified_version,
+        latest_published_version=view.published_version,
+        pending=[c.version for c in view.pending],
+        problems=coordinator_problems(view, staged),
+    )
 
 
 @dataclass(frozen=True)
@@ -30,41 +95,39 @@ class TableStatus:
     cleanup_candidates: int
     cleanup_bytes: int
     cleanup_skipped_reason: str | None
+    problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def table_status(
-    store: LogStore,
-    client: CommitCoordinatorClient | None = None,
-    *,
-    table_conf: Mapping[str, str] | None = None,
-    now_ms: int | None = None,
-) -> TableStatus:
-    files = list_log_files(store)
-    ratified = None
-    pending: list[int] = []
-    if client is not None:
-        resp = client.get_commits(store.uri, 0, None, table_conf=table_conf)
-        ratified = max(resp.latest_table_version, files.latest_commit_version)
-        pending = [c.version for c in resp.commits if c.version > files.latest_commit_version]
+def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableStatus:
+    store = table.store
+    view = table.catalog_view()
+    versions = catalog_versions(table, view)
+    files = view.files
     complete = files.complete_checkpoints()
     checkpoint = complete[-1].version if complete else -1
     entries = [*store.list_dir(), *store.list_dir(STAGED_DIR), *store.list_dir(LEGACY_STAGED_DIR), *store.list_dir(SIDECAR_DIR)]
-    snapshot = load_snapshot(store, files=files, now_ms=now_ms)
-    plan = plan_log_cleanup(store, snapshot, now_ms=snapshot.now_ms, latest_published_version=files.latest_commit_version, files=files)
+    published = view.published_version
+    if versions.problems:
+        candidates, size, reason = 0, 0, "the coordinator is inconsistent (see problems); cleanup would not run"
+    else:
+        state = ratified_state(table, view, now_ms=now_ms)
+        plan = plan_log_cleanup(store, state, now_ms=state.now_ms, latest_published_version=view.released_version, files=files)
+        candidates, size, reason = len(plan.deletions), plan.bytes, plan.skip_reason
     return TableStatus(
         table_uri=store.uri,
-        latest_ratified_version=ratified,
-        latest_published_version=files.latest_commit_version,
-        pending_versions=pending,
+        latest_ratified_version=view.latest_ratified_version if view.coordinated else None,
+        latest_published_version=published,
+        pending_versions=versions.pending,
         checkpoint_version=checkpoint,
         compactions=[[c.version, c.end_version] for c in files.compactions],
-        commits_since_checkpoint=files.latest_commit_version - checkpoint if files.latest_commit_version >= 0 else 0,
+        commits_since_checkpoint=published - checkpoint if published >= 0 else 0,
         log_files=len(entries),
         log_bytes=sum(e.size for e in entries),
-        cleanup_candidates=len(plan.deletions),
-        cleanup_bytes=plan.bytes,
-        cleanup_skipped_reason=plan.skip_reason,
+        cleanup_candidates=candidates,
+        cleanup_bytes=size,
+        cleanup_skipped_reason=reason,
+        problems=versions.problems,
     )

@@ -20,7 +20,8 @@ from ..deltalog.errors import (
 from ..deltalog.storage import LogStore, open_table_storage
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
-from ..maintenance.errors import PublishForkError, StagedCommitError
+from ..maintenance.errors import CoordinatorMismatchError, InconsistentCoordinatorError, PublishForkError, StagedCommitError
+from ..maintenance.table import MaintainedTable, open_table
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -38,6 +39,8 @@ PERMANENT = (
     AtomicWriteUnsupportedError,
     PublishForkError,
     StagedCommitError,
+    CoordinatorMismatchError,
+    InconsistentCoordinatorError,
 )
 
 
@@ -60,7 +63,12 @@ class DeltaTableOperator(BaseOperator):
 
     :param table_uri: table root URI (templated)
     :param delta_storage_conn_id: storage connection (``None``: environment credentials)
-    :param delta_coordinator_conn_id: coordinator connection; ``coordinator_spec`` overrides it (templated)
+    :param delta_coordinator_conn_id: coordinator connection (its host holds a spec, or ``auto``)
+    :param coordinator_spec: a coordinator spec, or ``auto`` to discover the coordinator from the
+        table (the connection then supplies the endpoint); overrides the connection's spec (templated)
+
+    The table's identity (storage, coordinator, per-table conf read from the table) is built once
+    per task by ``open_table()``; every operation acts on the catalog's view of the table.
     """
 
     template_fields: Sequence[str] = ("table_uri", "coordinator_spec")
@@ -94,6 +102,18 @@ class DeltaTableOperator(BaseOperator):
     def coordinator(self) -> CommitCoordinatorClient:
         hook = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec)
         return hook.get_client(self.storage_options())
+
+    def open_table(self, *, allow_unsafe_writes: bool = False) -> MaintainedTable:
+        """The table's identity for this task: storage, coordinator and per-table conf, once."""
+        connection_spec, credentials = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec).connection_spec()
+        return open_table(
+            self.table_uri,
+            self.storage_options(),
+            coordinator=self.coordinator_spec or None,
+            connection_spec=connection_spec,
+            credentials=credentials,
+            allow_unsafe_writes=allow_unsafe_writes,
+        )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The maintained table as both input and output dataset (lazy OpenLineage import)."""

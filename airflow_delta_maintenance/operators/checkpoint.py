@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..deltalog.listing import list_log_files
-from ..deltalog.snapshot import load_snapshot
-from ..maintenance.checkpoint import decide_checkpoint, run_local_checkpoint
+from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
 from ..maintenance.spark_submit import SparkJobSpec, checkpoint_job, verify_checkpoint
 from ._base import DeltaTableOperator, translate_errors
 
@@ -62,27 +60,23 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         if self.engine not in ("spark", "local"):
             raise ValueError(f"engine must be spark or local, got {self.engine!r}")
 
-        def decide() -> tuple[Any, Any]:
-            store = self.store()
-            files = list_log_files(store)
-            interval = self.interval
-            if interval in (None, "", "None"):
-                interval = load_snapshot(store, version, files=files).properties.checkpoint_interval
-            return store, (files, decide_checkpoint(files, interval=int(interval), version=version, force=force))  # type: ignore[arg-type]
-
-        store, (files, decision) = translate_errors("checkpoint planning", self.table_uri, decide)
-        summary: dict[str, Any] = {"engine": self.engine, **decision.to_dict(), "skipped": not decision.due}
-        if not decision.due:
-            self.log.info("checkpoint not due: %s", decision.reason)
-            return summary
-        if self.engine == "local":
-            result = translate_errors("checkpoint", self.table_uri, lambda: run_local_checkpoint(store, decision.version, files=files))
-            summary.update(checkpoint_version=result.version, kind=result.kind, num_actions=result.num_actions, size_bytes=result.size_in_bytes, existed=result.existed)
-            return summary
-        job = checkpoint_job(self.table_uri, decision.version, self.storage_options(), conf=self.spark_conf, jars=self.spark_jars,
-                             packages=self.spark_packages, ship_package=self.ship_package)
-        self._submit(job)
-        group = translate_errors("checkpoint verification", self.table_uri, lambda: verify_checkpoint(store, decision.version))
+        interval = None if self.interval in (None, "", "None") else int(self.interval)  # type: ignore[arg-type]
+        table = translate_errors("checkpoint planning", self.table_uri, self.open_table)
+        with table:
+            plan = translate_errors("checkpoint planning", self.table_uri, lambda: plan_checkpoint(table, interval=interval, version=version, force=force))
+            decision = plan.decision
+            summary: dict[str, Any] = {"engine": self.engine, **decision.to_dict(), "skipped": not decision.due}
+            if not decision.due:
+                self.log.info("checkpoint not due: %s", decision.reason)
+                return summary
+            if self.engine == "local":
+                result = translate_errors("checkpoint", self.table_uri, lambda: run_local_checkpoint(table, plan))
+                summary.update(checkpoint_version=result.version, kind=result.kind, num_actions=result.num_actions, size_bytes=result.size_in_bytes, existed=result.existed)
+                return summary
+            job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=self.spark_conf, jars=self.spark_jars,
+                                 packages=self.spark_packages, ship_package=self.ship_package)
+            self._submit(job)
+            group = translate_errors("checkpoint verification", self.table_uri, lambda: verify_checkpoint(table.store, decision.version))
         summary.update(checkpoint_version=group.version, files=len(group.files), size_bytes=group.size_in_bytes)
         return summary
 

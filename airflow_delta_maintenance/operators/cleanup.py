@@ -46,13 +46,14 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
         retention = None if self.retention_days in (None, "", "None") else int(float(self.retention_days) * DAY_MS)  # type: ignore[arg-type]
 
         def run() -> dict[str, Any]:
-            result = run_metadata_cleanup(
-                self.store(),
-                dry_run=dry_run,
-                retention_ms=retention,
-                allow_shorter_retention=self.allow_shorter_retention,
-                catalog_permits_cleanup=self.catalog_permits_cleanup,
-            )
+            with self.open_table() as table:
+                result = run_metadata_cleanup(
+                    table,
+                    dry_run=dry_run,
+                    retention_ms=retention,
+                    allow_shorter_retention=self.allow_shorter_retention,
+                    catalog_permits_cleanup=self.catalog_permits_cleanup,
+                )
             out = result.to_dict()
             out.pop("delete")  # file lists stay out of XCom; counts and bytes remain
             return out

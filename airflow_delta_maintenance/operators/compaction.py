@@ -28,7 +28,8 @@ class DeltaLogCompactionOperator(DeltaTableOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            return run_log_compaction(self.store(), interval=int(self.interval), max_window_bytes=self.max_window_bytes).to_dict()
+            with self.open_table() as table:
+                return run_log_compaction(table, interval=int(self.interval), max_window_bytes=self.max_window_bytes).to_dict()
 
         result = translate_errors("log compaction", self.table_uri, run)
         self.log.info("wrote %d compaction file(s); skipped %s", len(result["written"]), result["skipped"])

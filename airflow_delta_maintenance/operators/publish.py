@@ -34,12 +34,8 @@ class DeltaPublishCommitsOperator(DeltaTableOperator):
         up_to = None if self.up_to_version in (None, "", "None") else int(self.up_to_version)  # type: ignore[arg-type]
 
         def run() -> dict[str, Any]:
-            store = self.store(allow_unsafe_writes=self.allow_unsafe_writes)
-            client = self.coordinator()
-            try:
-                return publish_ratified_commits(store, client, up_to=up_to).to_dict()
-            finally:
-                client.close()
+            with self.open_table(allow_unsafe_writes=self.allow_unsafe_writes) as table:
+                return publish_ratified_commits(table, up_to=up_to).to_dict()
 
         result = translate_errors("publishing", self.table_uri, run)
         self.log.info(

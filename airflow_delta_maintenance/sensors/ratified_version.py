@@ -58,6 +58,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         self.delta_storage_conn_id = delta_storage_conn_id
         self.deferrable = deferrable
         self.skip = skip
+        self._resolved: dict[str, Any] | None = None
 
     @staticmethod
     def _int(value: Any) -> int | None:
@@ -73,16 +74,34 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
     def _skipping(self) -> bool:
         return self.skip is True or str(self.skip).strip().lower() in ("true", "1", "yes")
 
+    def _identity(self) -> dict[str, Any]:
+        """The table identity, resolved once per task try (reads the table's metadata once)."""
+        if self._resolved is None:
+            from ..hooks.coordinator import DeltaCoordinatorHook
+            from ..hooks.storage import DeltaStorageHook
+            from ..maintenance.table import open_table
+
+            options = DeltaStorageHook(self.delta_storage_conn_id).get_storage_options(self.table_uri)
+            connection_spec, credentials = DeltaCoordinatorHook(self.delta_coordinator_conn_id).connection_spec()
+            with open_table(self.table_uri, options, coordinator=self.coordinator_spec or None, connection_spec=connection_spec,
+                            credentials=credentials) as table:
+                if table.coordinator is None:
+                    raise AirflowException(f"ratified-version sensor for {self.table_uri}: the table has no coordinator to wait for")
+                self._resolved = table.identity()
+        return self._resolved
+
     def poke(self, context: Context) -> PokeReturnValue | bool:
         if self._skipping:
             self.log.info("skip requested: not waiting for ratified versions")
             return PokeReturnValue(is_done=True, xcom_value={"skipped": True})
         try:
+            identity = self._identity()
             observation = poll_once(
                 self.table_uri,
                 delta_coordinator_conn_id=self.delta_coordinator_conn_id,
-                coordinator_spec=self.coordinator_spec,
+                coordinator_spec=identity["coordinator_spec"],
                 delta_storage_conn_id=self.delta_storage_conn_id,
+                table_conf=identity["table_conf"],
                 **self._condition(),
             )
         except CoordinatorError as exc:
@@ -106,7 +125,8 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
             trigger=DeltaRatifiedVersionTrigger(
                 self.table_uri,
                 delta_coordinator_conn_id=self.delta_coordinator_conn_id,
-                coordinator_spec=self.coordinator_spec,
+                coordinator_spec=self._identity()["coordinator_spec"],
+                table_conf=self._identity()["table_conf"],
                 delta_storage_conn_id=self.delta_storage_conn_id,
                 poll_interval=float(self.poke_interval if not isinstance(self.poke_interval, timedelta) else self.poke_interval.total_seconds()),
                 end_time=time.time() + timeout,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -12,6 +13,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from ..coordinators.errors import CoordinatorError
 from ..maintenance.sensing import observe_ratified_versions
+from ..maintenance.table import restore_table
 
 __all__ = ["DeltaRatifiedVersionTrigger", "poll_once"]
 
@@ -25,19 +27,27 @@ def poll_once(
     target_version: int | None,
     min_new_commits: int | None,
     baseline_version: int | None,
+    table_conf: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """One coordinator call; shared by the sensor's ``poke`` and the trigger (in a thread)."""
+    """One coordinator call; shared by the sensor's ``poke`` and the trigger (in a thread).
+
+    ``coordinator_spec`` and ``table_conf`` are the table identity resolved once by the sensor
+    (``MaintainedTable.identity()``); the connection only supplies credentials here.
+    """
     from ..hooks.coordinator import DeltaCoordinatorHook
     from ..hooks.storage import DeltaStorageHook
 
+    if not coordinator_spec:
+        raise ValueError(f"{table_uri}: the ratified-version poll needs the table's resolved coordinator spec")
     options = DeltaStorageHook(delta_storage_conn_id).get_storage_options(table_uri)
-    client = DeltaCoordinatorHook(delta_coordinator_conn_id, spec=coordinator_spec).get_client(options)
+    _, credentials = DeltaCoordinatorHook(delta_coordinator_conn_id).connection_spec()
+    table = restore_table(table_uri, coordinator_spec, table_conf or {}, options, credentials=credentials)
     try:
         return observe_ratified_versions(
-            client, table_uri, target_version=target_version, min_new_commits=min_new_commits, baseline_version=baseline_version
+            table, target_version=target_version, min_new_commits=min_new_commits, baseline_version=baseline_version
         ).to_dict()
     finally:
-        client.close()
+        table.close()
 
 
 class DeltaRatifiedVersionTrigger(BaseTrigger):
@@ -57,6 +67,7 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
         baseline_version: int | None = None,
         poll_interval: float = 30.0,
         end_time: float | None = None,
+        table_conf: str | Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.table_uri = table_uri
@@ -68,6 +79,9 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
         self.baseline_version = baseline_version
         self.poll_interval = poll_interval
         self.end_time = end_time
+        # the per-table coordinator conf read from the table by the sensor, kept as a JSON string
+        # so that every serialised kwarg is a primitive
+        self.table_conf = table_conf if isinstance(table_conf, str) else json.dumps(dict(table_conf or {}), sort_keys=True)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -82,6 +96,7 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
                 "baseline_version": self.baseline_version,
                 "poll_interval": self.poll_interval,
                 "end_time": self.end_time,
+                "table_conf": self.table_conf,
             },
         )
 
@@ -94,6 +109,7 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
             target_version=self.target_version,
             min_new_commits=self.min_new_commits,
             baseline_version=self.baseline_version,
+            table_conf=json.loads(self.table_conf),
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

@@ -13,6 +13,7 @@ from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
 from tests._infra.races import race_put_if_absent
@@ -40,9 +41,9 @@ def test_publish_and_read_a_table_on_s3(s3_bucket: tuple[str, dict], tmp_path: P
     for v in range(1, 8):
         client.commit(uri, v, [add(f"f{v}")])
     store = open_table_storage(uri, options)
-    result = publish_ratified_commits(store, client)
+    result = publish_ratified_commits(bind_table(store, client))
     assert result.published == list(range(1, 8)) and client.get_commits(uri).commits == ()
-    assert publish_ratified_commits(store, client).published == []
+    assert publish_ratified_commits(bind_table(store, client)).published == []
     snap = load_snapshot(uri, storage_options=options)
     assert snap.version == 7 and snap.num_files == 7
     assert write_checkpoint(store, snap).version == 7
@@ -58,7 +59,7 @@ def test_spark_checkpoint_on_s3a(s3_bucket: tuple[str, dict], tmp_path: Path) ->
     for v in range(1, 6):
         client.commit(uri, v, [add(f"f{v}")])
     store = open_table_storage(uri, options)
-    publish_ratified_commits(store, client)
+    publish_ratified_commits(bind_table(store, client))
     jars = ",".join(__import__("tests._infra.jars", fromlist=["x"]).jar_list("delta-spark"))
     out = run_spark_submit(checkpoint_job(uri, 5, options, jars=jars))
     assert json.loads(out.strip().splitlines()[-1])["version"] == 5
@@ -81,7 +82,7 @@ def test_cleanup_on_s3_deletes_in_bulk_and_keeps_every_retained_version(s3_bucke
     day = 86_400_000
     now = int(__import__("time").time() * 1000) + 40 * day  # every commit is older than 30 days then
     before = load_snapshot(store, 1055, now_ms=now).active_file_keys()
-    result = run_metadata_cleanup(store, dry_run=False, retention_ms=30 * day, allow_shorter_retention=True, now_ms=now)
+    result = run_metadata_cleanup(bind_table(store), dry_run=False, retention_ms=30 * day, allow_shorter_retention=True, now_ms=now)
     assert result.plan.cutoff_checkpoint == 1050 and result.deleted == 1050
     names = {p.rsplit("/", 1)[-1] for p in store.fs.ls(store.log_dir, detail=False, refresh=True)}
     assert min(int(n[:20]) for n in names if n.endswith(".json")) == 1050

@@ -20,8 +20,8 @@ from airflow_delta_maintenance.demo.sample_table import add_action_for, create_a
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.coordinated_snapshot import load_coordinated_snapshot
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -40,7 +40,7 @@ def test_delta_spark_reads_our_unpublished_commits_and_commits_on_top(spark: Any
     for v in range(1, 4):
         client.commit(uri, v, [add_action_for(uri, data_batch(v * 10, 10, "emea"), "emea")], conf)
     assert [c.version for c in list_log_files(open_table_storage(uri)).commits] == [0]  # nothing published
-    ours = load_coordinated_snapshot(open_table_storage(uri), client, table_conf=conf)
+    ours = load_ratified_snapshot(bind_table(open_table_storage(uri), client))
     assert ours.version == 3
     # delta-spark, through its DynamoDB coordinator, sees the three unpublished versions
     assert spark.read.format("delta").load(uri).count() == 30
@@ -48,7 +48,7 @@ def test_delta_spark_reads_our_unpublished_commits_and_commits_on_top(spark: Any
     spark.sql(f"INSERT INTO delta.`{uri}` VALUES (999, 1.0, 'amer')")
     # delta-spark ratified version 4 with our client's conditions and backfilled everything
     assert client.latest_ratified_version(uri, conf) == 4
-    after = load_coordinated_snapshot(open_table_storage(uri), client, table_conf=conf)
+    after = load_ratified_snapshot(bind_table(open_table_storage(uri), client))
     assert after.version == 4 and spark_files(spark, uri) == {f["path"] for f in after.file_list()}
 
 
@@ -76,11 +76,12 @@ def test_we_publish_what_delta_spark_ratified(spark: Any, dynamodb_endpoint: str
         assert data == published[v]
         ict = json.loads(data.splitlines()[0])["commitInfo"]["inCommitTimestamp"]
         entries.append({"M": {"version": {"N": str(v)}, "timestamp": {"N": str(ict)}, "fsName": {"S": staged[v]},
-                              "fsLength": {"N": str(len(data))}, "fsTimestamp": {"N": "1"}}})
+                              "fsLength": {"N": str(len(data))},
+                              "fsTimestamp": {"N": str(int((Path(uri) / "_delta_log" / "_staged_commits" / staged[v]).stat().st_mtime * 1000))}}})
         (Path(uri) / "_delta_log" / f"{v:020d}.json").unlink()
     ddb.update_item(TableName=dynamodb_table_name, Key={"tableId": {"S": table_conf["tableId"]}},
                     AttributeUpdates={"commits": {"Value": {"L": entries}, "Action": "PUT"}})
-    result = publish_ratified_commits(store, client, table_conf=table_conf)
+    result = publish_ratified_commits(bind_table(store, client))
     assert result.published == [2, 3, 4] and result.reported_version == 4
     assert all((Path(uri) / "_delta_log" / f"{v:020d}.json").read_bytes() == published[v] for v in (2, 3, 4))
     assert client.get_commits(uri, 0, None, table_conf).commits == ()

@@ -5,6 +5,10 @@ server (not the OSS server)."""
 from __future__ import annotations
 
 import json
+import os
+import time
+from pathlib import Path
+from typing import Any
 import threading
 from collections.abc import Callable
 
@@ -12,9 +16,10 @@ import pytest
 
 from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CoordinatorError
 from airflow_delta_maintenance.demo.sample_table import create_actions
+from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.coordinated_snapshot import load_coordinated_snapshot
+from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from tests.integration.coordinators._targets import Target, add
 
@@ -79,7 +84,7 @@ def test_in_commit_timestamps_increase_even_when_the_clock_goes_back(target: Tar
     frozen_clock(1_000)  # far in the past
     second = target.client.commit(target.table_uri, 2, [add("b")], target.table_conf)
     assert second.commit_timestamp == first.commit_timestamp + 1
-    publish_ratified_commits(open_table_storage(target.table_uri), target.client, table_conf=target.table_conf)
+    publish_ratified_commits(bind_table(open_table_storage(target.table_uri), target.client))
     assert versions(target) == []  # forgotten by the coordinator: the next ICT comes from <2>.json
     third = target.client.commit(target.table_uri, 3, [add("c")], target.table_conf)
     assert third.commit_timestamp == second.commit_timestamp + 1
@@ -89,14 +94,14 @@ def test_report_published_drops_rows_keeps_the_latest_version_and_is_idempotent(
     for v in range(1, 4):
         target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
     store = open_table_storage(target.table_uri)
-    result = publish_ratified_commits(store, target.client, up_to=2, table_conf=target.table_conf)
+    result = publish_ratified_commits(bind_table(store, target.client), up_to=2)
     assert result.published == [1, 2] and result.reported_version == 2
     resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
     assert [c.version for c in resp.commits] == [3] and resp.latest_table_version == 3
     target.client.report_published(target.table_uri, 2, target.table_conf)  # again: a no-op
     target.client.report_published(target.table_uri, 1, target.table_conf)  # older: a no-op
     assert versions(target) == [3]
-    result = publish_ratified_commits(store, target.client, table_conf=target.table_conf)
+    result = publish_ratified_commits(bind_table(store, target.client))
     assert result.published == [3] and result.latest_published_version == 3
     target.client.report_published(target.table_uri, 3, target.table_conf)
     resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
@@ -112,7 +117,7 @@ def test_snapshot_includes_the_unpublished_tail(target: Target) -> None:
     for v in range(1, 4):
         target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
     store = open_table_storage(target.table_uri)
-    snap = load_coordinated_snapshot(store, target.client, table_conf=target.table_conf)
+    snap = load_ratified_snapshot(bind_table(store, target.client))
     assert snap.version == 3 and {p for p, _ in snap.active_file_keys()} == {"f1", "f2", "f3"}
     assert load_snapshot(store).version == 0
 
@@ -151,5 +156,46 @@ def test_concurrent_committers_get_each_version_exactly_once(target: Target) -> 
     assert {v: sorted(o) for v, o in outcomes.items()} == {v: ["conflict"] * (writers - 1) + ["won"] for v in range(1, rounds + 1)}
     resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
     assert [c.version for c in resp.commits] == list(range(1, rounds + 1)) and resp.latest_table_version == rounds
-    snap = load_coordinated_snapshot(open_table_storage(target.table_uri), target.client, table_conf=target.table_conf)
+    snap = load_ratified_snapshot(bind_table(open_table_storage(target.table_uri), target.client))
     assert snap.version == rounds and len(list(snap.active_file_keys())) == rounds
+
+
+def _rewrite_same_size(path: Path) -> None:
+    data = path.read_bytes()
+    time.sleep(0.02)
+    path.write_bytes(data.replace(b'"g2"', b'"h2"'))
+
+
+def _truncate_at_line(path: Path) -> None:
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
+
+
+def _swap_with_other_attempt(path: Path) -> None:
+    other = path.with_name(path.name.split(".")[0] + ".00000000-0000-0000-0000-000000000000.json")
+    other.write_bytes(path.read_bytes().replace(b'"f2"', b'"zz"'))
+    os.replace(other, path)
+
+
+def _symlink(path: Path) -> None:
+    outside = path.parents[3] / f"outside-{path.name}"
+    outside.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(outside)
+
+
+@pytest.mark.parametrize("alter", [_rewrite_same_size, _truncate_at_line, _swap_with_other_attempt, _symlink], ids=lambda f: f.__name__.strip("_"))
+def test_a_staged_commit_altered_after_ratification_is_never_published(
+    target: Target, alter: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_delta_maintenance.cli import main
+
+    padding = {"padding": "x" * 70_000}  # no coordinator keeps it inline: the staged file is the only copy
+    for v in (1, 2, 3):
+        target.client.commit(target.table_uri, v, [{"add": {**add(f"f{v}")["add"], "tags": padding}}, add(f"g{v}")], target.table_conf)
+    two = next(c for c in target.client.get_commits(target.table_uri, 0, None, target.table_conf).commits if c.version == 2)
+    alter(Path(target.table_uri) / "_delta_log" / two.file_name)
+    code = main(["publish", target.table_uri, "--coordinator", target.spec])
+    err = capsys.readouterr().err
+    assert code == 2 and "StagedCommitError" in err and two.file_name.rsplit("/", 1)[-1] in err, err
+    assert [c.version for c in list_log_files(open_table_storage(target.table_uri)).commits] == [0]
+    assert versions(target) == [1, 2, 3]

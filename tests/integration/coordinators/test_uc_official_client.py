@@ -18,6 +18,7 @@ from airflow_delta_maintenance.coordinators._commit_file import commit_bytes, ne
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.coordinator import StoreFileWriter, open_coordinator
+from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from tests._infra.jars import classpath
 from tests.integration.coordinators._targets import add, create_table, make_spec, table_conf_of
@@ -53,7 +54,7 @@ def test_the_official_java_client_ratifies_and_lists_through_the_test_server(req
 
     resp = ours.get_commits(table_uri, 0, None, conf)
     assert [(c.version, c.file_name.split("/")[-1]) for c in resp.commits] == [(int(s.split(":")[0]), s.split(":")[1]) for s in staged]
-    result = publish_ratified_commits(open_table_storage(table_uri), ours, table_conf=conf)
+    result = publish_ratified_commits(bind_table(open_table_storage(table_uri), ours))
     assert result.published == [1, 2, 3] and result.reported_version == 3
     assert ours.commit(table_uri, 4, [add("ours-4")], conf).commit_timestamp > (ict or 0)
     assert load_snapshot(table_uri).version == 3

@@ -10,7 +10,7 @@ from airflow_delta_maintenance.coordinators.errors import CommitLimitReachedErro
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.coordinated_snapshot import load_coordinated_snapshot
+from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from tests.integration.coordinators._targets import Target, add, create_table, make_spec, table_conf_of
@@ -48,7 +48,7 @@ def test_the_unpublished_limit_is_a_commit_limit_until_published(uc: Target) -> 
     with pytest.raises(CommitLimitReachedError) as err:
         uc.client.commit(uc.table_uri, MAX_UNPUBLISHED + 1, [add("over")], uc.table_conf)
     assert err.value.retryable and err.value.version == MAX_UNPUBLISHED + 1
-    result = publish_ratified_commits(open_table_storage(uc.table_uri), uc.client, table_conf=uc.table_conf)
+    result = publish_ratified_commits(bind_table(open_table_storage(uc.table_uri), uc.client))
     assert result.published == list(range(1, MAX_UNPUBLISHED + 1)) and result.reported_version == MAX_UNPUBLISHED
     uc.client.commit(uc.table_uri, MAX_UNPUBLISHED + 1, [add("now")], uc.table_conf)
     assert uc.client.latest_ratified_version(uc.table_uri, uc.table_conf) == MAX_UNPUBLISHED + 1
@@ -59,12 +59,12 @@ def test_every_unpublished_commit_is_listed_across_pages(uc: Target) -> None:
     the preview API answers at most 10 versions per request and the client must follow the pages."""
     for v in range(1, 6):
         uc.client.commit(uc.table_uri, v, [add(f"f{v}")], uc.table_conf)
-    publish_ratified_commits(open_table_storage(uc.table_uri), uc.client, table_conf=uc.table_conf)
+    publish_ratified_commits(bind_table(open_table_storage(uc.table_uri), uc.client))
     for v in range(6, 6 + MAX_UNPUBLISHED):
         uc.client.commit(uc.table_uri, v, [add(f"f{v}")], uc.table_conf)
     resp = uc.client.get_commits(uc.table_uri, 0, None, uc.table_conf)
     assert [c.version for c in resp.commits] == list(range(6, 6 + MAX_UNPUBLISHED)) and resp.latest_table_version == 15
-    snap = load_coordinated_snapshot(open_table_storage(uc.table_uri), uc.client, table_conf=uc.table_conf)
+    snap = load_ratified_snapshot(bind_table(open_table_storage(uc.table_uri), uc.client))
     assert snap.version == 15 and len(list(snap.active_file_keys())) == 15
 
 
@@ -98,7 +98,7 @@ def test_recovery_compares_bytes_once_the_commit_was_published_and_forgotten(uc:
     client: UnityCatalogCoordinator = uc.client  # type: ignore[assignment]
     ratified = client.commit(uc.table_uri, 1, [add("a")], uc.table_conf)
     store = open_table_storage(uc.table_uri)
-    publish_ratified_commits(store, client, table_conf=uc.table_conf)
+    publish_ratified_commits(bind_table(store, client))
     data, bare = store.read(ratified.file_name), ratified.file_name.rsplit("/", 1)[-1]
     writer = client.writer_factory(uc.table_uri)  # type: ignore[misc]
     assert client._was_accepted(uc.table_uri, uc.table_conf, 1, bare, data, writer)

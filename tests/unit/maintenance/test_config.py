@@ -72,8 +72,9 @@ def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
 def test_shorter_retention_than_the_table_needs_an_override(tmp_path: Path) -> None:
     from airflow_delta_maintenance.demo.sample_table import create_sample_table
     from airflow_delta_maintenance.maintenance.cleanup import RetentionTooShortError, run_metadata_cleanup
+    from airflow_delta_maintenance.maintenance.table import bind_table
 
     store = create_sample_table(str(tmp_path / "t"), commits=3)
     with pytest.raises(RetentionTooShortError, match="delta.logRetentionDuration"):
-        run_metadata_cleanup(store, retention_ms=86_400_000)
-    assert run_metadata_cleanup(store, retention_ms=86_400_000, allow_shorter_retention=True).dry_run
+        run_metadata_cleanup(bind_table(store), retention_ms=86_400_000)
+    assert run_metadata_cleanup(bind_table(store), retention_ms=86_400_000, allow_shorter_retention=True).dry_run

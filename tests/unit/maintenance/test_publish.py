@@ -20,6 +20,7 @@ from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_stor
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.errors import PublishForkError, StagedCommitError
+from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.coordinators.base import CommitsResponse, RatifiedCommit
 
@@ -47,14 +48,14 @@ def test_publishes_in_order_with_identical_bytes_then_reports(table: tuple[str, 
     spec, uri = table
     client = open_coordinator(spec)
     staged = {c.version: open_table_storage(uri).read(c.file_name) for c in client.get_commits(uri).commits}
-    result = publish_ratified_commits(open_table_storage(uri), client, up_to=3)
+    result = publish_ratified_commits(bind_table(open_table_storage(uri), client), up_to=3)
     assert result.published == [1, 2, 3] and result.latest_published_version == 3 and result.reported_version == 3
     assert [c.version for c in client.get_commits(uri).commits] == [4, 5]
     store = open_table_storage(uri)
     assert all(store.read(f"{v:020d}.json") == staged[v] for v in (1, 2, 3))
-    again = publish_ratified_commits(store, client)
+    again = publish_ratified_commits(bind_table(store, client))
     assert again.published == [4, 5] and again.latest_ratified_version == 5
-    assert publish_ratified_commits(store, client).published == []
+    assert publish_ratified_commits(bind_table(store, client)).published == []
 
 
 def test_a_different_published_file_is_a_fork_and_nothing_is_reported(table: tuple[str, str]) -> None:
@@ -63,7 +64,7 @@ def test_a_different_published_file_is_a_fork_and_nothing_is_reported(table: tup
     store.put_if_absent(f"{2:020d}.json", b'{"commitInfo":{"inCommitTimestamp":1}}\n')
     client = open_coordinator(spec)
     with pytest.raises(PublishForkError) as err:
-        publish_ratified_commits(store, client)
+        publish_ratified_commits(bind_table(store, client))
     assert err.value.version == 2 and "forked" in str(err.value)
     assert published(uri) == [0, 1, 2] and [c.version for c in client.get_commits(uri).commits] == [1, 2, 3, 4, 5]
 
@@ -90,19 +91,19 @@ def test_a_bad_staged_file_is_a_clear_error_and_nothing_is_reported(tmp_path: Pa
         path.write_bytes(b"\n".join([json.dumps(first).encode(), *lines[1:]]) + b"\n")
     inline_free = CommitsResponse(tuple(RatifiedCommit(c.version, c.commit_timestamp, c.file_name, c.file_size, c.file_modification_time) for c in commits), 3)
     with pytest.raises(StagedCommitError) as err:
-        publish_ratified_commits(open_table_storage(uri), client, response=inline_free)
+        publish_ratified_commits(bind_table(open_table_storage(uri), client), response=inline_free)
     assert err.value.version == 2 and target.file_name.split("/")[-1] in str(err.value)
-    assert published(uri) == [0, 1] and [c.version for c in client.get_commits(uri).commits] == [1, 2, 3]
+    assert published(uri) == [0] and [c.version for c in client.get_commits(uri).commits] == [1, 2, 3]
 
 
 def test_names_escaping_the_log_are_refused(table: tuple[str, str]) -> None:
     spec, uri = table
     evil = CommitsResponse((RatifiedCommit(1, -1, "../../etc/passwd"),), 1)
     with pytest.raises(StagedCommitError):
-        publish_ratified_commits(open_table_storage(uri), open_coordinator(spec), response=evil)
+        publish_ratified_commits(bind_table(open_table_storage(uri), open_coordinator(spec)), response=evil)
     evil = CommitsResponse((RatifiedCommit(1, -1, "_staged_commits/../../x/00000000000000000001.a.json"),), 1)
     with pytest.raises((StagedCommitError, InvalidLogPathError)):
-        publish_ratified_commits(open_table_storage(uri), open_coordinator(spec), response=evil)
+        publish_ratified_commits(bind_table(open_table_storage(uri), open_coordinator(spec)), response=evil)
 
 
 def test_storage_without_atomic_create_is_refused_unless_accepted(table: tuple[str, str], tmp_path: Path) -> None:
@@ -112,9 +113,9 @@ def test_storage_without_atomic_create_is_refused_unless_accepted(table: tuple[s
     spec, uri = table
     fs = DirFileSystem(path=str(Path(uri).parent), fs=LocalFileSystem())
     with pytest.raises(AtomicWriteUnsupportedError):
-        publish_ratified_commits(LogStore(fs, "t", uri=uri), open_coordinator(spec))
+        publish_ratified_commits(bind_table(LogStore(fs, "t", uri=uri), open_coordinator(spec)))
     assert published(uri) == [0]
-    result = publish_ratified_commits(LogStore(fs, "t", uri=uri, allow_unsafe_writes=True), open_coordinator(spec))
+    result = publish_ratified_commits(bind_table(LogStore(fs, "t", uri=uri, allow_unsafe_writes=True), open_coordinator(spec)))
     assert result.published == [1, 2, 3, 4, 5]
 
 
@@ -130,9 +131,9 @@ def test_a_publisher_killed_between_copy_and_report_converges(table: tuple[str, 
             raise KeyboardInterrupt("killed")
 
     with pytest.raises(KeyboardInterrupt):
-        publish_ratified_commits(open_table_storage(uri), DiesBeforeReport())  # type: ignore[arg-type]
+        publish_ratified_commits(bind_table(open_table_storage(uri), DiesBeforeReport()))  # type: ignore[arg-type]
     assert published(uri) == [0, 1, 2, 3, 4, 5] and len(client.get_commits(uri).commits) == 5
-    result = publish_ratified_commits(open_table_storage(uri), client)
+    result = publish_ratified_commits(bind_table(open_table_storage(uri), client))
     assert result.published == [] and result.already_published == [1, 2, 3, 4, 5] and result.reported_version == 5
     assert client.get_commits(uri).commits == ()
 
@@ -141,7 +142,7 @@ def _publisher(spec: str, uri: str, rounds: int, out: Any) -> None:
     client = open_coordinator(spec)
     mine: list[int] = []
     for _ in range(rounds):
-        mine += publish_ratified_commits(open_table_storage(uri), client).published
+        mine += publish_ratified_commits(bind_table(open_table_storage(uri), client)).published
         time.sleep(0.01)
     out.put(mine)
 
@@ -164,7 +165,7 @@ def test_four_racing_publishers_and_a_writer_lose_nothing(table: tuple[str, str]
     for p in publishers:
         p.join(120)
     claimed = [v for _ in publishers for v in out.get(timeout=10)]
-    final = publish_ratified_commits(open_table_storage(uri), open_coordinator(spec))
+    final = publish_ratified_commits(bind_table(open_table_storage(uri), open_coordinator(spec)))
     claimed += final.published
     assert sorted(claimed) == list(range(1, 46)), "every version published exactly once"
     assert published(uri) == list(range(46))
@@ -181,7 +182,7 @@ from airflow_delta_maintenance.maintenance.publish import publish_ratified_commi
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 print("go", flush=True)
 while True:
-    publish_ratified_commits(open_table_storage(sys.argv[2]), open_coordinator(sys.argv[1]))
+    publish_ratified_commits(bind_table(open_table_storage(sys.argv[2]), open_coordinator(sys.argv[1])))
 """
 
 
@@ -195,6 +196,6 @@ def test_sigkilled_publishers_converge_on_the_next_run(table: tuple[str, str]) -
     time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
-    result = publish_ratified_commits(open_table_storage(uri), client)
+    result = publish_ratified_commits(bind_table(open_table_storage(uri), client))
     assert result.latest_published_version == 59 and published(uri) == list(range(60))
     assert client.get_commits(uri).commits == ()
