@@ -143,18 +143,20 @@ class Writer(threading.Thread):
             client.close()
 
 
-def _schedule(table: Table, rng: random.Random, spark_args: list[str], spark_checkpoints: int) -> list[tuple[float, str, list[str]]]:
+def _schedule(table: Table, rng: random.Random, spark_args: list[str], spark_checkpoints: int, spark_compaction: bool) -> list[tuple[float, str, list[str]]]:
     """(start delay, label, CLI args) for every run; Spark runs start first (they are the slowest)."""
-    t, o = table.uri, table.cli_options
+    t = table.uri
     coord = ["--coordinator", table.coordinator]
+    o = [*table.cli_options, *coord]  # every command is told the table's coordinator, as a user would
     runs: list[tuple[float, str, list[str]]] = []
     for i in range(spark_checkpoints):
         runs.append((rng.uniform(0, 2), f"spark-checkpoint-{i}", ["checkpoint", t, "--engine", "spark", "--master", "local[1]", *spark_args, *o]))
     start = OLD_VERSIONS + rng.randint(0, 1)
-    runs.append((rng.uniform(0, 2), "spark-compaction", ["compact-log", t, "--engine", "spark", "--master", "local[1]", "--start", str(start),
+    if spark_compaction:
+        runs.append((rng.uniform(0, 2), "spark-compaction", ["compact-log", t, "--engine", "spark", "--master", "local[1]", "--start", str(start),
                                                          "--end", str(start + rng.randint(2, 4)), *spark_args, *o]))
     for i in range(rng.randint(3, 5)):
-        runs.append((rng.uniform(0, WINDOW_S), f"publish-{i}", ["publish", t, *coord, *o]))
+        runs.append((rng.uniform(0, WINDOW_S), f"publish-{i}", ["publish", t, *o]))
     for i in range(rng.randint(2, 4)):
         runs.append((rng.uniform(0, WINDOW_S), f"checkpoint-{i}", ["checkpoint", t, *o]))
     for i in range(rng.randint(1, 3)):
@@ -165,9 +167,10 @@ def _schedule(table: Table, rng: random.Random, spark_args: list[str], spark_che
     return sorted(runs)
 
 
-def _run_schedule(table: Table, rng: random.Random, env: dict[str, str], spark_args: list[str], spark_checkpoints: int) -> set[int]:
+def _run_schedule(table: Table, rng: random.Random, env: dict[str, str], spark_args: list[str], spark_checkpoints: int,
+                  spark_compaction: bool) -> set[int]:
     """Run everything; returns the pids of the runs killed on purpose."""
-    runs = _schedule(table, rng, spark_args, spark_checkpoints)
+    runs = _schedule(table, rng, spark_args, spark_checkpoints, spark_compaction)
     kill_after = rng.uniform(0.3, 2.5)
     writer = Writer(table, rng, rng.randint(15, 25))
     client = open_coordinator(table.coordinator, table.options)
@@ -214,7 +217,7 @@ def _run_schedule(table: Table, rng: random.Random, env: dict[str, str], spark_a
         if p.pid not in killed and p.returncode != 0:
             failures.append(f"{label} exited {p.returncode}: {err.decode()[-1500:]}")
     assert not failures, "\n".join(failures)
-    final = _cli(["publish", table.uri, "--coordinator", table.coordinator, *table.cli_options], env)
+    final = _cli(["publish", table.uri, "--coordinator", table.coordinator, *table.cli_options], env)  # the writer's last ones
     _, err = final.communicate(timeout=120)
     assert final.returncode == 0, err.decode()
     return killed
@@ -272,6 +275,7 @@ def _verify(table: Table, killed: set[int], env: dict[str, str], spark: Any, see
             return None
         return set(dt.get_add_actions(flatten=True).column("path").to_pylist())
 
+    t0 = time.monotonic()
     with ThreadPoolExecutor(4) as pool:
         in_wheel = dict(zip(sorted(table.expected), pool.map(wheel_files, sorted(table.expected))))
     readable = []
@@ -283,21 +287,25 @@ def _verify(table: Table, killed: set[int], env: dict[str, str], spark: Any, see
         readable.append(v)
     deleted = [v for v in range(OLD_VERSIONS - 1) if v not in {c.version for c in files.commits}]
     assert deleted, f"seed {seed}: cleanup deleted nothing"
+    t1 = time.monotonic()
     # a sample in delta-spark
     for v in {latest, random.Random(seed).choice(readable)}:
         df = spark.read.format("delta").option("versionAsOf", v).load(table.uri.replace("s3://", "s3a://"))
         got = {f.replace("%3D", "=").rsplit("/", 2)[-2] + "/" + f.rsplit("/", 1)[-1] for f in df.inputFiles()}
         assert got == set(table.expected[v]), f"seed {seed}: version {v} differs in delta-spark"
+    t2 = time.monotonic()
     # nothing of a finished run is left; the killed run's leftovers go with the next cleanup
     left = _leftovers(store)
     strangers = [n for n in left if (tag := find_run_tag(n)) is None or tag.pid not in killed]
     assert not strangers, f"seed {seed}: leftovers of finished runs: {strangers}"
-    proc = _cli(["cleanup", table.uri, "--execute", "--retention-days", "1", "--allow-shorter-retention", *table.cli_options], env)
+    proc = _cli(["cleanup", table.uri, "--execute", "--retention-days", "1", "--allow-shorter-retention", "--coordinator", table.coordinator,
+                 *table.cli_options], env)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
     assert not _leftovers(store), f"seed {seed}: leftovers after the final cleanup: {_leftovers(store)}"
     return {"latest": latest, "checkpoints": len(groups), "readable": len(readable), "deleted_versions": len(deleted),
-            "compactions": len(files.compactions), "killed": len(killed)}
+            "compactions": len(files.compactions), "killed": len(killed),
+            "verify_seconds": {"wheel": round(t1 - t0), "delta_spark": round(t2 - t1), "leftovers": round(time.monotonic() - t2)}}
 
 
 def _wheel_options(options: dict[str, Any]) -> dict[str, str]:
@@ -309,14 +317,15 @@ def _wheel_options(options: dict[str, Any]) -> dict[str, str]:
             "AWS_S3_ALLOW_UNSAFE_RENAME": "true", "AWS_FORCE_PATH_STYLE": "true"}
 
 
-def _run(table: Table, env: dict[str, str], spark_args: list[str], spark_checkpoints: int, spark: Any, capsys: Any) -> None:
+def _run(table: Table, env: dict[str, str], spark_args: list[str], spark_checkpoints: int, spark_compaction: bool, spark: Any,
+         capsys: Any) -> None:
     seed = _seed()
     print(f"concurrency schedule on {table.uri}: seed {seed} (replay with {SEED_ENV}={seed})")
     rng = random.Random(seed)
     started = time.monotonic()
     _build(table, rng, env)
     built = time.monotonic()
-    killed = _run_schedule(table, rng, env, spark_args, spark_checkpoints)
+    killed = _run_schedule(table, rng, env, spark_args, spark_checkpoints, spark_compaction)
     ran = time.monotonic()
     summary = _verify(table, killed, env, spark, seed)
     summary["seconds"] = {"build": round(built - started), "schedule": round(ran - built), "verify": round(time.monotonic() - ran)}
@@ -336,7 +345,7 @@ SPARK_CONF = ["--spark-conf", "spark.sql.shuffle.partitions=2", "--spark-conf", 
 
 def test_concurrent_runs_on_local_disk_v2_with_sidecars(tmp_path: Path, spark: Any, capsys: Any) -> None:
     table = Table(str(tmp_path / "t"), {}, [], f"local://{tmp_path}/c.db", v2=True)
-    _run(table, _env(), SPARK_CONF, 2, spark, capsys)
+    _run(table, _env(), SPARK_CONF, 2, False, spark, capsys)  # two Spark checkpoints racing on one table
 
 
 def test_concurrent_runs_on_s3_classic(s3_bucket: tuple[str, dict], tmp_path: Path, spark_s3a: Any, capsys: Any) -> None:
@@ -347,4 +356,4 @@ def test_concurrent_runs_on_s3_classic(s3_bucket: tuple[str, dict], tmp_path: Pa
     cli = ["-o", f"endpoint_url={endpoint}", "-o", "region_name=us-east-1"]
     spark_args = [*SPARK_CONF, "--spark-conf", f"spark.jars={','.join(delta_spark_jars())}", "--spark-conf", "spark.hadoop.fs.s3a.bucket.probe=0"]
     table = Table(f"s3://{bucket}/t", options, cli, f"local://{tmp_path}/c.db", v2=False)
-    _run(table, _env(), spark_args, 1, spark_s3a, capsys)
+    _run(table, _env(), spark_args, 1, True, spark_s3a, capsys)

@@ -152,3 +152,33 @@ def test_single_node_v2_checkpoint_whose_sidecars_vanish_is_never_visible(tmp_pa
     assert not list_log_files(plain).checkpoints
     assert not (Path(uri) / "_delta_log" / "_last_checkpoint").exists()
     assert load_snapshot(uri).num_files == 50
+
+
+def test_two_cleanups_at_once_converge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the concurrency test: a cleanup whose listed commits another cleanup deleted
+    meanwhile crashed with FileNotFoundError; it must re-plan from a fresh listing and finish."""
+    from airflow_delta_maintenance.deltalog import cleanup as deltalog_cleanup
+    from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
+    from airflow_delta_maintenance.maintenance.table import open_table
+
+    log = LogBuilder(fsspec.filesystem("file"), str(tmp_path / "t"))
+    old = int(time.time() * 1000) - 3 * DAY_S * 1000
+    conf = {"delta.enableInCommitTimestamps": "true"}
+    log.commit(0, [commit_info(old), protocol(1, 7, None, ["inCommitTimestamp"]), metadata(conf)])
+    for v in range(1, 9):
+        log.commit(v, [commit_info(old + v), add(f"f{v}.parquet")])
+    uri = str(tmp_path / "t")
+    write_checkpoint(open_table_storage(uri), load_snapshot(uri))
+    original, struck = deltalog_cleanup._ict, []
+
+    def other_cleaner_first(store: LogStore, commit):  # type: ignore[no-untyped-def]
+        if not struck:
+            struck.append(True)
+            for v in range(8):
+                (tmp_path / "t" / "_delta_log" / f"{v:020d}.json").unlink()
+        return original(store, commit)
+
+    monkeypatch.setattr(deltalog_cleanup, "_ict", other_cleaner_first)
+    result = run_metadata_cleanup(open_table(uri), dry_run=False, retention_ms=DAY_S * 1000, allow_shorter_retention=True)
+    assert struck and not result.dry_run
+    assert load_snapshot(uri).num_files == 8 and [c.version for c in list_log_files(open_table_storage(uri)).commits] == [8]
