@@ -19,6 +19,10 @@ gate), and a symbolic link anywhere in ``_delta_log`` is refused by the store's 
 
 Gates that skip with a reason: ``delta.enableExpiredLogCleanup=false``; catalog-managed tables
 unless the caller says the catalog permits it; ``checkpointProtection`` with a protected version.
+
+Leftovers of killed runs of our own writers (temp files, Spark staging directories, tagged sidecars
+no checkpoint references) are collected whatever the gates say, by ``abandoned``'s rule: owner
+proven dead, or a day old by storage modification times and the real clock — never ``now_ms``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .checkpoint_check import newest_readable_checkpoint, verify_checkpoint
+from .abandoned import Leftover, abandoned_sidecars, find_abandoned, remove_leftovers
 from .memory import uses_log_operation_memory
 from .errors import CorruptLogError, DeltaLogError, InvalidOptionError, NonMonotonicTimestampError
 from .features import check_write_supported, is_catalog_managed
@@ -114,6 +119,7 @@ class CleanupPlan:
     counts: dict[str, int] = field(default_factory=dict)
     needs_compat_checkpoint: bool = False
     unreadable_checkpoints: tuple[str, ...] = ()  # passed over as anchors: "<file>: <reason>"
+    leftovers: tuple[Deletion, ...] = ()  # our killed runs' temp files / staging dirs / sidecars
 
     @property
     def skipped(self) -> bool:
@@ -137,6 +143,7 @@ class CleanupPlan:
             "counts": dict(self.counts),
             "needs_compat_checkpoint": self.needs_compat_checkpoint,
             "unreadable_checkpoints": list(self.unreadable_checkpoints),
+            "leftovers": [asdict(d) for d in self.leftovers],
         }
 
 
@@ -258,7 +265,7 @@ def plan_log_cleanup(
         raise InvalidOptionError(f"{store.uri}: a retention must not be negative, got {retention} ms", option="retention")
     check_write_supported(snapshot.protocol, operation=f"metadata cleanup of {store.uri}", path=store.uri)
     cutoff = utc_midnight(now - retention)
-    base = dict(table_uri=store.uri, now_ms=now, retention_ms=retention, cutoff_timestamp=cutoff)
+    base: dict[str, Any] = dict(table_uri=store.uri, now_ms=now, retention_ms=retention, cutoff_timestamp=cutoff, leftovers=_leftovers(store))
     if not props.enable_expired_log_cleanup:
         return CleanupPlan(**base, skip_reason="delta.enableExpiredLogCleanup is false")
     if is_catalog_managed(snapshot.protocol) and not catalog_permits_cleanup:
@@ -341,6 +348,9 @@ def _opens(store: LogStore, group: CheckpointGroup, hint: LastCheckpointHint | N
     except DeltaLogError:
         return False
     return True
+def _leftovers(store: LogStore) -> tuple[Deletion, ...]:
+    found: list[Leftover] = [*find_abandoned(store), *abandoned_sidecars(store)]
+    return tuple(Deletion(x.path, x.kind, x.size) for x in found)
 
 
 class PlanChangedError(DeltaLogError):
@@ -356,10 +366,10 @@ def execute_cleanup(
     keep the same anchor checkpoint, and only files in both plans are deleted.
     """
     started = time.monotonic()
-    if dry_run or plan.skipped:
+    if dry_run:
         return CleanupResult(plan, dry_run=dry_run, seconds=round(time.monotonic() - started, 6))
     allowed = set(plan.paths)
-    if fresh_plan is not None:
+    if fresh_plan is not None and not plan.skipped:
         if fresh_plan.skipped or fresh_plan.cutoff_checkpoint != plan.cutoff_checkpoint:
             raise PlanChangedError(
                 f"{store.uri}: the cleanup plan no longer holds (anchor checkpoint {plan.cutoff_checkpoint} → "
@@ -367,10 +377,18 @@ def execute_cleanup(
                 path=store.log_dir,
             )
         allowed &= set(fresh_plan.paths)
-    deleted = 0
+    # Leftovers are judged again by a fresh plan; only ones abandoned both times go.
+    leftovers = plan.leftovers if fresh_plan is None else tuple(d for d in plan.leftovers if d.path in {f.path for f in fresh_plan.leftovers})
+    deleted = _remove(store, leftovers)
+    if plan.skipped:
+        return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
     # Kind by kind in plan order (commits before checkpoints); within a kind the order is free.
     for _, group in itertools.groupby((d for d in plan.deletions if d.path in allowed), key=lambda d: d.kind):
         names = [d.path for d in group]
         store.delete_many(names)
         deleted += len(names)
     return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
+
+
+def _remove(store: LogStore, leftovers: Sequence[Deletion]) -> int:
+    return remove_leftovers(store, [Leftover(d.path, d.kind, d.size, 0, None) for d in leftovers])

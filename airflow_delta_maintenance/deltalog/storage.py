@@ -15,7 +15,7 @@ import io
 import os
 import posixpath
 import stat as stat_module
-import uuid
+import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,8 +27,9 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from .errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
 from .paths import LOG_DIR, ParsedLogPath, parse_log_path
+from .run_identity import STAGING_DIR, new_run
 
-__all__ = ["LogStore", "FileStat", "open_table_storage", "normalize_table_uri"]
+__all__ = ["LogStore", "FileStat", "open_table_storage", "normalize_table_uri", "temp_path_for"]
 
 # Hadoop-style schemes that mean plain S3 to fsspec.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
@@ -186,6 +187,49 @@ class LogStore:
                 return
             if stat_module.S_ISLNK(st.st_mode):
                 raise SymlinkInLogError(f"{self.display(rel)} is a symbolic link; refusing to follow it out of the table", path=rel)
+    def list_tree(self, subdir: str) -> list[FileStat]:
+        """Every file below a sub-directory of ``_delta_log`` (recursive, symlinks not followed)."""
+        directory = self.path(subdir)
+        out = []
+        if isinstance(self.fs, LocalFileSystem):
+            for root, dirs, names in os.walk(directory, followlinks=False):
+                for n in names:
+                    try:
+                        st = os.lstat(os.path.join(root, n))
+                    except FileNotFoundError:
+                        continue
+                    rel = os.path.relpath(os.path.join(root, n), self.log_dir).replace(os.sep, "/")
+                    out.append(FileStat(rel, st.st_size, int(st.st_mtime * 1000)))
+        else:
+            self.fs.invalidate_cache(directory)
+            try:
+                found = self.fs.find(directory, detail=True)
+            except FileNotFoundError:
+                found = {}
+            prefix = self.fs._strip_protocol(self.log_dir).rstrip("/") + "/"
+            for path, info in found.items():
+                path = self.fs._strip_protocol(path)
+                if info.get("type") == "directory" or not path.startswith(prefix):
+                    continue
+                out.append(FileStat(path[len(prefix) :], int(info.get("size") or 0), _mtime_ms(self.fs, info)))
+        out.sort(key=lambda s: s.name)
+        return out
+
+    def list_subdirs(self, subdir: str) -> list[str]:
+        """Names (relative to ``_delta_log``) of the directories directly under ``subdir``."""
+        directory = self.path(subdir)
+        if isinstance(self.fs, LocalFileSystem):
+            try:
+                with os.scandir(directory) as it:
+                    return sorted(f"{subdir}/{e.name}" for e in it if e.is_dir(follow_symlinks=False))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        self.fs.invalidate_cache(directory)
+        try:
+            entries = self.fs.ls(directory, detail=True)
+        except FileNotFoundError:
+            return []
+        return sorted(f"{subdir}/{str(e['name']).rstrip('/').rsplit('/', 1)[-1]}" for e in entries if e.get("type") == "directory")
 
     def list_log(self, subdir: str = "") -> list[ParsedLogPath]:
         """Recognised log files of one directory level, in listing order; unknown names are dropped."""
@@ -328,7 +372,7 @@ class LogStore:
         self._refuse_local_links(name, include_last=False)
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        tmp = temp_path_for(path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -364,7 +408,7 @@ class LogStore:
         if isinstance(self.fs, LocalFileSystem):
             directory = os.path.dirname(path)
             os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+            tmp = temp_path_for(path)
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -397,10 +441,16 @@ class LogStore:
 
     def delete_tree(self, subdir: str) -> None:
         """Remove a private working directory under ``_delta_log`` (never a log file)."""
-        if not subdir.startswith("_spark_staging/"):
+        if not subdir.startswith(STAGING_DIR + "/") or subdir.count("/") != 1:
             raise InvalidLogPathError(f"{subdir!r} is not a staging directory", path=subdir)
+        path = self.path(subdir)
+        if isinstance(self.fs, LocalFileSystem):
+            if os.path.islink(path):
+                raise InvalidLogPathError(f"{self.display(subdir)} is a symbolic link; refusing to delete through it", path=subdir)
+            shutil.rmtree(path, onerror=_ignore_missing)  # never follows symbolic links inside
+            return
         try:
-            self.fs.rm(self.path(subdir), recursive=True)
+            self.fs.rm(path, recursive=True)
         except FileNotFoundError:
             pass
 
@@ -442,6 +492,18 @@ class LogStore:
             self.fs.rm_file(self.path(name))
         except FileNotFoundError:
             pass
+
+
+def _ignore_missing(func: Any, path: str, exc_info: Any) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):  # another cleaner removed it first: fine
+        raise exc_info[1]
+
+
+def temp_path_for(path: str) -> str:
+    """A private temp file beside ``path``, named with this write's run tag (see ``run_identity``)
+    so that a killed writer's leftover can be told from a live writer's."""
+    directory, base = os.path.split(path)
+    return os.path.join(directory, f".{base}.{new_run().tag}.tmp")
 
 
 def _fsync_dir(directory: str) -> None:

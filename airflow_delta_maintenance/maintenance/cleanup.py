@@ -11,6 +11,8 @@ from .table import MaintainedTable, ratified_state
 
 __all__ = ["RetentionTooShortError", "run_metadata_cleanup"]
 
+_PLAN_ATTEMPTS = 3
+
 
 class RetentionTooShortError(MaintenanceError):
     """A retention shorter than the table's ``delta.logRetentionDuration`` needs an explicit override."""
@@ -47,15 +49,23 @@ def run_metadata_cleanup(
         )
 
     def make_plan(listing: LogSegmentFiles) -> CleanupPlan:
-        return plan_log_cleanup(
-            store,
-            state,
-            now_ms=state.now_ms,
-            retention_ms=retention_ms,
-            catalog_permits_cleanup=catalog_permits_cleanup,
-            latest_published_version=view.released_version,
-            files=listing,
-        )
+        for attempt in range(_PLAN_ATTEMPTS):
+            try:
+                return plan_log_cleanup(
+                    store,
+                    state,
+                    now_ms=state.now_ms,
+                    retention_ms=retention_ms,
+                    catalog_permits_cleanup=catalog_permits_cleanup,
+                    latest_published_version=view.released_version,
+                    files=listing,
+                )
+            except FileNotFoundError:
+                # A listed file vanished: another cleanup ran meanwhile. Plan again from a fresh listing.
+                if attempt == _PLAN_ATTEMPTS - 1:
+                    raise
+                listing = view.recap(list_log_files(store))
+        raise AssertionError("unreachable")
 
     plan = make_plan(view.files)
     if dry_run or plan.skipped:
