@@ -5,7 +5,8 @@ each measured as a whole process, the way a user runs it.
   (imports, listing, the work, and for cleanup the re-listing and re-planning it performs before
   deleting);
 - for cleanup also "ours-state": the same command with the use case reading ``load_table_state``
-  (protocol, metadata, properties) instead of ``load_snapshot``;
+  (protocol, metadata, properties) instead of ``load_snapshot``, and "ours-light": that plus
+  ``referenced_sidecar_names`` (only the checkpoints' ``sidecar`` column) in cleanup planning;
 - delta-rs: a fresh ``python -c`` doing ``import deltalake``, ``DeltaTable(path)`` and the call:
   ``create_checkpoint()``, ``compact_logs(1, N-1)``, ``cleanup_metadata()``.
 
@@ -53,13 +54,17 @@ os._exit(0)  # skip interpreter teardown (the wheel can abort there)
 
 # The same command with the cleanup use case reading a TableState instead of a Snapshot (the
 # wiring ``deltalog.table_state`` exists for; reported as its own engine, "ours-state").
+# "ours-light" also plans with referenced_sidecar_names (the checkpoints' sidecar column only).
 STATE_CLI = r"""
 import sys
-from airflow_delta_maintenance.deltalog.table_state import load_table_state
+from airflow_delta_maintenance.deltalog.table_state import load_table_state, referenced_sidecar_names
 from airflow_delta_maintenance.maintenance import cleanup
 cleanup.load_snapshot = load_table_state
+if sys.argv[1] == "light":
+    from airflow_delta_maintenance.deltalog import cleanup as planning
+    planning._referenced_sidecars = referenced_sidecar_names
 from airflow_delta_maintenance.cli import console_main
-sys.argv = ["delta-maintenance", *sys.argv[1:]]
+sys.argv = ["delta-maintenance", *sys.argv[2:]]
 sys.exit(console_main())
 """
 
@@ -89,8 +94,8 @@ def command(op: str, engine: str, path: str, commits: int) -> list[str]:
     if engine == "ours":
         extra = {"checkpoint": [], "compaction": ["--start", "1", "--end", str(commits - 1)], "cleanup": ["--execute"]}[op]
         return [CLI, {"checkpoint": "checkpoint", "compaction": "compact-log", "cleanup": "cleanup"}[op], path, "--json", *extra]
-    if engine == "ours-state":
-        return [PYTHON, "-c", STATE_CLI, *command(op, "ours", path, commits)[1:]]
+    if engine in ("ours-state", "ours-light"):
+        return [PYTHON, "-c", STATE_CLI, engine.removeprefix("ours-"), *command(op, "ours", path, commits)[1:]]
     return [PYTHON, "-c", WHEEL, op, path, "1", str(commits - 1)]
 
 
@@ -151,7 +156,7 @@ def main() -> int:
             in_subprocess("import sys, deltalake; deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2])).create_checkpoint()", source, str(ns.cleanup_commits - 10))
             age_log(source, 60)
             print(f"  cleanup {ns.cleanup_commits} commits", file=sys.stderr, flush=True)
-            engines = ("ours", "ours-state", "delta-rs")
+            engines = ("ours", "ours-state", "ours-light", "delta-rs")
             rows.append(("cleanup", ns.cleanup_commits, *measure("cleanup", source, work, ns.cleanup_commits, ns.repeat, engines)))
     finally:
         shutil.rmtree(work, ignore_errors=True)

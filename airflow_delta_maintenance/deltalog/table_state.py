@@ -32,6 +32,7 @@ from .errors import CorruptLogError, ProtocolViolationError
 from .features import check_read_supported, in_commit_timestamps_enabled
 from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, JsonSource, LogSegment, build_log_segment
+from .memory import uses_log_operation_memory
 from .paths import LogFileType, ParsedLogPath
 from .replay import in_commit_timestamp
 from .snapshot import _timestamp_at
@@ -42,6 +43,7 @@ __all__ = ["TableState", "load_table_state", "referenced_sidecar_names"]
 
 _FILE_ACTION_PREFIXES = (b'{"add":', b'{"remove":')
 _PM_COLUMNS = ("protocol", "metaData")
+_PM_BATCH_ROWS = 16_384
 # Leaf columns that are non-null exactly when the action is present (required fields).
 _PM_PROBES = {"protocol": "protocol.minReaderVersion", "metaData": "metaData.id", "sidecar": "sidecar.path"}
 
@@ -159,12 +161,14 @@ def _parquet_pm(
                 for rg in range(pf.metadata.num_row_groups):
                     meta = pf.metadata.row_group(rg)
                     wanted = [c for c in present if _may_hold(meta, leaves.get(_PM_PROBES[c]))]
-                    if wanted:
-                        table = pf.read_row_group(rg, columns=wanted)
+                    # in slices: a checkpoint's row group can hold millions of (null) rows
+                    batch_base = row_base
+                    for batch in pf.iter_batches(_PM_BATCH_ROWS, row_groups=[rg], columns=wanted, use_threads=False) if wanted else ():
                         for column in wanted:
-                            col = table.column(column)
+                            col = batch.column(column)
                             if col.null_count < len(col):
-                                found.extend((row_base + i, {column: v}) for i, v in enumerate(col.to_pylist()) if v is not None)
+                                found.extend((batch_base + i, {column: v}) for i, v in enumerate(col.to_pylist()) if v is not None)
+                        batch_base += batch.num_rows
                     row_base += meta.num_rows
             finder.bytes_read += counted.bytes_read
     except (pa.ArrowInvalid, OSError) as exc:
@@ -233,6 +237,7 @@ def _read_checkpoint_pm(store: LogStore, group: CheckpointGroup, finder: _Finder
     finder.take(actions, store.display(group.files[0].name))
 
 
+@uses_log_operation_memory
 def referenced_sidecar_names(store: LogStore, checkpoints: Sequence[ParsedLogPath]) -> set[str]:
     """File names of the sidecars these checkpoint files reference, reading only their ``sidecar``
     column (Parquet: footer plus that column's chunks) or non-file lines (JSON); a multi-part
@@ -266,6 +271,7 @@ def _target_timestamp(
     return ict if ict is not None else source.modification_time
 
 
+@uses_log_operation_memory
 def load_table_state(
     table: str | LogStore,
     version: int | None = None,
