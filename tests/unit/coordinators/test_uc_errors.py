@@ -172,7 +172,10 @@ def test_connection_errors_are_retried_and_bounded() -> None:
 def test_a_commit_conflict_is_typed(server: str, tmp_path: Path, api: str, conflict: Reply) -> None:
     table = tmp_path / "t"
     first = load(0, location=f"file://{table}") if api == "v1" else ok({"commits": [], "latest_table_version": 0})
-    Scripted.script = [first, conflict]
+    theirs = {"version": 1, "timestamp": 5, "file_name": "00000000000000000001.other.json", "file_size": 9, "file_modification_timestamp": 1}
+    reload = (load(1, [{k.replace("_", "-"): v for k, v in theirs.items()}], f"file://{table}") if api == "v1"
+              else ok({"commits": [theirs], "latest_table_version": 1}))
+    Scripted.script = [first, conflict, reload]  # the 409 is judged by content: UC tracks another file as version 1
     with pytest.raises(CommitConflictError) as e:
         client(server, api, tmp_path).commit(str(table), 1, [{"add": {"path": "a"}}])
     assert e.value.retryable and e.value.conflict and e.value.version == 1
