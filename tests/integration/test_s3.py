@@ -101,7 +101,7 @@ def test_table_state_on_s3_equals_the_snapshot(s3_bucket: tuple[str, dict], tmp_
     for v in range(1, 5):
         client.commit(uri, v, [add(f"f{v}")])
     store = open_table_storage(uri, options)
-    publish_ratified_commits(store, client)
+    publish_ratified_commits(bind_table(store, client))
     write_checkpoint(store, load_snapshot(store, 3))
     for version in (None, 3, 4):
         state, snap = load_table_state(store, version), load_snapshot(store, version)

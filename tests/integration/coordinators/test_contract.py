@@ -1,6 +1,6 @@
 """One coordinator contract, run unchanged against every coordinator (see ``_targets``):
-embedded SQLite, DynamoDB Local, and Unity Catalog's v1 and preview APIs on the UC OpenAPI test
-server (not the OSS server)."""
+embedded SQLite, DynamoDB Local, and Unity Catalog's v1 and preview APIs on the real UC OSS
+server, 0.6.0 and 0.5.1, each with authorization off and on (the test id names the server)."""
 
 from __future__ import annotations
 
