@@ -46,13 +46,16 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
     if table.pool:
         default_args["pool"] = table.pool
     params = {
-        "dry_run": Param(table.cleanup.mode != "delete", type="boolean", description="plan the cleanup without deleting"),
-        "force_checkpoint": Param(False, type="boolean", description="write a checkpoint even if not due"),
-        "target_version": Param(None, type=["null", "integer"], minimum=0, description="wait for and publish up to this version"),
-        "skip_wait": Param(False, type="boolean", description="do not wait for new ratified commits"),
+        "dry_run": Param(table.cleanup.mode != "delete", type="boolean", title="Dry run", description="plan the cleanup without deleting"),
+        "force_checkpoint": Param(False, type="boolean", title="Force a checkpoint", description="write a checkpoint even if not due"),
+        "target_version": Param(
+            None, type=["null", "integer"], minimum=0, title="Target version", description="wait for and publish up to this version"
+        ),
+        "skip_wait": Param(False, type="boolean", title="Skip the wait", description="do not wait for new ratified commits"),
     }
     dag = DAG(
         dag_id=table.dag_id,
+        description=f"Delta log maintenance of {table.name} ({table.uri})",
         schedule=table.schedule,
         start_date=start_date or pendulum.datetime(2024, 1, 1, tz="UTC"),
         catchup=False,
@@ -82,8 +85,11 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 poke_interval=table.sensor.poke_interval_seconds,
                 timeout=table.sensor.timeout_minutes * 60,
                 mode=table.sensor.mode,
-                deferrable=table.sensor.deferrable,
-                soft_fail=True,  # nothing new is not a failure: downstream is skipped
+                # unset in the YAML: Airflow's [operators] default_deferrable decides
+                **({} if table.sensor.deferrable is None else {"deferrable": table.sensor.deferrable}),
+                # nothing new is not a failure: downstream is skipped, with the reason; errors
+                # still fail (no soft_fail, which would hide them as skips)
+                skip_when_nothing_new=True,
             )
             upstream = [wait]
         if table.publish:

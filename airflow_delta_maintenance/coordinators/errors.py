@@ -8,6 +8,7 @@ __all__ = [
     "CommitLimitReachedError",
     "TableNotFoundError",
     "InvalidCoordinatorSpecError",
+    "CoordinatorNotFoundError",
 ]
 
 
@@ -47,3 +48,8 @@ class TableNotFoundError(CoordinatorError):
 
 class InvalidCoordinatorSpecError(CoordinatorError, ValueError):
     """A coordinator spec string cannot be parsed; the message names the offending part."""
+
+
+class CoordinatorNotFoundError(CoordinatorError):
+    """The coordinator itself is missing (an embedded database that does not exist or is not one):
+    a configuration mistake, never created implicitly."""

@@ -59,7 +59,7 @@ def main() -> int:
     airflow_home.mkdir(parents=True)
 
     banner("1. a writer commits through the embedded coordinator")
-    write_history(str(table), spec)
+    write_history(str(table), spec + "?create=true")
     store = open_table_storage(str(table))
     client = open_coordinator(spec)
     print(f"table {table}\ncoordinator {spec}: {COMMITS} commits ratified, none published yet")

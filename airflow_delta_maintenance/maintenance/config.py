@@ -53,7 +53,7 @@ class SensorConfig:
     timeout_minutes: float = 60.0
     poke_interval_seconds: float = 30.0
     mode: str = "reschedule"
-    deferrable: bool = False
+    deferrable: bool | None = None  # None: Airflow's [operators] default_deferrable
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def _section(path: str, table: str, name: str, raw: Any) -> Any:
                 _typed(path, table, k(key), v[key], (int, float), minimum=minimum)
         if "mode" in v and v["mode"] not in ("poke", "reschedule"):
             raise ConfigError(path, table, k("mode"), f"expected poke or reschedule, got {v['mode']!r}")
-        if "deferrable" in v:
+        if v.get("deferrable") is not None:
             _typed(path, table, k("deferrable"), v["deferrable"], bool)
     elif name == "checkpoint":
         if v.get("interval") is not None:

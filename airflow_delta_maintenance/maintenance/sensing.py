@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..coordinators.base import CommitCoordinatorClient
+from ..coordinators.errors import TableNotFoundError
+from ..deltalog.storage import open_table_storage
 
 __all__ = ["VersionObservation", "observe_ratified_versions"]
 
@@ -33,17 +35,28 @@ def observe_ratified_versions(
     min_new_commits: int | None = None,
     baseline_version: int | None = None,
     table_conf: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> VersionObservation:
     """Is the coordinator's latest ratified version ≥ ``target_version``, or are at least
     ``min_new_commits`` ratified beyond ``baseline_version`` (default: the last published)?
 
     One ``get_commits`` call: it returns the unpublished ratified commits and the latest version,
-    from which the last published version follows without listing storage.
+    from which the last published version follows without listing storage. Only when the
+    coordinator does not know the table (latest -1) is storage asked whether ``_delta_log``
+    exists: a table that is in neither place is a wrong URI or coordinator, an error rather than
+    something to wait for.
     """
     if target_version is None and min_new_commits is None:
         raise ValueError("give target_version or min_new_commits")
     resp = client.get_commits(table_uri, 0, None, table_conf=table_conf)
     latest = resp.latest_table_version
+    if latest < 0 and not resp.commits:
+        store = open_table_storage(table_uri, storage_options)
+        if not store.fs.isdir(store.log_dir):
+            raise TableNotFoundError(
+                f"{table_uri} is unknown to {client.describe()} and has no _delta_log: check the table URI "
+                "and the coordinator (a coordinated table's version 0 is committed through its coordinator)"
+            )
     commits = sorted(c.version for c in resp.commits)
     published = commits[0] - 1 if commits else latest
     baseline = published if baseline_version is None else baseline_version

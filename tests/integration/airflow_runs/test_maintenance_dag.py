@@ -41,7 +41,7 @@ def log_state(uri: str) -> dict[str, tuple[int, int]]:
 
 def test_generated_dag_runs_end_to_end_and_a_second_run_changes_nothing(airflow_home: Path, tmp_path: Path) -> None:
     spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "table")
-    client = open_coordinator(spec)
+    client = open_coordinator(spec + "?create=true")  # the DAG's spec requires it to exist
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 25):
         client.commit(uri, v, [{"add": {"path": f"f{v}", "partitionValues": {"region": "x"}, "size": 10, "modificationTime": 1, "dataChange": True}}])

@@ -65,7 +65,7 @@ class Deployment:
 
 def make_table(root: Path, name: str, commits: int) -> tuple[str, str]:
     spec, uri = f"local://{root}/coordinator.db", str(root / "tables" / name)
-    client = open_coordinator(spec)
+    client = open_coordinator(spec + "?create=true")  # the DAGs' spec requires it to exist
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, commits + 1):
         client.commit(uri, v, [add_action_for(uri, data_batch(v * 10, 10, "emea"), "emea")])
