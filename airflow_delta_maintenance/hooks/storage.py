@@ -127,6 +127,7 @@ class DeltaStorageHook(BaseHook):
         else the buckets the credentials can see."""
         import fsspec
 
+        location = "the connection"
         try:
             location = str(self._extra.get("test_location") or "s3://")
             fs, path = fsspec.core.url_to_fs(location, **self.get_storage_options(location))
@@ -134,6 +135,6 @@ class DeltaStorageHook(BaseHook):
                 path = path.rstrip("/") + "/_delta_log"
             entries = fs.ls(path if path.strip("/") else "", detail=False, refresh=True)
         except Exception as exc:  # noqa: BLE001 - reported to the UI
-            return False, f"{type(exc).__name__}: {exc}"
+            return False, f"listing {location}: {type(exc).__name__}: {exc}"
         shown = fs.unstrip_protocol(path) if path.strip("/") else "the bucket list"
         return True, f"listed {shown}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
