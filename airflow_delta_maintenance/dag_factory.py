@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.common.compat.sdk import DAG, AirflowFailException, BaseOperator, Param, TriggerRule
+from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule
 
 from .maintenance.config import ConfigError, TableConfig, TableConfigError, load_config_entries
 from .operators.checkpoint import DeltaCheckpointOperator

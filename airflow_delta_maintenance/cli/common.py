@@ -14,7 +14,7 @@ from ..deltalog.errors import DeltaLogError
 __all__ = ["add_storage_options", "storage_options", "emit_json", "run_guarded"]
 
 # Errors that mean "bad input or bad table", reported without a traceback.
-EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, PermissionError)
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, FileExistsError, PermissionError)
 
 
 def add_storage_options(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-from airflow.providers.common.compat.sdk import BaseHook
+from .._airflow_compat import BaseHook
 
 from ..coordinators.base import CommitCoordinatorClient
 from ..coordinators.errors import CoordinatorError

@@ -6,7 +6,7 @@ import json
 from functools import cached_property
 from typing import Any
 
-from airflow.providers.common.compat.sdk import BaseHook
+from .._airflow_compat import BaseHook
 
 from ._aws import AwsCredentials, assume_role, aws_connection_credentials
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
+from .._airflow_compat import AirflowException, AirflowFailException, BaseOperator
 
 from ..coordinators.base import CommitCoordinatorClient
 from ..coordinators.errors import CoordinatorError

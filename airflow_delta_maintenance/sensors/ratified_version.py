@@ -8,7 +8,7 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import (
+from .._airflow_compat import (
     AirflowException,
     AirflowFailException,
     AirflowSensorTimeout,
@@ -23,7 +23,7 @@ from ..hooks.storage import DeltaStorageHook
 from ..triggers.ratified_version import DeltaRatifiedVersionTrigger
 
 if TYPE_CHECKING:
-    from airflow.providers.common.compat.sdk import Context
+    from .._airflow_compat import Context
 
 
 class DeltaRatifiedVersionSensor(BaseSensorOperator):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, airflow_env
+from .conftest import EXAMPLE_DAGS, airflow_env
 
 PARSE = r"""
 import json, socket, sys, builtins
@@ -36,8 +36,8 @@ def test_dag_file_parses_without_touching_tables_or_coordinators(tmp_path: Path)
         "tables:\n  - name: a\n    uri: s3://no-such-bucket/a\n  - name: b\n    uri: /nonexistent/table\n"
         "    coordinator: dynamodb://ddb?region=us-east-1&endpoint=http://10.255.255.1:8000\n"
     )
-    env = airflow_env(tmp_path / "home", REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config))
-    out = subprocess.run([sys.executable, "-c", PARSE, str(REPO / "dags" / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=300)
+    env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
+    out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=300)
     line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
     assert result["errors"] == {} and result["dags"] == ["delta_maintenance__a", "delta_maintenance__b"]
@@ -48,8 +48,8 @@ def test_dag_file_parses_without_touching_tables_or_coordinators(tmp_path: Path)
 def parse(tmp_path: Path, config_text: str) -> dict:
     config = tmp_path / "tables.yaml"
     config.write_text(config_text)
-    env = airflow_env(tmp_path / "home", REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config))
-    out = subprocess.run([sys.executable, "-c", PARSE, str(REPO / "dags" / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=300)
+    env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
+    out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=300)
     line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert line, out.stdout[-3000:] + out.stderr[-3000:]
     return json.loads(line[len("RESULT "):])

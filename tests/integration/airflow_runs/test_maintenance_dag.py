@@ -17,15 +17,15 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 
-from .conftest import REPO, airflow_env
+from .conftest import EXAMPLE_DAGS, airflow_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
 def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(REPO / "dags" / "delta_maintenance.py"), json.dumps(conf or {})],
-        env=airflow_env(home, REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config)),
+        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(EXAMPLE_DAGS / "delta_maintenance.py"), json.dumps(conf or {})],
+        env=airflow_env(home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config)),
         capture_output=True,
         text=True,
         timeout=600,

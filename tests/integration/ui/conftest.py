@@ -21,6 +21,7 @@ from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from tests._infra.servers import free_port, stop, wait_for_port
 
 REPO = Path(__file__).resolve().parents[3]
+EXAMPLE_DAGS = REPO / "airflow_delta_maintenance" / "example_dags"  # what `delta-maintenance init-dags` copies
 USER, PASSWORD = "admin", "ui-test-password"
 
 
@@ -90,7 +91,7 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(
         AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+        AIRFLOW__CORE__DAGS_FOLDER=str(EXAMPLE_DAGS),
         AIRFLOW__CORE__LOAD_EXAMPLES="false",
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="false",
