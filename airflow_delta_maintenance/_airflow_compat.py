@@ -8,7 +8,12 @@ exceptions and ``conf`` from ``airflow.sdk`` where 3.2+ keeps them, else from co
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, BaseHook, BaseOperator, BaseSensorOperator, Connection, Context, Param, PokeReturnValue
+from airflow.sdk import DAG, BaseOperator, BaseSensorOperator, Connection, Context, Param, PokeReturnValue
+
+try:
+    from airflow.sdk import BaseHook
+except ImportError:  # pragma: no cover - Airflow 3.0 keeps it in core
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,assignment]
 
 try:  # Airflow ≥ 3.2 moved the task exceptions into the SDK (core's names are deprecated there)
     from airflow.sdk.exceptions import (
