@@ -102,8 +102,9 @@ class DeltaTableOperator(BaseOperator):
             from airflow.providers.openlineage.extractors import OperatorLineage
         except ImportError:
             return None
-        scheme, sep, rest = self.table_uri.partition("://")
-        namespace, name = (f"{scheme}://{rest.split('/', 1)[0]}", "/" + rest.split("/", 1)[1] if "/" in rest else "/") if sep else ("file", self.table_uri)
+        from ..maintenance.lineage import openlineage_dataset_name
+
+        namespace, name = openlineage_dataset_name(self.table_uri)
         dataset = Dataset(namespace=namespace, name=name)
         return OperatorLineage(inputs=[dataset], outputs=[dataset])
 
