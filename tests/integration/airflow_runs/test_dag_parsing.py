@@ -37,7 +37,7 @@ def test_dag_file_parses_without_touching_tables_or_coordinators(tmp_path: Path)
         "    coordinator: dynamodb://ddb?region=us-east-1&endpoint=http://10.255.255.1:8000\n"
     )
     env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
-    out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=600)
     line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
     assert result["errors"] == {} and result["dags"] == ["delta_maintenance__a", "delta_maintenance__b"]
@@ -49,7 +49,7 @@ def parse(tmp_path: Path, config_text: str) -> dict:
     config = tmp_path / "tables.yaml"
     config.write_text(config_text)
     env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
-    out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=600)
     line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert line, out.stdout[-3000:] + out.stderr[-3000:]
     return json.loads(line[len("RESULT "):])

@@ -19,7 +19,7 @@ from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 
 from .conftest import EXAMPLE_DAGS, airflow_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1800)]  # above the run deadline below
 
 
 def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dic
         env=airflow_env(home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config)),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1500,  # a generous deadline: a Spark checkpoint on a busy machine
     )
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
