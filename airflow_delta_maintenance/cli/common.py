@@ -28,7 +28,7 @@ EXIT_BAD_INPUT = 2  # bad input or a bad table: fix the command or the table
 EXIT_STORAGE = 3  # the storage refused: no space, read-only, no permission; retry once it is fixed
 EXIT_PROBLEMS = 4  # `status --strict` / `versions --strict`: the coordinator is inconsistent with the log
 # Errors that mean "bad input or bad table", reported without a traceback.
-EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError)
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, FileExistsError)
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 

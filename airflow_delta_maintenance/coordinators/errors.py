@@ -10,6 +10,7 @@ __all__ = [
     "AuthenticationError",
     "PermissionDeniedError",
     "InvalidCoordinatorSpecError",
+    "CoordinatorNotFoundError",
 ]
 
 
@@ -61,3 +62,8 @@ class PermissionDeniedError(CoordinatorError):
 
 class InvalidCoordinatorSpecError(CoordinatorError, ValueError):
     """A coordinator spec string cannot be parsed; the message names the offending part."""
+
+
+class CoordinatorNotFoundError(CoordinatorError):
+    """The coordinator itself is missing (an embedded database that does not exist or is not one):
+    a configuration mistake, never created implicitly."""

@@ -132,6 +132,20 @@ class UnityCatalogCoordinator:
     def close(self) -> None:
         pass
 
+    def check(self) -> str:
+        """Read-only health check (a connection's Test button), one attempt per request: v1
+        ``GET config`` then the table; preview ``GET`` the table by name."""
+        attempts, self._http.max_attempts = self._http.max_attempts, 1
+        try:
+            if self.api == "v1":
+                body = self._http.request("GET", self._v1_table())
+                found = (body.get("metadata") or {}).get("table-uuid")
+            else:
+                found = self._http.request("GET", f"/tables/{self.full_name}").get("table_id")
+        finally:
+            self._http.max_attempts = attempts
+        return f"{self.describe()}: table found (id {found})"
+
     # ---- identity ----------------------------------------------------------------------------
 
     # ---- privileges (what a 403 tells the operator to grant) ------------------------------------

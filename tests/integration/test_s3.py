@@ -36,7 +36,7 @@ def test_put_if_absent_on_s3_has_exactly_one_winner(s3_bucket: tuple[str, dict])
 def test_publish_and_read_a_table_on_s3(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
     bucket, options = s3_bucket
     uri = f"s3://{bucket}/tables/orders"
-    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true", options)
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 8):
         client.commit(uri, v, [add(f"f{v}")])
@@ -54,7 +54,7 @@ def test_publish_and_read_a_table_on_s3(s3_bucket: tuple[str, dict], tmp_path: P
 def test_spark_checkpoint_on_s3a(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
     bucket, options = s3_bucket
     uri = f"s3://{bucket}/tables/spark"
-    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true", options)
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 6):
         client.commit(uri, v, [add(f"f{v}")])

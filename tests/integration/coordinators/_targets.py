@@ -68,7 +68,7 @@ def add(path: str, size: int = 1) -> dict[str, Any]:
 
 def make_spec(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> str:
     if kind == "local":
-        return f"local://{tmp_path}/coordinator.db"
+        return f"local://{tmp_path}/coordinator.db?create=true"
     if kind == "dynamodb":
         endpoint = request.getfixturevalue("dynamodb_endpoint")
         request.getfixturevalue("aws_env")

@@ -47,7 +47,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
 def table(tmp_path: Path) -> tuple[str, str]:
     """Version 0 and commits 1..5 ratified on the embedded coordinator (no ICT: mtimes date commits)."""
     spec, uri = f"local://{tmp_path}/c.db", str(tmp_path / "t")
-    client = open_coordinator(spec)
+    client = open_coordinator(spec + "?create=true")
     client.commit(uri, 0, create_actions())
     for v in range(1, 6):
         client.commit(uri, v, [add(f"f{v}")])
@@ -164,7 +164,7 @@ def test_up_to_never_reports_a_version_whose_predecessors_are_not_durable(table:
 
 def test_publishing_converges_after_a_cleanup_removed_published_staged_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec, uri = f"local://{tmp_path}/c.db", str(tmp_path / "t")
-    client = open_coordinator(spec)
+    client = open_coordinator(spec + "?create=true")
     client.commit(uri, 0, create_actions())
     for v in range(1, 6):
         client.commit(uri, v, [add(f"f{v}", big=True)])  # staged files only, no inline copies
@@ -193,7 +193,7 @@ def _staged(spec: str, uri: str, version: int) -> Path:
 @pytest.fixture
 def big_table(tmp_path: Path) -> tuple[str, str]:
     spec, uri = f"local://{tmp_path}/c.db", str(tmp_path / "t")
-    client = open_coordinator(spec)
+    client = open_coordinator(spec + "?create=true")
     client.commit(uri, 0, create_actions())
     for v in (1, 2, 3):
         client.commit(uri, v, [add(f"f{v}", big=True), add(f"g{v}", big=True)])
@@ -267,7 +267,7 @@ def test_status_and_versions_report_an_inconsistent_coordinator(table: tuple[str
 
 def test_pending_commits_above_the_head_are_a_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec, uri = f"local://{tmp_path}/c.db", str(tmp_path / "t")
-    client = open_coordinator(spec)
+    client = open_coordinator(spec + "?create=true")
     client.commit(uri, 0, create_actions())
     for v in range(1, 6):
         client.commit(uri, v, [add(f"f{v}")])

@@ -18,10 +18,10 @@ def test_storage_connection_becomes_s3fs_options(monkeypatch: pytest.MonkeyPatch
 
 
 def test_coordinator_connection_spec_and_override(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_DELTA_COORDINATOR_DEFAULT", json.dumps({"conn_type": "delta_coordinator", "host": f"local://{tmp_path}/c.db"}))
+    monkeypatch.setenv("AIRFLOW_CONN_DELTA_COORDINATOR_DEFAULT", json.dumps({"conn_type": "delta_coordinator", "host": f"local://{tmp_path}/c.db?create=true"}))
     client = DeltaCoordinatorHook().get_client()
     assert isinstance(client, LocalCoordinator) and client.database == f"{tmp_path}/c.db"
-    other = DeltaCoordinatorHook(spec=f"local://{tmp_path}/d.db").get_client()
+    other = DeltaCoordinatorHook(spec=f"local://{tmp_path}/d.db?create=true").get_client()
     assert other.database == f"{tmp_path}/d.db"
 
 
