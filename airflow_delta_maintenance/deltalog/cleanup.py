@@ -362,6 +362,7 @@ def execute_cleanup(
                 path=store.log_dir,
             )
         allowed &= set(fresh_plan.paths)
+    store.refuse_links([d.path for d in plan.deletions if d.path in allowed])  # before the first deletion
     deleted = 0
     # Kind by kind in plan order (commits before checkpoints); within a kind the order is free.
     for _, group in itertools.groupby((d for d in plan.deletions if d.path in allowed), key=lambda d: d.kind):

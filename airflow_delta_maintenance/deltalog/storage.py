@@ -404,20 +404,26 @@ class LogStore:
         except FileNotFoundError:
             pass
 
+    def refuse_links(self, names: Sequence[str]) -> None:
+        """No-follow check (``lstat``) of names about to be deleted: ``SymlinkInLogError`` if any
+        is, or lies under, a symbolic link. Only local storage has links; elsewhere a no-op."""
+        if not isinstance(self.fs, LocalFileSystem):
+            return
+        for directory in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
+            self._refuse_local_links(directory, include_last=True)
+        for name in names:
+            try:
+                if stat_module.S_ISLNK(os.lstat(f"{self.log_dir}/{name}").st_mode):
+                    raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to delete through it", path=name)
+            except FileNotFoundError:
+                pass
+
     def delete_many(self, names: Sequence[str]) -> None:
         """Delete files of ``_delta_log`` (gone already is fine): in order where the store deletes
         one by one, in bulk requests of up to 1000 keys on S3."""
         paths = [self.path(n) for n in names]  # validates every name before the first deletion
         if isinstance(self.fs, LocalFileSystem):
-            # no-follow: refuse before the first deletion if any name is or passes a symbolic link
-            for directory in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
-                self._refuse_local_links(directory, include_last=True)
-            for name in names:
-                try:
-                    if stat_module.S_ISLNK(os.lstat(f"{self.log_dir}/{name}").st_mode):
-                        raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; nothing was deleted", path=name)
-                except FileNotFoundError:
-                    pass
+            self.refuse_links(names)
             local_dir = self.fs._strip_protocol(self.log_dir)
             for name in names:
                 try:
