@@ -81,7 +81,9 @@ def test_cleanup_on_s3_deletes_in_bulk_and_keeps_every_retained_version(s3_bucke
     day = 86_400_000
     now = int(__import__("time").time() * 1000) + 40 * day  # every commit is older than 30 days then
     before = load_snapshot(store, 1055, now_ms=now).active_file_keys()
-    result = run_metadata_cleanup(store, dry_run=False, retention_ms=30 * day, allow_shorter_retention=True, now_ms=now)
+    result = run_metadata_cleanup(
+        store, dry_run=False, retention_ms=30 * day, allow_shorter_retention=True, now_ms=now, allow_future_now=True
+    )
     assert result.plan.cutoff_checkpoint == 1050 and result.deleted == 1050
     names = {p.rsplit("/", 1)[-1] for p in store.fs.ls(store.log_dir, detail=False, refresh=True)}
     assert min(int(n[:20]) for n in names if n.endswith(".json")) == 1050

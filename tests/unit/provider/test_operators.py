@@ -52,12 +52,12 @@ def test_local_checkpoint_compaction_and_dry_run_cleanup(coordinated_table: tupl
     DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec).execute({})
     not_due = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=20).execute({})
     assert not_due["skipped"] and "only 13 commits" in not_due["reason"]
+    compacted = DeltaLogCompactionOperator(task_id="k", table_uri=uri, interval=5).execute({})  # before the checkpoint: windows it covers are skipped
+    assert [(w["start"], w["end"]) for w in compacted["written"]] == [(1, 5), (6, 10)]
     written = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10).execute({})
     assert written["checkpoint_version"] == 12 and not written["skipped"]
     again = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10).execute({})
     assert again["skipped"]
-    compacted = DeltaLogCompactionOperator(task_id="k", table_uri=uri, interval=5).execute({})
-    assert [(w["start"], w["end"]) for w in compacted["written"]] == [(1, 5), (6, 10)]
     cleanup = DeltaLogCleanupOperator(task_id="d", table_uri=uri).execute({})
     assert cleanup["dry_run"] and "delete" not in cleanup
     assert len(list_log_files(open_table_storage(uri)).commits) == 13
