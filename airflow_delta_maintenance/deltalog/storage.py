@@ -404,14 +404,15 @@ class LogStore:
         except FileNotFoundError:
             pass
 
-    def refuse_links(self, names: Sequence[str]) -> None:
+    def refuse_links(self, names: Sequence[str], *, files: bool = True) -> None:
         """No-follow check (``lstat``) of names about to be deleted: ``SymlinkInLogError`` if any
-        is, or lies under, a symbolic link. Only local storage has links; elsewhere a no-op."""
+        lies under a symbolic link (a directory such as ``_sidecars`` linked elsewhere) or, with
+        ``files``, is one. Only local storage has links; elsewhere a no-op."""
         if not isinstance(self.fs, LocalFileSystem):
             return
         for directory in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
             self._refuse_local_links(directory, include_last=True)
-        for name in names:
+        for name in names if files else ():
             try:
                 if stat_module.S_ISLNK(os.lstat(f"{self.log_dir}/{name}").st_mode):
                     raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to delete through it", path=name)
@@ -423,7 +424,8 @@ class LogStore:
         one by one, in bulk requests of up to 1000 keys on S3."""
         paths = [self.path(n) for n in names]  # validates every name before the first deletion
         if isinstance(self.fs, LocalFileSystem):
-            self.refuse_links(names)
+            # unlink never follows a link in the last component: only the directories need checking
+            self.refuse_links(names, files=False)
             local_dir = self.fs._strip_protocol(self.log_dir)
             for name in names:
                 try:
