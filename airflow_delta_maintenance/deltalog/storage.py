@@ -204,7 +204,7 @@ class LogStore:
             return self._read_local(name, path)
         return self.fs.cat_file(path)
 
-    def _read_local(self, name: str, path: str) -> bytes:
+    def _read_local(self, name: str, path: str, nbytes: int = -1) -> bytes:
         if "/" in name:
             self._refuse_local_links(name, include_last=False)
         try:
@@ -214,7 +214,7 @@ class LogStore:
                 raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to follow it out of the table", path=name) from None
             raise
         with os.fdopen(fd, "rb") as f:
-            return f.read()
+            return f.read(nbytes)
 
     def read_heads(self, names: Sequence[str], nbytes: int = 1 << 16) -> dict[str, bytes]:
         """The first line of each file (without its newline); S3 fetches the ranges concurrently."""
@@ -224,7 +224,9 @@ class LogStore:
         if isinstance(self.fs, LocalFileSystem):
             heads = {}
             for n in names:
-                data = self.read(n)
+                data = self._read_local(n, self.path(n), nbytes)
+                if b"\n" not in data and len(data) >= nbytes:
+                    data = self.read(n)  # a first line longer than the prefix
                 heads[n] = data.split(b"\n", 1)[0]
             return heads
         paths = [self.path(n) for n in names]
