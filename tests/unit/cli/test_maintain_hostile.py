@@ -21,7 +21,7 @@ import pytest
 from airflow_delta_maintenance.cli import main
 from airflow_delta_maintenance.deltalog.paths import compaction_name
 
-from ..deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove
+from ..deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 
 import deltalake
 
