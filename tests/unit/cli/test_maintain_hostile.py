@@ -191,3 +191,20 @@ def test_storage_errors_have_their_own_exit_code(tmp_path: Path, monkeypatch: py
     assert log_names(root) == before
     rc, _, err = run("inspect", str(root), "--version", "99")
     assert rc == 2  # bad input keeps its own code
+
+
+def test_a_checkpoint_name_claiming_billions_of_parts_is_reported_without_walking_them(tmp_path: Path) -> None:
+    root, log = table(tmp_path, versions=3)
+    claimed = f"{5:020d}.checkpoint.{1:010d}.{9_999_999_999:010d}.parquet"
+    log.write(claimed, b"part one of many")
+    for v in (6, 7):
+        log.commit(v, [commit_info(), add(f"g{v}")])
+    exe = Path(sys.executable).with_name("delta-maintenance")
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    proc = subprocess.run([str(exe), "inspect", str(root)], capture_output=True, text=True, timeout=120, preexec_fn=limit_memory, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "IncompleteCheckpointError" in proc.stderr and claimed in proc.stderr, proc.stderr
