@@ -377,6 +377,7 @@ def execute_cleanup(
                 path=store.log_dir,
             )
         allowed &= set(fresh_plan.paths)
+    store.refuse_links([d.path for d in plan.deletions if d.path in allowed])  # before the first deletion
     # Leftovers are judged again by a fresh plan; only ones abandoned both times go.
     leftovers = plan.leftovers if fresh_plan is None else tuple(d for d in plan.leftovers if d.path in {f.path for f in fresh_plan.leftovers})
     deleted = _remove(store, leftovers)

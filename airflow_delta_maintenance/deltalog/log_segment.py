@@ -133,7 +133,7 @@ def build_log_segment(
             if incomplete:
                 g = incomplete[-1]
                 raise IncompleteCheckpointError(
-                    f"{table}: checkpoint {g.version} is missing parts {g.missing_parts} of {g.expected_parts} "
+                    f"{table}: checkpoint {g.version} ({g.files[0].name}) is missing parts {g.missing_parts} of {g.expected_parts} "
                     f"and no commit can replace it",
                     path=g.files[0].name,
                 )
@@ -155,7 +155,7 @@ def build_log_segment(
         if broken and broken[-1].version >= first - 1:
             g = broken[-1]
             raise IncompleteCheckpointError(
-                f"{table}: checkpoint {g.version} is missing parts {g.missing_parts} of {g.expected_parts}; "
+                f"{table}: checkpoint {g.version} ({g.files[0].name}) is missing parts {g.missing_parts} of {g.expected_parts}; "
                 f"version {first} cannot be reconstructed without it",
                 path=g.files[0].name,
             )

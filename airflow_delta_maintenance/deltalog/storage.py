@@ -248,7 +248,7 @@ class LogStore:
             return self._read_local(name, path)
         return self.fs.cat_file(path)
 
-    def _read_local(self, name: str, path: str) -> bytes:
+    def _read_local(self, name: str, path: str, nbytes: int = -1) -> bytes:
         if "/" in name:
             self._refuse_local_links(name, include_last=False)
         try:
@@ -258,7 +258,7 @@ class LogStore:
                 raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to follow it out of the table", path=name) from None
             raise
         with os.fdopen(fd, "rb") as f:
-            return f.read()
+            return f.read(nbytes)
 
     def read_heads(self, names: Sequence[str], nbytes: int = 1 << 16) -> dict[str, bytes]:
         """The first line of each file (without its newline); S3 fetches the ranges concurrently."""
@@ -268,7 +268,9 @@ class LogStore:
         if isinstance(self.fs, LocalFileSystem):
             heads = {}
             for n in names:
-                data = self.read(n)
+                data = self._read_local(n, self.path(n), nbytes)
+                if b"\n" not in data and len(data) >= nbytes:
+                    data = self.read(n)  # a first line longer than the prefix
                 heads[n] = data.split(b"\n", 1)[0]
             return heads
         paths = [self.path(n) for n in names]
@@ -454,20 +456,28 @@ class LogStore:
         except FileNotFoundError:
             pass
 
+    def refuse_links(self, names: Sequence[str], *, files: bool = True) -> None:
+        """No-follow check (``lstat``) of names about to be deleted: ``SymlinkInLogError`` if any
+        lies under a symbolic link (a directory such as ``_sidecars`` linked elsewhere) or, with
+        ``files``, is one. Only local storage has links; elsewhere a no-op."""
+        if not isinstance(self.fs, LocalFileSystem):
+            return
+        for directory in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
+            self._refuse_local_links(directory, include_last=True)
+        for name in names if files else ():
+            try:
+                if stat_module.S_ISLNK(os.lstat(f"{self.log_dir}/{name}").st_mode):
+                    raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to delete through it", path=name)
+            except FileNotFoundError:
+                pass
+
     def delete_many(self, names: Sequence[str]) -> None:
         """Delete files of ``_delta_log`` (gone already is fine): in order where the store deletes
         one by one, in bulk requests of up to 1000 keys on S3."""
         paths = [self.path(n) for n in names]  # validates every name before the first deletion
         if isinstance(self.fs, LocalFileSystem):
-            # no-follow: refuse before the first deletion if any name is or passes a symbolic link
-            for directory in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
-                self._refuse_local_links(directory, include_last=True)
-            for name in names:
-                try:
-                    if stat_module.S_ISLNK(os.lstat(f"{self.log_dir}/{name}").st_mode):
-                        raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; nothing was deleted", path=name)
-                except FileNotFoundError:
-                    pass
+            # unlink never follows a link in the last component: only the directories need checking
+            self.refuse_links(names, files=False)
             local_dir = self.fs._strip_protocol(self.log_dir)
             for name in names:
                 try:

@@ -21,7 +21,7 @@ import pytest
 from airflow_delta_maintenance.cli import main
 from airflow_delta_maintenance.deltalog.paths import compaction_name
 
-from ..deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove
+from ..deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 
 import deltalake
 
@@ -191,3 +191,62 @@ def test_storage_errors_have_their_own_exit_code(tmp_path: Path, monkeypatch: py
     assert log_names(root) == before
     rc, _, err = run("inspect", str(root), "--version", "99")
     assert rc == 2  # bad input keeps its own code
+
+
+def test_a_checkpoint_name_claiming_billions_of_parts_is_reported_without_walking_them(tmp_path: Path) -> None:
+    root, log = table(tmp_path, versions=3)
+    claimed = f"{5:020d}.checkpoint.{1:010d}.{9_999_999_999:010d}.parquet"
+    log.write(claimed, b"part one of many")
+    for v in (6, 7):
+        log.commit(v, [commit_info(), add(f"g{v}")])
+    exe = Path(sys.executable).with_name("delta-maintenance")
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    proc = subprocess.run([str(exe), "inspect", str(root)], capture_output=True, text=True, timeout=120, preexec_fn=limit_memory, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "IncompleteCheckpointError" in proc.stderr and claimed in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("proto", "feature"),
+    [
+        (protocol(3, 7, ["someFutureReaderFeature"], ["someFutureReaderFeature"]), "someFutureReaderFeature"),
+        (protocol(1, 7, None, ["appendOnly", "someFutureWriterFeature"]), "someFutureWriterFeature"),
+    ],
+)
+def test_the_spark_compaction_job_applies_the_same_gate_before_starting_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], proto: dict, feature: str
+) -> None:
+    pytest.importorskip("pyspark")
+    from airflow_delta_maintenance.spark_jobs import log_compaction
+
+    root, log = table(tmp_path)
+    log.commit(12, [commit_info(), proto])
+    before = log_names(root)
+    rc = log_compaction.main(["--table-uri", str(root), "--start", "2", "--end", "5"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "UnsupportedFeatureError" in err and feature in err, err
+    assert log_names(root) == before
+    # the CLI refuses before submitting anything
+    rc, _, err = run("compact-log", str(root), "--start", "2", "--end", "5", "--engine", "spark")
+    assert rc == 2 and feature in err
+
+
+def test_the_spark_compaction_job_checks_a_huge_window_from_the_files_present(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("pyspark")
+    from airflow_delta_maintenance.spark_jobs import log_compaction
+
+    root, _ = table(tmp_path)
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    proc = subprocess.run(
+        [sys.executable, log_compaction.__file__, "--table-uri", str(root), "--start", "1", "--end", str(2**62)],
+        capture_output=True, text=True, timeout=120, preexec_fn=limit_memory, env=env,
+    )
+    assert proc.returncode == 2 and "version 12 is not published" in proc.stderr, proc.stderr[-2000:]

@@ -112,7 +112,8 @@ def _split_into_parts(root: Path, version: int, classic: str) -> list[Path]:
         pq.write_table(chunk, p)
         parts.append(p)
     (log / classic).unlink()
-    hint = LastCheckpointHint(version=version, size=table.num_rows, parts=2)
+    adds = table.num_rows - table.column("add").null_count
+    hint = LastCheckpointHint(version=version, size=table.num_rows, parts=2, num_of_add_files=adds)
     (log / "_last_checkpoint").write_bytes(hint.to_json_bytes())
     return parts
 
