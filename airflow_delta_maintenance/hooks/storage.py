@@ -71,17 +71,20 @@ class DeltaStorageHook(BaseHook):
         }
 
     @cached_property
+    def _connection(self) -> Any:
+        """The connection, looked up once per hook (None without a connection id)."""
+        return None if self.delta_storage_conn_id is None else self.get_connection(self.delta_storage_conn_id)
+
+    @cached_property
     def _extra(self) -> dict[str, Any]:
-        if self.delta_storage_conn_id is None:
-            return {}
-        return self.get_connection(self.delta_storage_conn_id).extra_dejson or {}
+        return {} if self._connection is None else (self._connection.extra_dejson or {})
 
     @cached_property
     def _remote_options(self) -> dict[str, Any]:
         """s3fs options, resolved once (an STS AssumeRole at most once per hook)."""
-        if self.delta_storage_conn_id is None:
+        conn = self._connection
+        if conn is None:
             return {}
-        conn = self.get_connection(self.delta_storage_conn_id)
         extra = self._extra
         base = AwsCredentials()
         if extra.get("aws_conn_id"):

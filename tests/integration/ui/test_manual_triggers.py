@@ -74,7 +74,7 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
             control.click()  # a param changed in the form (a switch), validated by its schema
             expect(switch).to_be_checked()
             dialog.get_by_role("button", name="Trigger").last.click()
-            expect(page.get_by_text("Dag run has been successfully triggered")).to_be_visible()
+            expect(page.get_by_text("Dag run has been successfully triggered").first).to_be_visible()  # the toast may render twice
             page.screenshot(path=str(airflow_deployment.artifacts / "ui-triggered.png"), full_page=True)
         except Exception:
             page.screenshot(path=str(airflow_deployment.artifacts / "ui-failure.png"), full_page=True)

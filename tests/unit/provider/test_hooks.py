@@ -29,3 +29,14 @@ def test_missing_spec_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_DELTA_COORDINATOR_DEFAULT", json.dumps({"conn_type": "delta_coordinator"}))
     with pytest.raises(ValueError, match="coordinator spec"):
         DeltaCoordinatorHook().get_client()
+
+
+def test_the_storage_connection_is_read_once_per_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    from unittest import mock
+
+    monkeypatch.setenv("AIRFLOW_CONN_DELTA_STORAGE_DEFAULT", json.dumps({"conn_type": "delta_storage", "login": "AKID", "password": "s3cr3t"}))
+    hook = DeltaStorageHook()
+    with mock.patch.object(DeltaStorageHook, "get_connection", side_effect=DeltaStorageHook.get_connection) as lookups:
+        for i in range(3):
+            assert hook.get_storage_options(f"s3://bucket/t{i}")["key"] == "AKID"
+    assert lookups.call_count == 1
