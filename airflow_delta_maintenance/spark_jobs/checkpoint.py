@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import os
 import re
+import sys
 import time
 import uuid
 from collections.abc import Sequence
 
 import pyarrow as pa
-from fsspec.implementations.local import LocalFileSystem
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type
