@@ -74,8 +74,7 @@ def referenced_sidecars(store: LogStore, checkpoints: Iterable[ParsedLogPath]) -
                     if "sidecar" in action:
                         names.add(action["sidecar"]["path"].rsplit("/", 1)[-1])
             continue
-        with store.fs.open(store.path(c.name), "rb") as f:
-            pf = pq.ParquetFile(io.BytesIO(f.read()))
+        pf = pq.ParquetFile(io.BytesIO(store.read(c.name)))
         if "sidecar" in pf.schema_arrow.names:
             column = pf.read(columns=["sidecar"]).column("sidecar")
             names.update(s["path"].rsplit("/", 1)[-1] for s in column.to_pylist() if s)

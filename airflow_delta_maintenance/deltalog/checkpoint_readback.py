@@ -9,7 +9,9 @@ fewer rows than written is refused with a typed error naming the file.
 
 from __future__ import annotations
 
+import io
 import json
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,15 +33,31 @@ class CheckpointReadBack:
     size_in_bytes: int  # top-level files and sidecars
 
 
-def _parquet_rows(store: LogStore, name: str, *, sidecars: bool) -> tuple[int, list[dict[str, Any]]]:
-    """(rows in the footer, sidecar rows when asked); reads the footer, and the sidecar column only."""
+def _footer(store: LogStore, name: str, size: int) -> pq.FileMetaData:
+    """The Parquet footer alone, by two ranged reads (pyarrow never reads a Python file object)."""
+    path = store.path(name)
+    if size < 12:
+        raise CorruptLogError(f"{store.display(name)}: {size} bytes is too short for Parquet", path=name)
+    tail = store.fs.cat_file(path, start=size - 8, end=size)
+    if tail[4:] != b"PAR1":
+        raise CorruptLogError(f"{store.display(name)}: no Parquet footer (torn or not Parquet)", path=name)
+    length = struct.unpack("<i", tail[:4])[0]
+    if not 0 < length <= size - 12:
+        raise CorruptLogError(f"{store.display(name)}: footer length {length} does not fit in {size} bytes", path=name)
+    footer = store.fs.cat_file(path, start=size - 8 - length, end=size)
+    return pq.read_metadata(io.BytesIO(b"PAR1" + footer))
+
+
+def _parquet_rows(store: LogStore, name: str, size: int, *, sidecars: bool) -> tuple[int, list[dict[str, Any]]]:
+    """(rows in the footer, sidecar rows when asked): the footer, and the whole file only when it
+    names sidecars (a V2 top-level file: protocol, metadata and one row per sidecar)."""
     try:
-        with store.fs.open(store.path(name), "rb") as f:
-            pf = pq.ParquetFile(f)
-            found = []
-            if sidecars and "sidecar" in pf.schema_arrow.names:
-                found = [s for s in pf.read(columns=["sidecar"]).column("sidecar").to_pylist() if s]
-            return pf.metadata.num_rows, found
+        meta = _footer(store, name, size)
+        found: list[dict[str, Any]] = []
+        if sidecars and "sidecar" in meta.schema.to_arrow_schema().names:
+            table = pq.read_table(io.BytesIO(store.read(name)), columns=["sidecar"])
+            found = [s for s in table.column("sidecar").to_pylist() if s]
+        return meta.num_rows, found
     except FileNotFoundError as exc:
         raise IncompleteCheckpointError(f"{store.display(name)}: vanished while being read back", path=name) from exc
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -66,7 +84,7 @@ def read_back_checkpoint(store: LogStore, names: Sequence[str], *, expected_acti
             found = [r["sidecar"] for r in rows if isinstance(r, dict) and r.get("sidecar")]
             actions += len(rows) - len(found)
         else:
-            rows_in_file, found = _parquet_rows(store, name, sidecars=True)
+            rows_in_file, found = _parquet_rows(store, name, stat.size, sidecars=True)
             actions += rows_in_file - len(found)
         sidecars += found
     for s in sidecars:
@@ -76,7 +94,7 @@ def read_back_checkpoint(store: LogStore, names: Sequence[str], *, expected_acti
             raise MissingSidecarError(f"{store.display(side)}: sidecar of {names[0]} is missing", path=side)
         if s.get("sizeInBytes") is not None and int(s["sizeInBytes"]) != stat.size:
             raise CorruptLogError(f"{store.display(side)}: {stat.size} bytes, the checkpoint records {s['sizeInBytes']}", path=side)
-        actions += _parquet_rows(store, side, sidecars=False)[0]
+        actions += _parquet_rows(store, side, stat.size, sidecars=False)[0]
         size += stat.size
     if expected_actions is not None and actions != expected_actions:
         raise IncompleteCheckpointError(

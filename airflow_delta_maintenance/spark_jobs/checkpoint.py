@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import os
 import re
+import sys
 import time
 import uuid
 from collections.abc import Sequence
 
 import pyarrow as pa
-from fsspec.implementations.local import LocalFileSystem
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type
@@ -145,8 +145,10 @@ def _written_files(store: LogStore, staging: str, rows_written: int) -> list[Fil
         raise JobFailed(f"{store.display(staging)}: files of more than one write in this run's staging directory: {sorted(jobs)}")
     in_footers = 0
     for s in staged:
-        with store.fs.open(store.path(s.name), "rb") as f:
-            in_footers += pq.ParquetFile(f).metadata.num_rows
+        try:
+            in_footers += read_back_checkpoint(store, [s.name]).num_actions
+        except DeltaLogError as exc:
+            raise JobFailed(f"{store.display(s.name)}: a file of this run's write is unreadable: {exc}") from exc
     if in_footers != rows_written:
         raise JobFailed(f"{store.display(staging)}: the write committed {rows_written} rows but its files hold {in_footers}")
     return sorted(staged, key=lambda s: s.name)

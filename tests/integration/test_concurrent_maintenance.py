@@ -215,7 +215,7 @@ def _run_schedule(table: Table, rng: random.Random, env: dict[str, str], spark_a
         out, err = p.communicate()
         print(f"  {label}: exit {p.returncode} after {ended.get(label, -1):.1f}s")
         if p.pid not in killed and p.returncode != 0:
-            failures.append(f"{label} exited {p.returncode}: {err.decode()[-1500:]}")
+            failures.append(f"{label} exited {p.returncode}: {err.decode()[-1500:]}\nstdout: {out.decode()[-500:]}")
     assert not failures, "\n".join(failures)
     final = _cli(["publish", table.uri, "--coordinator", table.coordinator, *table.cli_options], env)  # the writer's last ones
     _, err = final.communicate(timeout=120)
@@ -289,7 +289,7 @@ def _verify(table: Table, killed: set[int], env: dict[str, str], spark: Any, see
     assert deleted, f"seed {seed}: cleanup deleted nothing"
     t1 = time.monotonic()
     # a sample in delta-spark
-    for v in {latest, random.Random(seed).choice(readable)}:
+    for v in [random.Random(seed).choice(readable)]:  # one version: each delta-spark snapshot is Spark jobs
         df = spark.read.format("delta").option("versionAsOf", v).load(table.uri.replace("s3://", "s3a://"))
         got = {f.replace("%3D", "=").rsplit("/", 2)[-2] + "/" + f.rsplit("/", 1)[-1] for f in df.inputFiles()}
         assert got == set(table.expected[v]), f"seed {seed}: version {v} differs in delta-spark"
@@ -345,7 +345,7 @@ SPARK_CONF = ["--spark-conf", "spark.sql.shuffle.partitions=2", "--spark-conf", 
 
 def test_concurrent_runs_on_local_disk_v2_with_sidecars(tmp_path: Path, spark: Any, capsys: Any) -> None:
     table = Table(str(tmp_path / "t"), {}, [], f"local://{tmp_path}/c.db", v2=True)
-    _run(table, _env(), SPARK_CONF, 2, False, spark, capsys)  # two Spark checkpoints racing on one table
+    _run(table, _env(), SPARK_CONF, 2, True, spark, capsys)  # two Spark checkpoints racing on one table
 
 
 def test_concurrent_runs_on_s3_classic(s3_bucket: tuple[str, dict], tmp_path: Path, spark_s3a: Any, capsys: Any) -> None:
@@ -356,4 +356,4 @@ def test_concurrent_runs_on_s3_classic(s3_bucket: tuple[str, dict], tmp_path: Pa
     cli = ["-o", f"endpoint_url={endpoint}", "-o", "region_name=us-east-1"]
     spark_args = [*SPARK_CONF, "--spark-conf", f"spark.jars={','.join(delta_spark_jars())}", "--spark-conf", "spark.hadoop.fs.s3a.bucket.probe=0"]
     table = Table(f"s3://{bucket}/t", options, cli, f"local://{tmp_path}/c.db", v2=False)
-    _run(table, _env(), spark_args, 1, True, spark_s3a, capsys)
+    _run(table, _env(), spark_args, 1, False, spark_s3a, capsys)  # copy-based moves: the widest window

@@ -182,3 +182,22 @@ def test_two_cleanups_at_once_converge(tmp_path: Path, monkeypatch: pytest.Monke
     result = run_metadata_cleanup(open_table(uri), dry_run=False, retention_ms=DAY_S * 1000, allow_shorter_retention=True)
     assert struck and not result.dry_run
     assert load_snapshot(uri).num_files == 8 and [c.version for c in list_log_files(open_table_storage(uri)).commits] == [8]
+
+
+@pytest.mark.parametrize("damage", ["torn", "missing", "empty"])
+def test_read_back_refuses_a_damaged_sidecar_by_name(tmp_path: Path, damage: str) -> None:
+    from airflow_delta_maintenance.deltalog.checkpoint_readback import read_back_checkpoint
+    from airflow_delta_maintenance.deltalog.errors import CorruptLogError, MissingSidecarError
+
+    uri = table(tmp_path / "t", v2=True, files=40)
+    store = open_table_storage(uri)
+    result = write_checkpoint(store, load_snapshot(store), sidecar_max_actions=15)
+    top = result.files[-1]
+    assert read_back_checkpoint(store, [top]).num_actions == result.num_actions
+    side = Path(uri) / "_delta_log" / result.files[1]
+    if damage == "missing":
+        side.unlink()
+    else:
+        side.write_bytes(side.read_bytes()[: side.stat().st_size // 2] if damage == "torn" else b"")
+    with pytest.raises(MissingSidecarError if damage == "missing" else CorruptLogError, match=side.name):
+        read_back_checkpoint(store, [top])
