@@ -132,8 +132,6 @@ class UnityCatalogCoordinator:
     def close(self) -> None:
         pass
 
-    # ---- identity ----------------------------------------------------------------------------
-
     # ---- privileges (what a 403 tells the operator to grant) ------------------------------------
 
     def _needs(self, on_table: str) -> str:
@@ -153,6 +151,8 @@ class UnityCatalogCoordinator:
     def _create_needs(self) -> str:
         return (f"USE CATALOG on catalog {self.catalog}, USE SCHEMA and CREATE TABLE on schema "
                 f"{self.catalog}.{self.schema} (or ownership)")
+
+    # ---- identity ----------------------------------------------------------------------------
 
     def _expected_id(self, table_conf: Mapping[str, str] | None) -> str | None:
         return (table_conf or {}).get(UC_TABLE_ID) or self.table_id
