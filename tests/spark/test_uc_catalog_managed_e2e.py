@@ -97,6 +97,7 @@ def run_dag(home: Path, config: Path, token: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("uc_version", ["0.6.0"], ids=["uc-oss-0.6.0-auth"])  # the id names the server it ran on
 def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_oss_servers: OSSServers, airflow_home: Path, uc_version: str,
+                                                                 request: pytest.FixtureRequest,
                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     server = uc_oss_servers.get(uc_version, True)
@@ -128,6 +129,8 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
 
     # the session catalog entry of the UC table (what UC's connector would resolve)
     register_uc_commit_path(spark, server)
+    for key in ("", ".uri", ".token"):  # the shared session forgets the UC catalog config afterwards
+        request.addfinalizer(lambda key=key: spark.conf.unset(f"spark.sql.catalog.{UC_SPARK_CATALOG}{key}"))
     name = f"default.{table}"
     spark.sql(f"CREATE TABLE {name} (id LONG, amount DOUBLE, region STRING) USING delta PARTITIONED BY (region) "
               f"LOCATION '{tmp_path / 'placeholder'}'")
