@@ -146,8 +146,6 @@ class UnityCatalogCoordinator:
             self._http.max_attempts = attempts
         return f"{self.describe()}: table found (id {found})"
 
-    # ---- identity ----------------------------------------------------------------------------
-
     # ---- privileges (what a 403 tells the operator to grant) ------------------------------------
 
     def _needs(self, on_table: str) -> str:
@@ -167,6 +165,8 @@ class UnityCatalogCoordinator:
     def _create_needs(self) -> str:
         return (f"USE CATALOG on catalog {self.catalog}, USE SCHEMA and CREATE TABLE on schema "
                 f"{self.catalog}.{self.schema} (or ownership)")
+
+    # ---- identity ----------------------------------------------------------------------------
 
     def _expected_id(self, table_conf: Mapping[str, str] | None) -> str | None:
         return (table_conf or {}).get(UC_TABLE_ID) or self.table_id

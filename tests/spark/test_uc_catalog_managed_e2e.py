@@ -95,10 +95,18 @@ def run_dag(home: Path, config: Path, token: str) -> dict[str, Any]:
     return json.loads(line[len("RESULT "):])
 
 
-def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_oss_servers: OSSServers, airflow_home: Path,
+@pytest.mark.parametrize("uc_version", ["0.6.0"], ids=["uc-oss-0.6.0-auth"])  # the id names the server it ran on
+def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_oss_servers: OSSServers, airflow_home: Path, uc_version: str,
+                                                                 request: pytest.FixtureRequest,
                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    server = uc_oss_servers.get("0.6.0", True)
+    server = uc_oss_servers.get(uc_version, True)
+    clock = [time.monotonic()]
+
+    def lap(what: str) -> None:
+        now = time.monotonic()
+        print(f"[uc e2e] {what}: {now - clock[0]:.1f}s", file=sys.__stderr__)  # past capsys
+        clock[0] = now
     for path, body in (("/catalogs", {"name": "spark_catalog"}), ("/schemas", {"name": "default", "catalog_name": "spark_catalog"})):
         status, _, text = server.call("POST", path, body)
         assert status in (200, 409), text
@@ -121,6 +129,8 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
 
     # the session catalog entry of the UC table (what UC's connector would resolve)
     register_uc_commit_path(spark, server)
+    for key in ("", ".uri", ".token"):  # the shared session forgets the UC catalog config afterwards
+        request.addfinalizer(lambda key=key: spark.conf.unset(f"spark.sql.catalog.{UC_SPARK_CATALOG}{key}"))
     name = f"default.{table}"
     spark.sql(f"CREATE TABLE {name} (id LONG, amount DOUBLE, region STRING) USING delta PARTITIONED BY (region) "
               f"LOCATION '{tmp_path / 'placeholder'}'")
@@ -135,32 +145,37 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
         for v in versions:
             writer.commit(uri, v, [add_action_for(uri, data_batch(1000 + v * 10, 3, "apac"), "apac")], conf)
 
-    spark_writes(1, 4)                       # versions 1-4, ratified by UC through delta-spark
-    spark.sql(f"DELETE FROM {name} WHERE id = 2")  # version 5, with a deletion vector
-    our_writer_commits(range(6, 8))          # versions 6-7, ratified, not published
-    assert writer.latest_ratified_version(uri) == 7
-    assert [c.version for c in writer.get_commits(uri).commits][-2:] == [6, 7]
+    spark_writes(1, 2)                       # versions 1-2, ratified by UC through delta-spark
+    spark.sql(f"DELETE FROM {name} WHERE id = 2")  # version 3, with a deletion vector
+    our_writer_commits(range(4, 6))          # versions 4-5, ratified, not published
+    lap("spark writes 1-3, ours 4-5")
+    assert writer.latest_ratified_version(uri) == 5
+    assert [c.version for c in writer.get_commits(uri).commits][-2:] == [4, 5]
 
-    # phase 1, the CLI as the maintenance principal: publish and a checkpoint at 7
+    # phase 1, the CLI as the maintenance principal: publish and a checkpoint at 5
     monkeypatch.setenv(UC_TOKEN_ENV, maint_token)
     spec = f"unity-catalog://{server.host}/{full}?api=v1&tls=false"
     assert cli_main(["publish", uri, "--coordinator", spec, "--json"]) == 0
     published = json.loads(capsys.readouterr().out)
-    assert published["latest_published_version"] == 7 and 6 in published["published"] and 7 in published["published"]
+    assert published["latest_published_version"] == 5 and {4, 5} <= set(published["published"])
     assert cli_main(["checkpoint", uri, "--engine", "local", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["checkpoint_version"] == 7
+    assert json.loads(capsys.readouterr().out)["checkpoint_version"] == 5
+    lap("CLI publish + checkpoint")
 
-    spark.sql(f"UPDATE {name} SET amount = -1.0 WHERE id = 3")  # version 8
-    spark_writes(10, 2)                                          # versions 9-10
-    our_writer_commits(range(11, 12))                            # version 11, unpublished
-    latest = 11
+    spark.sql(f"UPDATE {name} SET amount = -1.0 WHERE id = 1")  # version 6
+    spark_writes(10, 1)                                          # version 7
+    our_writer_commits(range(8, 9))                              # version 8, unpublished
+    latest = 8
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
-    before = {v: rows_at(spark, name, v) for v in range(latest + 1)}
-    assert before[5] == [r for r in before[4] if r[0] != 2] and len(before[latest]) == len(before[10]) + 3
+    before = {v: rows_at(spark, name, v) for v in range(5, latest + 1)}  # the versions the cleanup below retains
+    ids = [r[0] for r in before[5]]
+    assert 2 not in ids and 1 in ids and 1040 in ids and 1050 in ids and len(before[latest]) == len(before[7]) + 3
+    assert [r for r in before[6] if r[0] == 1] == [(1, -1.0, "emea")]
+    lap("spark writes 6-7, ours 8, reads 5-8")
 
     # cleanup with the catalog's permission, planned a day ahead: the protocol's cutoff is the UTC
     # midnight before now - retention, so nothing written today could expire otherwise. It works on
-    # the published versions (0-10): anchored on the checkpoint at 7, it deletes what only 0-6 need.
+    # the published versions (0-7): anchored on the checkpoint at 5, it deletes what only 0-4 need.
     tomorrow = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2 * 86400))
     assert cli_main(["cleanup", uri, "--execute", "--allow-catalog-managed", "--allow-shorter-retention", "--retention-days", "0",
                      "--now", tomorrow, "--json"]) == 0
@@ -168,24 +183,27 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
     assert cleaned["deleted"] > 0 and not cleaned["dry_run"], cleaned
     files = list_log_files(open_table_storage(uri))
     oldest = min(c.version for c in files.commits)
-    assert oldest == 7 and 7 in {c.version for c in files.checkpoints}, cleaned
+    assert oldest == 5 and 5 in {c.version for c in files.checkpoints}, cleaned
+    lap("CLI cleanup")
 
-    # phase 2, the generated DAG: wait, publish 11, checkpoint, compaction, cleanup with the catalog's permission
+    # phase 2, the generated DAG: wait, publish 8, checkpoint, compaction, cleanup with the catalog's permission
     config = tmp_path / "tables.yaml"
     config.write_text(
         f"tables:\n  - name: {table}\n    uri: {uri}\n    coordinator: '{spec}'\n"
-        f"    checkpoint: {{interval: 1, engine: local}}\n    compaction: {{interval: 2}}\n"
+        f"    checkpoint: {{interval: 1, engine: local}}\n    compaction: {{interval: 7}}\n"
         f"    cleanup: {{mode: delete, retention_days: 0, allow_shorter_retention: true, catalog_permits_cleanup: true}}\n"
     )
     result = run_dag(airflow_home, config, maint_token)
+    lap("DAG run")
     assert result["state"] == "success" and set(result["tasks"].values()) == {"success"}, result
     x = result["xcom"]
-    assert x["publish"]["latest_published_version"] == latest and 11 in x["publish"]["published"], x["publish"]
+    assert x["publish"]["latest_published_version"] == latest and latest in x["publish"]["published"], x["publish"]
     assert x["checkpoint"].get("checkpoint_version") == latest, x["checkpoint"]
-    assert x["compact_log"]["written"], x["compact_log"]
+    # the aligned window ending at 7 starts after the checkpoint at 5 (and does not depend on the parallel checkpoint at 8)
+    assert [(w["start"], w["end"]) for w in x["compact_log"]["written"]] == [(6, 7)], x["compact_log"]
     assert not x["cleanup"]["dry_run"], x["cleanup"]  # ran for real; nothing of today is past the midnight cutoff
     files = list_log_files(open_table_storage(uri))
-    assert min(c.version for c in files.commits) == oldest and {7, latest} <= {c.version for c in files.checkpoints}
+    assert min(c.version for c in files.commits) == oldest and {5, latest} <= {c.version for c in files.checkpoints}
     assert writer.get_commits(uri).commits == ()  # UC was told: everything is published
 
     # Spark reads every retained version exactly as before, and commits on top
@@ -197,3 +215,4 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
     assert sorted(tuple(r) for r in spark.sql(f"SELECT id, amount, region FROM {name}").collect()) == sorted(before[latest] + [(100, 150.0, "amer")])
     ours = load_ratified_snapshot(bind_table(open_table_storage(uri), writer))
     assert ours.version == latest + 1 and len(list(ours.active_file_keys())) == len(spark.table(name).inputFiles())
+    lap("spark reads 5-8 and writes 9")
