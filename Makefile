@@ -23,8 +23,11 @@ $(STAMP): pyproject.toml requirements/dev.lock
 # Maven Central jars for delta-spark, hadoop-aws and DynamoDB Local (.ci/maven/*.xml) into
 # .cache/jars/. Always run: .ci/fetch-jars returns at once (no JVM, no network) for groups fetched
 # for their current pom, and fetches a group again when its pom changed or its directory is gone.
+# .ci/fetch-uc-server does the same for the runtime jars of the real Unity Catalog OSS servers
+# (../shared/unity-catalog-server) into .cache/uc-server/.
 jars:
 	.ci/fetch-jars
+	.ci/fetch-uc-server
 
 # Debian packages the UI and compose tests need: headless Chromium (driven by Playwright through
 # executable_path, never `playwright install`) and a docker compose CLI for `compose config`.

@@ -3,23 +3,31 @@
 Building a DAG does no I/O to tables or coordinators: everything is resolved inside the tasks.
 Manual runs take Params (validated by JSON schema): ``dry_run``, ``force_checkpoint``,
 ``target_version`` and ``skip_wait``.
+
+``build_dags`` isolates tables: a table whose configuration is invalid (or whose DAG cannot be
+built) becomes a placeholder DAG under its own id, tagged ``invalid-config``, whose description
+and only task state the error — every other table's DAG still loads.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from airflow.providers.common.compat.sdk import DAG, Param, TriggerRule
+from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule
 
-from .maintenance.config import TableConfig
+from .maintenance.config import ConfigError, TableConfig, TableConfigError, load_config_entries
 from .operators.checkpoint import DeltaCheckpointOperator
 from .operators.cleanup import DeltaLogCleanupOperator
 from .operators.compaction import DeltaLogCompactionOperator
 from .operators.publish import DeltaPublishCommitsOperator
 from .sensors.ratified_version import DeltaRatifiedVersionSensor
 
-__all__ = ["build_maintenance_dag"]
+__all__ = ["build_maintenance_dag", "build_invalid_table_dag", "build_dags"]
+
+log = logging.getLogger(__name__)
 
 _DOC = """
 ### Delta log maintenance for `{name}`
@@ -46,14 +54,17 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
     if table.pool:
         default_args["pool"] = table.pool
     params = {
-        "dry_run": Param(table.cleanup.mode != "delete", type="boolean", description="plan the cleanup without deleting"),
-        "force_checkpoint": Param(False, type="boolean", description="write a checkpoint even if not due"),
-        "target_version": Param(None, type=["null", "integer"], minimum=0, description="wait for and publish up to this version"),
-        "skip_wait": Param(False, type="boolean", description="do not wait for new ratified commits"),
+        "dry_run": Param(table.cleanup.mode != "delete", type="boolean", title="Dry run", description="plan the cleanup without deleting"),
+        "force_checkpoint": Param(False, type="boolean", title="Force a checkpoint", description="write a checkpoint even if not due"),
+        "target_version": Param(
+            None, type=["null", "integer"], minimum=0, title="Target version", description="wait for and publish up to this version"
+        ),
+        "skip_wait": Param(False, type="boolean", title="Skip the wait", description="do not wait for new ratified commits"),
     }
     dag = DAG(
         dag_id=table.dag_id,
-        schedule=table.schedule,
+        description=f"Delta log maintenance of {table.name} ({table.uri})",
+        schedule=table.airflow_schedule,
         start_date=start_date or pendulum.datetime(2024, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,
@@ -83,8 +94,11 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 poke_interval=table.sensor.poke_interval_seconds,
                 timeout=table.sensor.timeout_minutes * 60,
                 mode=table.sensor.mode,
-                deferrable=table.sensor.deferrable,
-                soft_fail=True,  # nothing new is not a failure: downstream is skipped
+                # unset in the YAML: Airflow's [operators] default_deferrable decides
+                **({} if table.sensor.deferrable is None else {"deferrable": table.sensor.deferrable}),
+                # nothing new is not a failure: downstream is skipped, with the reason; errors
+                # still fail (no soft_fail, which would hide them as skips)
+                skip_when_nothing_new=True,
             )
             upstream = [wait]
         if table.publish:
@@ -130,3 +144,50 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
             for u in parallel or upstream:
                 u >> cleanup
     return dag
+
+
+class InvalidTableConfigOperator(BaseOperator):
+    """The only task of a placeholder DAG: fails, saying what to fix in the configuration."""
+
+    ui_color = "#f0b4b4"
+
+    def __init__(self, *, error: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def execute(self, context: Any) -> None:
+        raise AirflowFailException(f"invalid maintenance configuration: {self.error}")
+
+
+def build_invalid_table_dag(entry: TableConfigError, start_date: Any = None) -> DAG:
+    import pendulum
+
+    message = str(entry.error)
+    dag = DAG(
+        dag_id=entry.dag_id,
+        description=f"INVALID CONFIGURATION: {entry.error.key}: {entry.error.detail}",
+        schedule=None,
+        start_date=start_date or pendulum.datetime(2024, 1, 1, tz="UTC"),
+        catchup=False,
+        tags=["delta-maintenance", "invalid-config"],
+        doc_md=f"### Invalid configuration for `{entry.name}`\n\n```\n{message}\n```\n\nFix the YAML file; the other tables are unaffected.",
+    )
+    with dag:
+        InvalidTableConfigOperator(task_id="invalid_configuration", error=message, retries=0)
+    return dag
+
+
+def build_dags(config_path: str | Path) -> dict[str, DAG]:
+    """One DAG per table of the YAML file at ``config_path``: a placeholder for each invalid one
+    (logged as an error), the maintenance DAG for the others. File-level mistakes still raise."""
+    tables, invalid = load_config_entries(config_path)
+    dags: dict[str, DAG] = {}
+    for table in tables:
+        try:
+            dags[table.dag_id] = build_maintenance_dag(table)
+        except Exception as exc:  # noqa: BLE001 - one table's DAG must not hide the others
+            invalid.append(TableConfigError(table.name, table.dag_id, ConfigError(str(config_path), table.name, "<dag>", f"{type(exc).__name__}: {exc}")))
+    for entry in invalid:
+        log.error("delta maintenance: table %s: %s", entry.name, entry.error)
+        dags[entry.dag_id] = build_invalid_table_dag(entry)
+    return dags

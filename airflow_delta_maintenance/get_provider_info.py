@@ -8,6 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 
+def _field(label: str, description: str, example: str) -> dict[str, Any]:
+    return {"label": label, "description": description, "schema": {"type": ["string", "null"], "examples": [example]}}
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-delta-maintenance",
@@ -51,14 +55,29 @@ def get_provider_info() -> dict[str, Any]:
                     "relabeling": {"login": "Access key ID", "password": "Secret access key"},
                     "placeholders": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "us-east-1", "storage_options": '{"anon": false}'},
                 },
+                # Airflow 3 renders extra fields from these; the example goes in the description
+                # (shown under the field) and in "examples" (offered while typing)
                 "conn-fields": {
-                    "endpoint_url": {"label": "Endpoint URL", "description": "S3-compatible endpoint", "schema": {"type": ["string", "null"]}},
-                    "region_name": {"label": "Region", "schema": {"type": ["string", "null"]}},
-                    "role_arn": {"label": "Role ARN to assume", "schema": {"type": ["string", "null"]}},
-                    "storage_options": {
-                        "label": "Extra fsspec storage options (JSON)",
-                        "schema": {"type": ["string", "null"]},
-                    },
+                    "endpoint_url": _field("Endpoint URL", "S3-compatible endpoint, e.g. http://127.0.0.1:9000; empty for AWS", "http://127.0.0.1:9000"),
+                    "region_name": _field("Region", "e.g. us-east-1", "us-east-1"),
+                    "role_arn": _field(
+                        "Role ARN to assume",
+                        "assumed with STS once per task, e.g. arn:aws:iam::123456789012:role/delta-maintenance",
+                        "arn:aws:iam::123456789012:role/delta-maintenance",
+                    ),
+                    "aws_conn_id": _field(
+                        "AWS connection to reuse",
+                        "an Airflow aws connection whose keys, session token, region, endpoint and role are used "
+                        "unless set here, e.g. aws_default",
+                        "aws_default",
+                    ),
+                    "test_location": _field(
+                        "Location listed by Test",
+                        "what the Test button lists (a table's _delta_log, or any prefix), e.g. s3://lake/tables/orders; "
+                        "empty: the bucket list",
+                        "s3://lake/tables/orders",
+                    ),
+                    "storage_options": _field("Extra fsspec storage options (JSON)", 'merged last, e.g. {"anon": false}', '{"anon": false}'),
                 },
             },
             {
@@ -71,6 +90,13 @@ def get_provider_info() -> dict[str, Any]:
                     "placeholders": {
                         "host": "local:///data/coordinator.db | dynamodb://table?region=us-east-1 | unity-catalog://host:8080/cat.sch.tbl"
                     },
+                },
+                "conn-fields": {
+                    "aws_conn_id": _field(
+                        "AWS connection to reuse (DynamoDB)",
+                        "an Airflow aws connection for DynamoDB credentials (keys, session token, role), e.g. aws_default",
+                        "aws_default",
+                    ),
                 },
             },
         ],

@@ -1,14 +1,24 @@
-"""Checkpoint, log compaction and metadata cleanup: ours vs delta-rs (the `deltalake` wheel).
+"""Checkpoint, log compaction and metadata cleanup: ours vs delta-rs (the `deltalake` wheel),
+each measured as a whole process, the way a user runs it.
 
-Every operation runs on an identical copy of the same synthetic log, each engine in a fresh
-subprocess after a warm-up on a one-commit table, so time and peak RSS are its own.
+- ours: the installed command, ``delta-maintenance checkpoint|compact-log|cleanup TABLE --json``
+  (imports, listing, the work, and for cleanup the re-listing and re-planning it performs before
+  deleting);
+- for cleanup also "ours-state": the same command with the use case reading ``load_table_state``
+  (protocol, metadata, properties) instead of ``load_snapshot``, and "ours-light": that plus
+  ``referenced_sidecar_names`` (only the checkpoints' ``sidecar`` column) in cleanup planning;
+- delta-rs: a fresh ``python -c`` doing ``import deltalake``, ``DeltaTable(path)`` and the call:
+  ``create_checkpoint()``, ``compact_logs(1, N-1)``, ``cleanup_metadata()``.
 
-    python benchmarks/maintenance_ops.py [--files 200000 2000000] [--cleanup-commits 20000] [--repeat 1]
+The table sets ``delta.checkpoint.writeStatsAsStruct=true`` so that both checkpoints hold the same
+columns (``stats``, ``stats_parsed``, ``partitionValues_parsed``). Every run gets its own copy of the same synthetic log (copied before the process starts, not
+timed). Runs alternate between the engines; each figure is the median of ``--repeat`` runs with
+min–max, the peak RSS of the process itself (``/usr/bin/time``), and the 1-minute load average
+before each run (see ``_harness.py``). What each side wrote is printed too (checkpoint columns
+and rows, compaction lines, files deleted), so that the comparison is seen to be like for like.
 
-- checkpoint: our `load_snapshot` + `write_checkpoint` vs `DeltaTable(...).create_checkpoint()`
-- compaction: our `write_compaction(store, 1, N)` vs `DeltaTable(...).compact_logs(1, N)`
-- cleanup: our plan + execute vs `DeltaTable(...).cleanup_metadata()` on a log of many commits,
-  all older than the retention, with a checkpoint near the end.
+    python benchmarks/maintenance_ops.py [--files 200000 2000000] [--cleanup-commits 20000] [--repeat 3]
+                                         [--ops checkpoint compaction cleanup] [--json]
 """
 
 from __future__ import annotations
@@ -17,70 +27,100 @@ import argparse
 import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from snapshot_load import build_log  # noqa: E402
+from _harness import CLI, PYTHON, Runs, build_log_in_subprocess, in_subprocess, interleaved, ratio_line, run_measured  # noqa: E402
 
-CHILD = r"""
-import json, os, resource, sys, time
-op, engine, path, warmup = sys.argv[1:5]
-args = json.loads(sys.argv[5])
-if engine == "ours":
-    from airflow_delta_maintenance.deltalog.storage import open_table_storage
-    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
-    from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-    from airflow_delta_maintenance.deltalog.compaction import write_compaction
-    from airflow_delta_maintenance.deltalog.cleanup import plan_log_cleanup, execute_cleanup
-    load_snapshot(warmup)
-    t = time.perf_counter()
-    store = open_table_storage(path)
-    if op == "checkpoint":
-        write_checkpoint(store, load_snapshot(store))
-    elif op == "compaction":
-        write_compaction(store, args["start"], args["end"])
-    else:
-        from airflow_delta_maintenance.deltalog.listing import list_log_files
-        files = list_log_files(store)  # one LIST, shared by the snapshot and the plan
-        plan = plan_log_cleanup(store, load_snapshot(store, files=files), retention_ms=args["retention_ms"], files=files)
-        execute_cleanup(store, plan, dry_run=False)
+# Both writers put the same columns in a checkpoint: stats as JSON and as a struct, and typed
+# partition values (delta-rs writes the struct forms only when the table asks for them).
+SAME_COLUMNS = {"delta.checkpoint.writeStatsAsStruct": "true", "delta.checkpoint.writeStatsAsJson": "true"}
+
+WHEEL = r"""
+import os, sys, deltalake
+op, path = sys.argv[1], sys.argv[2]
+dt = deltalake.DeltaTable(path)
+if op == "checkpoint":
+    dt.create_checkpoint()
+elif op == "compaction":
+    dt.compact_logs(int(sys.argv[3]), int(sys.argv[4]))
 else:
-    import deltalake
-    deltalake.DeltaTable(warmup).get_add_actions()
-    t = time.perf_counter()
-    dt = deltalake.DeltaTable(path)
-    if op == "checkpoint":
-        dt.create_checkpoint()
-    elif op == "compaction":
-        dt.compact_logs(args["start"], args["end"])
-    else:
-        dt.cleanup_metadata()
-elapsed = time.perf_counter() - t
-print(json.dumps({"seconds": elapsed, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    dt.cleanup_metadata()
 sys.stdout.flush()
-os._exit(0)
+os._exit(0)  # skip interpreter teardown (the wheel can abort there)
+"""
+
+# The same command with the cleanup use case reading a TableState instead of a Snapshot (the
+# wiring ``deltalog.table_state`` exists for; reported as its own engine, "ours-state").
+# "ours-light" also plans with referenced_sidecar_names (the checkpoints' sidecar column only).
+STATE_CLI = r"""
+import sys
+from airflow_delta_maintenance.deltalog.table_state import load_table_state, referenced_sidecar_names
+from airflow_delta_maintenance.maintenance import cleanup
+cleanup.load_snapshot = load_table_state
+if sys.argv[1] == "light":
+    from airflow_delta_maintenance.deltalog import cleanup as planning
+    planning._referenced_sidecars = referenced_sidecar_names
+from airflow_delta_maintenance.cli import console_main
+sys.argv = ["delta-maintenance", *sys.argv[2:]]
+sys.exit(console_main())
+"""
+
+# What a run left in the log, read in a separate small process after it.
+DESCRIBE = r"""
+import json, os, sys
+import pyarrow.parquet as pq
+op, path = sys.argv[1], sys.argv[2]
+log = os.path.join(path, "_delta_log")
+names = sorted(os.listdir(log))
+out = {"log_files": len(names)}
+if op == "checkpoint":
+    cps = [n for n in names if ".checkpoint." in n and n.endswith(".parquet")]
+    f = pq.ParquetFile(os.path.join(log, cps[-1]))
+    add = f.schema_arrow.field("add").type
+    out.update(file=cps[-1], rows=f.metadata.num_rows, columns=f.schema_arrow.names,
+               add_fields=[add.field(i).name for i in range(add.num_fields)], bytes=os.path.getsize(os.path.join(log, cps[-1])))
+elif op == "compaction":
+    c = [n for n in names if n.endswith(".compacted.json")][-1]
+    data = open(os.path.join(log, c), "rb").read()
+    out.update(file=c, lines=data.count(b"\n"), bytes=len(data))
+print(json.dumps(out))
 """
 
 
-def run(op: str, engine: str, source: str, warmup: str, work: str, args: dict, repeat: int) -> dict[str, float]:
-    runs = []
-    for i in range(repeat):
+def command(op: str, engine: str, path: str, commits: int) -> list[str]:
+    if engine == "ours":
+        extra = {"checkpoint": [], "compaction": ["--start", "1", "--end", str(commits - 1)], "cleanup": ["--execute"]}[op]
+        return [CLI, {"checkpoint": "checkpoint", "compaction": "compact-log", "cleanup": "cleanup"}[op], path, "--json", *extra]
+    if engine in ("ours-state", "ours-light"):
+        return [PYTHON, "-c", STATE_CLI, engine.removeprefix("ours-"), *command(op, "ours", path, commits)[1:]]
+    return [PYTHON, "-c", WHEEL, op, path, "1", str(commits - 1)]
+
+
+def measure(op: str, source: str, work: str, commits: int, repeat: int, engines: tuple[str, ...] = ("ours", "delta-rs")) -> tuple[dict[str, Runs], dict[str, dict]]:
+    described: dict[str, dict] = {}
+    before = len(os.listdir(os.path.join(source, "_delta_log")))
+
+    def one(engine: str, i: int):  # noqa: ANN202
         copy = os.path.join(work, f"{op}-{engine}-{i}")
         shutil.copytree(source, copy)
-        out = subprocess.run([sys.executable, "-c", CHILD, op, engine, copy, warmup, json.dumps(args)], capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"{op}/{engine} failed: {out.stderr[-2000:]}")
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        shutil.rmtree(copy, ignore_errors=True)
-    return {"seconds": statistics.median(r["seconds"] for r in runs), "peak_rss_mib": max(r["maxrss_kb"] for r in runs) / 1024}
+        try:
+            result = run_measured(command(op, engine, copy, commits))
+            if engine not in described:
+                d = json.loads(in_subprocess(DESCRIBE, op, copy))
+                d["deleted"] = before - d["log_files"] if op == "cleanup" else None
+                described[engine] = d
+            return result
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+
+    return interleaved(list(engines), repeat, one), described
 
 
 def age_log(path: str, days: int) -> None:
-    """Make every log file look `days` old (cleanup benchmarks need expired commits)."""
+    """Make every log file look `days` old (cleanup needs expired commits)."""
     old = time.time() - days * 86400
     for name in os.listdir(os.path.join(path, "_delta_log")):
         os.utime(os.path.join(path, "_delta_log", name), (old, old))
@@ -91,43 +131,44 @@ def main() -> int:
     ap.add_argument("--files", type=int, nargs="+", default=[200_000, 2_000_000])
     ap.add_argument("--commits", type=int, default=200)
     ap.add_argument("--cleanup-commits", type=int, default=20_000)
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--ops", nargs="+", default=["checkpoint", "compaction", "cleanup"])
+    ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-maint-")
-    rows = []
+    rows: list[tuple[str, int, dict[str, Runs], dict[str, dict]]] = []
     try:
-        warmup = os.path.join(work, "warmup")
-        build_log(warmup, 2, 10)
         for files in ns.files:
+            if not {"checkpoint", "compaction"} & set(ns.ops):
+                break
             source = os.path.join(work, f"log-{files}")
             t = time.perf_counter()
-            build_log(source, ns.commits, files)
-            print(f"built {ns.commits} commits / {files} files in {time.perf_counter() - t:.1f}s", file=sys.stderr)
-            if "checkpoint" in ns.ops:
-                rows.append(("checkpoint", files, {e: run("checkpoint", e, source, warmup, work, {}, ns.repeat) for e in ("ours", "delta-rs")}))
-            if "compaction" in ns.ops:
-                args = {"start": 1, "end": ns.commits - 1}
-                rows.append(("compaction", files, {e: run("compaction", e, source, warmup, work, args, ns.repeat) for e in ("ours", "delta-rs")}))
+            build_log_in_subprocess(source, ns.commits, files, SAME_COLUMNS)
+            print(f"built {ns.commits} commits / {files} files in {time.perf_counter() - t:.1f}s", file=sys.stderr, flush=True)
+            for op in ("checkpoint", "compaction"):
+                if op in ns.ops:
+                    print(f"  {op} {files}", file=sys.stderr, flush=True)
+                    rows.append((op, files, *measure(op, source, work, ns.commits, ns.repeat)))
             shutil.rmtree(source, ignore_errors=True)
         if "cleanup" in ns.ops:
-            import deltalake
-
             source = os.path.join(work, "cleanup-log")
-            build_log(source, ns.cleanup_commits, ns.cleanup_commits * 2)
-            deltalake.DeltaTable(source, version=ns.cleanup_commits - 10).create_checkpoint()
+            build_log_in_subprocess(source, ns.cleanup_commits, ns.cleanup_commits * 2)
+            in_subprocess("import sys, deltalake; deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2])).create_checkpoint()", source, str(ns.cleanup_commits - 10))
             age_log(source, 60)
-            args = {"retention_ms": 30 * 86_400_000}
-            rows.append(("cleanup", ns.cleanup_commits, {e: run("cleanup", e, source, warmup, work, args, ns.repeat) for e in ("ours", "delta-rs")}))
+            print(f"  cleanup {ns.cleanup_commits} commits", file=sys.stderr, flush=True)
+            engines = ("ours", "ours-state", "ours-light", "delta-rs")
+            rows.append(("cleanup", ns.cleanup_commits, *measure("cleanup", source, work, ns.cleanup_commits, ns.repeat, engines)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'operation':<11} {'size':>9} {'ours s':>8} {'delta-rs s':>10} {'time ratio':>10} {'ours MiB':>9} {'delta-rs MiB':>12} {'mem ratio':>9}")
-    for op, size, r in rows:
-        o, p = r["ours"], r["delta-rs"]
-        print(
-            f"{op:<11} {size:>9} {o['seconds']:>8.2f} {p['seconds']:>10.2f} {o['seconds'] / p['seconds']:>10.2f} "
-            f"{o['peak_rss_mib']:>9.0f} {p['peak_rss_mib']:>12.0f} {o['peak_rss_mib'] / p['peak_rss_mib']:>9.2f}"
-        )
+    if ns.json:
+        print(json.dumps([{"op": op, "size": size, **{e: r.to_dict() for e, r in runs.items()}, "wrote": d} for op, size, runs, d in rows], indent=2))
+        return 0
+    print(f"cpus {os.cpu_count()}; whole processes; median [min–max]; ratios ours/delta-rs")
+    for op, size, runs, described in rows:
+        for engine in (e for e in runs if e != "delta-rs"):
+            print(ratio_line(f"{op} {size}" + ("" if engine == "ours" else f" ({engine})"), runs[engine], runs["delta-rs"]))
+        for engine, d in described.items():
+            print(f"    {engine:<8} wrote: {json.dumps(d)}")
     return 0
 
 

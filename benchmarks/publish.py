@@ -63,7 +63,7 @@ def main() -> int:
     ap.add_argument("--commits", type=int, default=1000)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-publish-"))
-    rows = {"local": run(str(work / "local"), f"local://{work}/local.db", {}, args.commits)}
+    rows = {"local": run(str(work / "local"), f"local://{work}/local.db?create=true", {}, args.commits)}
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -82,7 +82,7 @@ def main() -> int:
             except Exception:  # noqa: BLE001 - server still starting
                 time.sleep(0.1)
         options = {"key": "bench", "secret": "bench", "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}}
-        rows["s3 (moto)"] = run("s3://bench-bucket/table", f"local://{work}/s3.db", options, args.commits)
+        rows["s3 (moto)"] = run("s3://bench-bucket/table", f"local://{work}/s3.db?create=true", options, args.commits)
     finally:
         os.killpg(moto.pid, signal.SIGTERM)
         moto.wait(15)

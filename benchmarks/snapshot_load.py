@@ -1,11 +1,24 @@
-"""Snapshot load: ours vs delta-rs (the `deltalake` wheel), measured in the same run.
+"""Snapshot load: ours vs delta-rs (the `deltalake` wheel), like for like, measured in the same run.
 
 Builds a synthetic log of ~200 commits and ~200,000 live files (partitioned, with JSON stats and
-some removes), in two layouts: commits only, and a checkpoint (written by delta-rs) halfway. Each
-measurement runs in a fresh subprocess so that peak RSS is its own; the time is the median of
-``--repeat`` runs. Prints a table and the ratios ours / delta-rs (≤ 1.0 means we are not slower).
+some removes), in two layouts: commits only, and a checkpoint (written by delta-rs) halfway.
 
-    python benchmarks/snapshot_load.py [--files 200000] [--commits 200] [--repeat 3] [--json]
+What each side does, timed inside a fresh process after both engines loaded a one-commit table
+(imports, lazy initialisation and thread pools are not timed):
+
+- delta-rs: ``DeltaTable(path)`` then ``get_add_actions(flatten=False)``: the live files with their
+  statistics parsed (``num_records``, ``null_count``, ``min``, ``max``) and typed partition values.
+- ours: ``load_snapshot(path)``, then the same two parsings the checkpoint writer does for
+  ``stats_parsed`` and ``partitionValues_parsed`` (one pyarrow JSON read of the stats column, one
+  cast of the partition map), so both sides end with parsed statistics. ``--strings`` also
+  reports ours without the parsing (stats kept as JSON strings, as ``load_snapshot`` returns them;
+  delta-rs has no such mode, so that figure is not a ratio).
+
+Runs alternate between the engines (see ``_harness.py``); each figure is the median of
+``--repeat`` runs with min–max and the 1-minute load average at the time. Peak RSS is each
+process's own (``/usr/bin/time``); "load RSS" is the growth of the peak during the timed load.
+
+    python benchmarks/snapshot_load.py [--files 200000] [--commits 200] [--repeat 5] [--strings] [--json]
 """
 
 from __future__ import annotations
@@ -15,12 +28,40 @@ import json
 import os
 import random
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import PYTHON, Runs, build_log_in_subprocess, fmt, in_subprocess, interleaved, run_measured  # noqa: E402
+
+# The measured code, in a fresh process: prints {"seconds", "files", "maxrss_kb", "base_kb"}.
+CHILD = r"""
+import json, os, resource, sys, time
+which, path, warmup = sys.argv[1], sys.argv[2], sys.argv[3]
+if which.startswith("ours"):
+    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+    from airflow_delta_maintenance.deltalog.checkpoint_writer import _partition_values_parsed, _stats_parsed
+    def load(p):
+        snap = load_snapshot(p)
+        if which == "ours":  # chunk by chunk, as the checkpoint writer parses them
+            for stats, parts in zip(snap.files.column("stats").chunks, snap.files.column("partitionValues").chunks):
+                assert _stats_parsed(stats, snap) is not None and _partition_values_parsed(parts, snap) is not None
+        return snap.num_files
+else:
+    import deltalake
+    def load(p):
+        return deltalake.DeltaTable(p).get_add_actions(flatten=False).num_rows
+load(warmup)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+n = load(path)
+elapsed = time.perf_counter() - t
+print(json.dumps({"inner_seconds": elapsed, "files": n, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "base_kb": base}))
+sys.stdout.flush()
+os._exit(0)  # skip interpreter teardown (the deltalake wheel can abort there)
+"""
 
 SCHEMA = {
     "type": "struct",
@@ -31,36 +72,9 @@ SCHEMA = {
     ],
 }
 
-# The measured code, run in a child process: prints {"seconds": .., "files": .., "maxrss_kb": ..}.
-# Both engines first load a one-commit table (imports, lazy initialisation, thread pools), so the
-# timed load measures the work on the big log, not start-up.
-CHILD = r"""
-import json, resource, sys, time
-which, path, warmup = sys.argv[1], sys.argv[2], sys.argv[3]
-if which == "ours":
-    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
-    load_snapshot(warmup).num_files
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t = time.perf_counter()
-    snap = load_snapshot(path)
-    n = snap.num_files
-else:
-    import deltalake
-    deltalake.DeltaTable(warmup).get_add_actions(flatten=False).num_rows
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t = time.perf_counter()
-    dt = deltalake.DeltaTable(path)
-    n = dt.get_add_actions(flatten=False).num_rows
-elapsed = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": elapsed, "files": n, "maxrss_kb": peak, "base_kb": base}))
-sys.stdout.flush()
-import os
-os._exit(0)  # skip interpreter teardown (the deltalake wheel can abort there)
-"""
 
 
-def build_log(root: str, commits: int, files: int, seed: int = 7) -> None:
+def build_log(root: str, commits: int, files: int, seed: int = 7, configuration: dict[str, str] | None = None) -> None:
     rng = random.Random(seed)
     log = os.path.join(root, "_delta_log")
     os.makedirs(log, exist_ok=True)
@@ -76,7 +90,7 @@ def build_log(root: str, commits: int, files: int, seed: int = 7) -> None:
                 "format": {"provider": "parquet", "options": {}},
                 "schemaString": json.dumps(SCHEMA),
                 "partitionColumns": ["day"],
-                "configuration": {},
+                "configuration": dict(configuration or {}),
                 "createdTime": now,
             }
         },
@@ -100,66 +114,65 @@ def build_log(root: str, commits: int, files: int, seed: int = 7) -> None:
             f.write("\n".join(lines) + "\n")
 
 
-def measure(which: str, path: str, warmup: str, repeat: int) -> dict[str, float]:
-    runs = []
-    for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", CHILD, which, path, warmup], capture_output=True, text=True, check=True)
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    return {
-        "seconds": statistics.median(r["seconds"] for r in runs),
-        "files": runs[0]["files"],
-        "peak_rss_mib": max(r["maxrss_kb"] for r in runs) / 1024,
-        "delta_rss_mib": max(r["maxrss_kb"] - r["base_kb"] for r in runs) / 1024,
-    }
+def measure(layouts: dict[str, str], warmup: str, repeat: int, engines: list[str]) -> dict[str, dict[str, Runs]]:
+    out = {}
+    for layout, path in layouts.items():
+        print(f"  {layout}", file=sys.stderr, flush=True)
+        out[layout] = interleaved(engines, repeat, lambda e, i: run_measured([PYTHON, "-c", CHILD, e, path, warmup]))
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=200_000)
     ap.add_argument("--commits", type=int, default=200)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--strings", action="store_true", help="also time ours without parsing the stats")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="bench-snapshot-")
-    results = {}
     try:
         warmup = os.path.join(work, "warmup")
-        build_log(warmup, 2, 10)
+        build_log_in_subprocess(warmup, 2, 10)
         table = os.path.join(work, "table")
         t = time.perf_counter()
-        build_log(table, args.commits, args.files)
+        build_log_in_subprocess(table, args.commits, args.files)
         print(f"built {args.commits} commits / ~{args.files} live files in {time.perf_counter() - t:.1f}s", file=sys.stderr)
-        results["commits only"] = {w: measure(w, table, warmup, args.repeat) for w in ("ours", "delta-rs")}
-
-        import deltalake
-
         checkpointed = os.path.join(work, "checkpointed")
         shutil.copytree(table, checkpointed)
-        # a checkpoint halfway, written by delta-rs itself, then the commits after it remain
-        half = args.commits // 2
-        deltalake.DeltaTable(checkpointed, version=half).create_checkpoint()
-        results[f"checkpoint at {half}"] = {w: measure(w, checkpointed, warmup, args.repeat) for w in ("ours", "delta-rs")}
+        half = args.commits // 2  # a checkpoint halfway, written by delta-rs itself; the commits after it remain
+        in_subprocess("import sys, deltalake; deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2])).create_checkpoint()", checkpointed, str(half))
+        engines = ["ours", "delta-rs"] + (["ours-strings"] if args.strings else [])
+        results = measure({"commits only": table, f"checkpoint at {half}": checkpointed}, warmup, args.repeat, engines)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({k: {e: r.to_dict() for e, r in v.items()} for k, v in results.items()}, indent=2))
         return 0
-    print(f"{'layout':<20} {'engine':<9} {'files':>8} {'seconds':>8} {'peak RSS MiB':>13} {'load RSS MiB':>13}")
+    print(f"{'layout':<20} {'engine':<13} {'files':>8} {'load s median [min-max]':>26} {'peak MiB':>9} {'load RSS MiB':>13} {'n':>3} {'loadavg':>8}")
     for layout, by_engine in results.items():
         for engine, r in by_engine.items():
-            print(f"{layout:<20} {engine:<9} {r['files']:>8} {r['seconds']:>8.3f} {r['peak_rss_mib']:>13.0f} {r['delta_rss_mib']:>13.0f}")
+            d = r.to_dict()
+            growth = max(x["maxrss_kb"] - x["base_kb"] for x in r.reported) / 1024
+            print(
+                f"{layout:<20} {engine:<13} {r.reported[0]['files']:>8} {fmt(_inner(r), 's', 3):>26} "
+                f"{d['peak_mib']['median']:>9.0f} {growth:>13.0f} {d['seconds']['n']:>3} {d['load_mean']:>4.1f}/{d['load_max']:.1f}"
+            )
     print()
     for layout, r in results.items():
         ours, peer = r["ours"], r["delta-rs"]
-        assert ours["files"] == peer["files"], f"{layout}: file counts differ {ours['files']} vs {peer['files']}"
-        print(
-            f"{layout:<20} time ratio ours/delta-rs = {ours['seconds'] / peer['seconds']:.2f}   "
-            f"peak-RSS ratio = {ours['peak_rss_mib'] / peer['peak_rss_mib']:.2f}   "
-            f"load-RSS ratio = {ours['delta_rss_mib'] / max(peer['delta_rss_mib'], 1):.2f}"
-        )
+        assert ours.reported[0]["files"] == peer.reported[0]["files"], f"{layout}: file counts differ"
+        t = _inner(ours)["median"] / _inner(peer)["median"]
+        m = ours.to_dict()["peak_mib"]["median"] / peer.to_dict()["peak_mib"]["median"]
+        print(f"{layout:<20} parsed stats on both sides: time ours/delta-rs = {t:.2f}   peak-RSS ratio = {m:.2f}")
     return 0
+
+
+def _inner(r: Runs) -> dict[str, float]:
+    """The load time each process measured itself (imports and warm-up excluded)."""
+    return r.summary("inner_seconds")
 
 
 if __name__ == "__main__":

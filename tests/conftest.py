@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests._infra.servers",
     "tests._infra.spark",
     "tests._infra.unity_catalog",
+    "tests._infra.uc_oss",
 ]
 
 

@@ -1,7 +1,8 @@
 """The ``delta-maintenance`` command: thin argparse front-ends over ``maintenance`` use cases.
 
 Each sub-command lives in its own module with ``register(subparsers)``; handlers return an exit
-code. Errors from the library become one line on stderr and exit code 2 (bad input) or 1.
+code. Errors from the library become one line on stderr and exit code 2 (bad input), 3 (the
+storage refused: no space, read-only, permission) or 1 (unexpected); see ``common.run_guarded``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import inspect_cmd, maintain_cmd, publish_cmd, status_cmd
+from . import init_dags_cmd, inspect_cmd, maintain_cmd, publish_cmd, status_cmd, validate_cmd
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "console_main", "build_parser"]
 
 # Sub-command modules; each exposes register(subparsers) -> None.
-COMMANDS = [inspect_cmd, status_cmd, publish_cmd, maintain_cmd]
+COMMANDS = [inspect_cmd, status_cmd, publish_cmd, maintain_cmd, validate_cmd, init_dags_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,5 +38,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(args.handler(args))
 
 
+def console_main() -> int:
+    """The installed ``delta-maintenance`` command: ``main`` in a process of its own.
+
+    pyarrow imports pandas, when it is installed, on its first array conversion (about 0.2 s of
+    a command's start-up); nothing the command runs uses pandas, so this process blocks it. An
+    embedding process (tests, Airflow) calls ``main`` and keeps its modules as they are.
+    """
+    if "pandas" not in sys.modules:
+        sys.meta_path.insert(0, _NoPandas())
+    return main()
+
+
+class _NoPandas:
+    """Import finder that makes ``import pandas`` fail as if pandas were not installed."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"No module named {name!r} (not loaded by delta-maintenance)", name=name)
+        return None
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console_main())

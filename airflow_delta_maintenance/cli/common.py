@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from collections.abc import Callable
@@ -18,14 +19,17 @@ __all__ = [
     "open_cli_table",
     "emit_json",
     "run_guarded",
-    "PROBLEMS_EXIT_CODE",
+    "EXIT_BAD_INPUT",
+    "EXIT_STORAGE",
+    "EXIT_PROBLEMS",
 ]
 
-# `status --strict` / `versions --strict` when the coordinator is inconsistent with the log.
-PROBLEMS_EXIT_CODE = 3
-
+EXIT_BAD_INPUT = 2  # bad input or a bad table: fix the command or the table
+EXIT_STORAGE = 3  # the storage refused: no space, read-only, no permission; retry once it is fixed
+EXIT_PROBLEMS = 4  # `status --strict` / `versions --strict`: the coordinator is inconsistent with the log
 # Errors that mean "bad input or bad table", reported without a traceback.
-EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, PermissionError)
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, FileExistsError)
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def add_storage_options(parser: argparse.ArgumentParser) -> None:
@@ -77,9 +81,23 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 def run_guarded(fn: Callable[[], int]) -> int:
+    """Run a handler; expected errors become one line on stderr and an exit code (documented in
+    the README): ``EXIT_BAD_INPUT`` or, when the storage refused a write or read, ``EXIT_STORAGE``."""
     try:
         return fn()
+    except OSError as exc:
+        if isinstance(exc, PermissionError) or exc.errno in STORAGE_ERRNOS:
+            print(f"delta-maintenance: storage error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_STORAGE
+        if not isinstance(exc, EXPECTED_ERRORS):
+            raise
+        print(f"delta-maintenance: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except EXPECTED_ERRORS as exc:
-        print(f"delta-maintenance: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+        print(f"delta-maintenance: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..maintenance.inspect import InspectResult, inspect_table
 from .common import add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+
+
+if TYPE_CHECKING:
+    from ..maintenance.inspect import InspectResult
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def register(sub: Any) -> None:
@@ -51,6 +56,8 @@ def _human(result: InspectResult) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..maintenance.inspect import inspect_table
+
     with open_cli_table(args) as table:
         result = inspect_table(table, args.version, include_files=args.files)
     if args.json:

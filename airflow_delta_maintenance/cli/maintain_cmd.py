@@ -7,12 +7,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from ..deltalog.table_properties import DAY_MS
-from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
-from ..maintenance.cleanup import run_metadata_cleanup
-from ..maintenance.compaction import check_compaction_window, compact_window, run_log_compaction
-from ..maintenance.spark_submit import checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint, verify_compaction
 from .common import add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def _table(p: argparse.ArgumentParser) -> None:
@@ -61,11 +58,15 @@ def register(sub: Any) -> None:
     d.add_argument("--now", default=None, metavar="ISO8601", help="the clock to plan with (default: now)")
     d.add_argument("--retention-days", type=float, default=None, help="default: delta.logRetentionDuration")
     d.add_argument("--allow-shorter-retention", action="store_true", help="accept a retention below the table's own")
+    d.add_argument("--allow-future-now", action="store_true", help="accept a --now later than the real clock")
     d.add_argument("--allow-catalog-managed", action="store_true", help="the table's catalog permits metadata cleanup")
     d.set_defaults(handler=lambda a: run_guarded(lambda: _cleanup(a)))
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
+    from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
+    from ..maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
+
     with open_cli_table(args) as table:
         plan = plan_checkpoint(table, interval=args.interval or 1, version=args.version, force=args.interval is None)
         decision, store = plan.decision, table.store
@@ -92,6 +93,9 @@ def _checkpoint(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
+    from ..maintenance.compaction import check_compaction_window, compact_window
+    from ..maintenance.spark_submit import compaction_job, run_spark_submit, verify_compaction
+
     if (args.start is None) != (args.end is None):
         raise ValueError("--start and --end go together")
     if args.start is None and args.engine == "spark":
@@ -118,6 +122,8 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _compact_windows(table: Any, args: argparse.Namespace) -> int:
+    from ..maintenance.compaction import run_log_compaction
+
     result = run_log_compaction(table, interval=args.interval, max_window_bytes=args.max_window_bytes)
     if args.json:
         emit_json(result.to_dict())
@@ -131,7 +137,10 @@ def _compact_windows(table: Any, args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    retention = None if args.retention_days is None else int(args.retention_days * DAY_MS)
+    from ..deltalog.cleanup import retention_ms_from_days
+    from ..maintenance.cleanup import run_metadata_cleanup
+
+    retention = None if args.retention_days is None else retention_ms_from_days(args.retention_days)
     now_ms = None
     if args.now is not None:
         now = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
@@ -144,6 +153,7 @@ def _cleanup(args: argparse.Namespace) -> int:
             allow_shorter_retention=args.allow_shorter_retention,
             catalog_permits_cleanup=args.allow_catalog_managed,
             now_ms=now_ms,
+            allow_future_now=args.allow_future_now,
         )
     store = table.store
     if args.json:

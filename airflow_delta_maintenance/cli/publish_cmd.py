@@ -6,9 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from ..maintenance.publish import publish_ratified_commits
-from ..maintenance.status import catalog_versions
-from .common import PROBLEMS_EXIT_CODE, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+from .common import EXIT_PROBLEMS, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -27,11 +27,13 @@ def register(sub: Any) -> None:
 
     v = sub.add_parser("versions", help="latest ratified and published versions, the pending ones, and any inconsistency")
     _common(v)
-    v.add_argument("--strict", action="store_true", help=f"exit {PROBLEMS_EXIT_CODE} when the coordinator is inconsistent")
+    v.add_argument("--strict", action="store_true", help=f"exit {EXIT_PROBLEMS} when the coordinator is inconsistent")
     v.set_defaults(handler=lambda args: run_guarded(lambda: _versions(args)))
 
 
 def _publish(args: argparse.Namespace) -> int:
+    from ..maintenance.publish import publish_ratified_commits
+
     with open_cli_table(args, allow_unsafe_writes=args.allow_unsafe_writes) as table:
         result = publish_ratified_commits(table, up_to=args.up_to)
     if args.json:
@@ -46,6 +48,8 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _versions(args: argparse.Namespace) -> int:
+    from ..maintenance.status import catalog_versions
+
     with open_cli_table(args) as table:
         report = catalog_versions(table)
     if args.json:
@@ -57,7 +61,7 @@ def _versions(args: argparse.Namespace) -> int:
         )
         for problem in report.problems:
             print(f"warning: {problem}", file=sys.stderr)
-    return PROBLEMS_EXIT_CODE if args.strict and report.problems else 0
+    return EXIT_PROBLEMS if args.strict and report.problems else 0
 
 
 def _span(versions: list[int]) -> str:

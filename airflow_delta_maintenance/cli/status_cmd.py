@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..maintenance.status import TableStatus, table_status
-from .common import PROBLEMS_EXIT_CODE, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+from .common import EXIT_PROBLEMS, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+
+if TYPE_CHECKING:
+    from ..maintenance.status import TableStatus
+
+# Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="a table's maintenance health: versions, checkpoint, log size, cleanup candidates")
     p.add_argument("table_uri", metavar="TABLE_URI")
     add_coordinator_option(p)
-    p.add_argument("--strict", action="store_true", help=f"exit {PROBLEMS_EXIT_CODE} when the coordinator is inconsistent with the log")
+    p.add_argument("--strict", action="store_true", help=f"exit {EXIT_PROBLEMS} when the coordinator is inconsistent with the log")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     add_storage_options(p)
     p.set_defaults(handler=lambda a: run_guarded(lambda: _run(a)))
@@ -40,10 +44,12 @@ def render(s: TableStatus) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..maintenance.status import table_status
+
     with open_cli_table(args) as table:
         status = table_status(table)
     if args.json:
         emit_json(status.to_dict())
     else:
         print(render(status))
-    return PROBLEMS_EXIT_CODE if args.strict and status.problems else 0
+    return EXIT_PROBLEMS if args.strict and status.problems else 0

@@ -4,15 +4,23 @@ Unity Catalog answers errors in two shapes: the UC REST API (``all.yaml``, inclu
 commits API) sends ``{"error_code": "RESOURCE_EXHAUSTED", "message": ...}``; the Delta API v1
 (``delta.yaml``) sends ``{"error": {"code": 429, "type": "ResourceExhaustedException", ...}}``.
 
+Success: any 2xx. Calls that only need the status (commits, backfill reports: the OSS server
+answers them ``200`` ``text/plain`` ``200 OK``) pass ``answer=False`` and ignore the body; calls
+that read a JSON document retry a 2xx whose body is not JSON like a transient error.
+
 Classification:
 - 429 with ``ResourceExhaustedException`` / ``RESOURCE_EXHAUSTED``: too many unpublished commits →
   ``CommitLimitReachedError`` at once (retrying cannot help until someone publishes);
 - any other 429 (``TooManyRequestsException``, ``REQUEST_LIMIT_EXCEEDED``, no body), 5xx except 501,
   and connection errors/timeouts are transient: retried with exponential backoff and full jitter,
-  honouring ``Retry-After``, at most ``max_attempts`` times, then raised as retryable;
-- 409 (and UC REST's 400 ``TABLE_ALREADY_EXISTS``) → ``HttpConflict`` (the caller knows whether
-  it was a commit); 404 → ``TableNotFoundError``;
-  other 4xx and 501 are fatal.
+  honouring ``Retry-After``, at most ``max_attempts`` times, then raised as retryable
+  (``HttpUnknown`` keeps the last failure so a commit can decide by content what happened);
+- 409 (and "already exists" under any status: UC REST's 400 ``TABLE_ALREADY_EXISTS``, ≤ 0.4's
+  ``ALREADY_EXISTS``) → ``HttpConflict`` (the caller knows whether it was a commit);
+- 404 → ``TableNotFoundError`` saying whether the catalog, the schema or the table is missing
+  (``missing`` is ``None`` for an untyped 404: no such route);
+- 401 → ``AuthenticationError``; 403 → ``PermissionDeniedError`` naming the privilege the call
+  needs (the server only says "Access denied."); other 4xx and 501 are fatal.
 
 The bearer token only ever goes into the ``Authorization`` header; every message that leaves this
 module passes through ``scrub`` in case a server echoes it.
@@ -31,13 +39,19 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .errors import CommitLimitReachedError, CoordinatorError, TableNotFoundError
+from .errors import AuthenticationError, CommitLimitReachedError, CoordinatorError, PermissionDeniedError, TableNotFoundError
 
-__all__ = ["UCTransport", "HttpConflict", "HttpFailure"]
+__all__ = ["UCTransport", "HttpConflict", "HttpFailure", "HttpUnknown"]
 
 _LIMIT_TYPES = {"ResourceExhaustedException", "RESOURCE_EXHAUSTED"}
 # the UC REST API answers "already exists" with 400 for backward compatibility; the Delta API with 409
-_EXISTS_TYPES = {"AlreadyExistsException", "TABLE_ALREADY_EXISTS", "RESOURCE_ALREADY_EXISTS"}
+_EXISTS_TYPES = {"AlreadyExistsException", "TABLE_ALREADY_EXISTS", "RESOURCE_ALREADY_EXISTS", "ALREADY_EXISTS"}
+# 404s that say what is missing, in both dialects (an untyped 404 is a route the server lacks)
+_MISSING = {
+    "CATALOG_NOT_FOUND": "catalog", "NoSuchCatalogException": "catalog",
+    "SCHEMA_NOT_FOUND": "schema", "NoSuchSchemaException": "schema",
+    "TABLE_NOT_FOUND": "table", "NoSuchTableException": "table",
+}
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,15 @@ class HttpConflict(Exception):
 
     def __init__(self, failure: HttpFailure) -> None:
         super().__init__(failure.message)
+        self.failure = failure
+
+
+class HttpUnknown(CoordinatorError):
+    """Retries ran out on transient failures (5xx, lost connections): the call may or may not have
+    been applied. ``failure`` is the last HTTP failure, ``None`` when the answer never came."""
+
+    def __init__(self, message: str, failure: HttpFailure | None) -> None:
+        super().__init__(message, retryable=True)
         self.failure = failure
 
 
@@ -83,7 +106,20 @@ class UCTransport:
     def scrub(self, text: str) -> str:
         return text.replace(self._token, "***") if self._token else text
 
-    def request(self, method: str, path: str, body: Mapping[str, Any] | None = None, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        query: Mapping[str, str] | None = None,
+        *,
+        answer: bool = True,
+        privilege: str = "",
+    ) -> dict[str, Any]:
+        """Send one call; its JSON answer (``{}`` for an empty body, or whatever the body when not ``answer``).
+
+        ``privilege`` names what the call needs, for the message of a 403.
+        """
         url = self.base_url + quote(path, safe="/.-_~")
         if query:
             url += "?" + urlencode(query)
@@ -95,30 +131,42 @@ class UCTransport:
             headers["Authorization"] = f"Bearer {self._token}"
         what = f"{method} {path}"
         last = ""
+        failure: HttpFailure | None = None
         for attempt in range(self.max_attempts):
             delay: float | None = None
+            content_type = ""
             try:
                 req = urllib.request.Request(url, data=data, method=method, headers=headers)
                 with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                     raw = resp.read()
-                return json.loads(raw) if raw.strip() else {}
+                    content_type = resp.headers.get("Content-Type", "")
+                if not answer:
+                    return {}  # a 2xx is the whole answer (the OSS server sends text/plain "200 OK")
+                if not raw.strip():
+                    return {}
+                parsed = json.loads(raw)
+                if not isinstance(parsed, dict):
+                    raise ValueError("not a JSON object")
+                return parsed
             except urllib.error.HTTPError as exc:
                 failure = _parse_error(exc)
-                self._raise_permanent(what, failure)
+                self._raise_permanent(what, failure, privilege)
                 last = f"{failure.status} {failure.error_type or 'error'}: {failure.message}"
                 delay = _retry_after(exc)
             except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError) as exc:
+                failure = None  # no answer at all this time
                 last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
             except ValueError:
-                last = "the server sent a response that is not JSON"
+                last = f"the server answered 2xx with a body that is not a JSON object ({content_type or 'no content type'})"
             if attempt + 1 < self.max_attempts:
                 cap = min(self.max_backoff_s, self.backoff_s * (2**attempt))
                 self._sleep(min(self.max_backoff_s, delay) if delay is not None else random.uniform(0, cap) + cap / 2)
-        raise CoordinatorError(self.scrub(f"{self._describe()}: {what} failed after {self.max_attempts} attempts: {last}"), retryable=True)
+        raise HttpUnknown(self.scrub(f"{self._describe()}: {what} failed after {self.max_attempts} attempts: {last}"), failure)
 
-    def _raise_permanent(self, what: str, failure: HttpFailure) -> None:
+    def _raise_permanent(self, what: str, failure: HttpFailure, privilege: str) -> None:
         """Raise for errors that a retry cannot fix; return for transient ones."""
-        text = self.scrub(f"{self._describe()}: {what} failed with {failure.status} {failure.error_type}: {failure.message}")
+        said = f"{failure.status} {failure.error_type}: {failure.message}".replace(" : ", ": ")
+        text = self.scrub(f"{self._describe()}: {what} failed with {said}")
         if failure.status == 429:
             if failure.error_type in _LIMIT_TYPES:
                 raise CommitLimitReachedError(text)
@@ -128,7 +176,18 @@ class UCTransport:
         if failure.status == 409 or failure.error_type in _EXISTS_TYPES:
             raise HttpConflict(HttpFailure(failure.status, failure.error_type, self.scrub(failure.message)))
         if failure.status == 404:
-            raise TableNotFoundError(text)
+            missing = _MISSING.get(failure.error_type)
+            if missing:
+                text = self.scrub(f"{self._describe()}: the {missing} does not exist ({what} answered {said})")
+            raise TableNotFoundError(text, missing=missing)
+        if failure.status == 401:
+            raise AuthenticationError(self.scrub(
+                f"{self._describe()}: {what} was refused as unauthenticated ({said}): "
+                f"{'the token is not valid for this server (expired, revoked or issued elsewhere)' if self._token else 'no token was configured'}; "
+                "give a Unity Catalog access token in the connection's password or the environment"))
+        if failure.status == 403:
+            need = f"; the principal needs {privilege}" if privilege else ""
+            raise PermissionDeniedError(self.scrub(f"{self._describe()}: {what} was refused ({said}){need}"))
         raise CoordinatorError(text, retryable=False)
 
 

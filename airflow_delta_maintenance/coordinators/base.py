@@ -83,6 +83,11 @@ class CommitCoordinatorClient(Protocol):
         """A one-line description for logs; never contains a secret."""
         ...
 
+    def check(self) -> str:
+        """A read-only call proving the coordinator is reachable and configured (a connection's
+        Test button); a one-line description of what was found, else a ``CoordinatorError``."""
+        ...
+
     def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:
         """Latest ratified version, ``-1`` when the coordinator has ratified nothing. One call."""
         ...

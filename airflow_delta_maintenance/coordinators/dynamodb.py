@@ -102,6 +102,7 @@ class DynamoDBCoordinator:
         normalize_uri: Callable[[str], str] = lambda u: u,
         aws_access_key_id: str | None = None,
         aws_secret_access_key: str | None = None,
+        aws_session_token: str | None = None,
         client: Any = None,
     ) -> None:
         import boto3
@@ -119,6 +120,7 @@ class DynamoDBCoordinator:
             endpoint_url=endpoint,
             aws_access_key_id=aws_access_key_id or None,
             aws_secret_access_key=aws_secret_access_key or None,
+            aws_session_token=aws_session_token or None,
         )
 
     def describe(self) -> str:
@@ -127,6 +129,24 @@ class DynamoDBCoordinator:
 
     def close(self) -> None:
         pass
+
+    def check(self) -> str:
+        """Read-only health check (a connection's Test button): one ``DescribeTable``."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            table = self.client.describe_table(TableName=self.dynamodb_table)["Table"]
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "ResourceNotFoundException":
+                raise TableNotFoundError(f"{self.describe()}: DynamoDB table {self.dynamodb_table} does not exist") from None
+            raise CoordinatorError(f"{self.describe()}: DescribeTable failed: {code}", retryable=_transient(code)) from None
+        except BotoCoreError as exc:
+            raise CoordinatorError(f"{self.describe()}: DescribeTable failed: {type(exc).__name__}: {exc}", retryable=True) from None
+        keys = sorted(k["AttributeName"] for k in table.get("KeySchema", []))
+        if keys != ["tableId"]:
+            raise CoordinatorError(f"{self.describe()}: DynamoDB table {self.dynamodb_table} has key {keys}, not delta-spark's [tableId]")
+        return f"{self.describe()}: DynamoDB table {table.get('TableStatus', '?')}, key tableId"
 
     # ---- helpers -----------------------------------------------------------------------------
 

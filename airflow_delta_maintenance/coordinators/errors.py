@@ -7,7 +7,10 @@ __all__ = [
     "CommitConflictError",
     "CommitLimitReachedError",
     "TableNotFoundError",
+    "AuthenticationError",
+    "PermissionDeniedError",
     "InvalidCoordinatorSpecError",
+    "CoordinatorNotFoundError",
 ]
 
 
@@ -42,8 +45,25 @@ class CommitLimitReachedError(CoordinatorError):
 
 
 class TableNotFoundError(CoordinatorError):
-    """The coordinator does not know the table."""
+    """The coordinator does not know the table (``missing``: ``catalog``, ``schema`` or ``table`` when it says which)."""
+
+    def __init__(self, message: str, *, missing: str | None = None, version: int | None = None) -> None:
+        super().__init__(message, version=version)
+        self.missing = missing
+
+
+class AuthenticationError(CoordinatorError):
+    """The coordinator refused the credentials themselves (HTTP 401): missing, expired or foreign token."""
+
+
+class PermissionDeniedError(CoordinatorError):
+    """The principal is known but lacks a privilege (HTTP 403); the message names the privilege needed."""
 
 
 class InvalidCoordinatorSpecError(CoordinatorError, ValueError):
     """A coordinator spec string cannot be parsed; the message names the offending part."""
+
+
+class CoordinatorNotFoundError(CoordinatorError):
+    """The coordinator itself is missing (an embedded database that does not exist or is not one):
+    a configuration mistake, never created implicitly."""

@@ -11,6 +11,9 @@ normaliser, so ``s3a://b/t/`` and ``s3://b/t`` are one table). ``latest_ratified
 for an unknown table and 0 right after version 0. The database carries a schema version in
 ``meta``; an unknown version is refused rather than misread.
 
+The database is created only when asked (``create=True``, the spec's ``?create=true``): a
+mistyped path must fail loudly instead of coordinating an empty table set.
+
 Safe across threads and processes: every call opens its own connection (WAL, busy timeout), and
 ratification is one ``BEGIN IMMEDIATE`` transaction that re-checks ``latest == v-1``.
 """
@@ -32,7 +35,7 @@ from ._commit_file import (
     writer_for,
 )
 from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
-from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
+from .errors import CommitConflictError, CoordinatorError, CoordinatorNotFoundError, TableNotFoundError
 
 __all__ = ["LocalCoordinator", "INLINE_LIMIT", "EMBEDDED_COORDINATOR_PROPERTY"]
 
@@ -72,13 +75,17 @@ class LocalCoordinator:
         *,
         normalize_uri: Callable[[str], str] = lambda u: u,
         busy_timeout_s: float = 60.0,
+        create: bool = False,
     ) -> None:
         self.database = database
         self.writer_factory = writer_factory
         self.normalize_uri = normalize_uri
         self.busy_timeout_s = busy_timeout_s
         if database != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
+            if create:
+                os.makedirs(os.path.dirname(os.path.abspath(database)), exist_ok=True)
+            else:
+                self.check_database()
         with self._connect() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
             for statement in _SCHEMA:
@@ -88,6 +95,27 @@ class LocalCoordinator:
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif int(row[0]) != SCHEMA_VERSION:
                 raise CoordinatorError(f"{database}: coordinator schema version {row[0]} is not supported (expected {SCHEMA_VERSION})")
+
+    def check_database(self) -> int:
+        """Read-only: the database exists and is a coordinator database of a known schema version
+        (opened ``mode=ro``, so a wrong path is never created). Returns the number of tables."""
+        hint = "check the path, or add ?create=true to the coordinator spec to create a new coordinator"
+        if not os.path.isfile(self.database):
+            raise CoordinatorNotFoundError(f"{self.database}: the coordinator database does not exist; {hint}")
+        try:
+            conn = sqlite3.connect(f"file:{self.database}?mode=ro", uri=True, timeout=self.busy_timeout_s)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                tables = conn.execute("SELECT COUNT(*) FROM tables").fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise CoordinatorNotFoundError(f"{self.database}: not a coordinator database ({exc}); {hint}") from None
+        if row is None:
+            raise CoordinatorNotFoundError(f"{self.database}: not a coordinator database (no schema version); {hint}")
+        if row[0] != str(SCHEMA_VERSION):
+            raise CoordinatorError(f"{self.database}: coordinator schema version {row[0]} is not supported (expected {SCHEMA_VERSION})")
+        return int(tables)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -113,6 +141,10 @@ class LocalCoordinator:
 
     def close(self) -> None:
         pass
+
+    def check(self) -> str:
+        """Read-only health check (a connection's Test button): the database exists and is readable."""
+        return f"{self.describe()}: readable, {self.check_database()} table(s) registered"
 
     # ---- reads -------------------------------------------------------------------------------
 

@@ -2,10 +2,11 @@
 Airflow connections (the connection's host field). Secrets never appear in a spec: an unknown
 parameter (``token=``, ``secret=`` …) is refused.
 
-``local:///abs/path/coordinator.db``
-    The embedded SQLite coordinator (the default). ``local://relative/path.db`` is accepted and
-    resolved against the current working directory of the process that opens it — prefer an
-    absolute path for Airflow, whose workers' working directories differ. No parameters.
+``local:///abs/path/coordinator.db[?create=true]``
+    The embedded SQLite coordinator (the default). The path must be absolute (three slashes):
+    ``local://relative/path.db`` is refused, since every Airflow worker would resolve it against a
+    different working directory. The database must already exist — a typo must not silently start
+    an empty coordinator — unless ``create=true`` asks for it to be created.
 ``dynamodb://<dynamodb-table>?region=<aws-region>[&endpoint=<url>][&table_id=<uuid>]``
     delta-spark's DynamoDB commit coordinator (its item schema, in the DynamoDB table
     ``<dynamodb-table>``). ``region`` is required; ``endpoint`` points at DynamoDB Local or a VPC
@@ -31,10 +32,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from .errors import InvalidCoordinatorSpecError
 
-__all__ = ["CoordinatorSpec", "parse_coordinator_spec", "redact_spec"]
+__all__ = ["AUTO", "CoordinatorSpec", "parse_coordinator_spec", "redact_spec"]
+
+# Not a spec: "discover the coordinator from the table's own properties" (maintenance.discovery).
+AUTO = "auto"
 
 _KNOWN_PARAMS = {
-    "local": set(),
+    "local": {"create"},
     "dynamodb": {"region", "endpoint", "table_id"},
     "unity-catalog": {"api", "tls", "table_id"},
 }
@@ -84,10 +88,17 @@ def parse_coordinator_spec(spec: str) -> CoordinatorSpec:
             raise _bad(spec, f"parameter {key!r} needs exactly one value")
         params[key] = values[0]
     if kind == "local":
-        path = (parts.netloc + parts.path) if parts.netloc else parts.path
-        if not path or path.endswith("/"):
+        if parts.netloc:
+            raise _bad(
+                spec,
+                f"the database path must be absolute: local:///{parts.netloc}{parts.path} (three slashes), "
+                f"not a path relative to each worker's working directory",
+            )
+        if not parts.path or parts.path.endswith("/"):
             raise _bad(spec, "the database path is missing (local:///abs/path/coordinator.db)")
-        return CoordinatorSpec(kind, path)
+        if params.get("create", "false") not in ("true", "false"):
+            raise _bad(spec, "create must be true or false")
+        return CoordinatorSpec(kind, parts.path, params=params)
     if kind == "dynamodb":
         if not parts.netloc or parts.path not in ("", "/"):
             raise _bad(spec, "expected dynamodb://<dynamodb-table>?region=...")

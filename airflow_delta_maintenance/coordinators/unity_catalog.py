@@ -19,10 +19,19 @@ Managed locations are chosen by the catalog: call ``create_staging_table()`` and
 at the location it returns. Every read checks that the catalog's table still lives at the table URI
 (and has the expected id), so a renamed or re-created table is never mistaken for ours.
 
-A ratification whose answer was lost (5xx ``CommitStateUnknown``, connection reset) is resent with
-the same staged file name, which UC treats as an idempotent replay; when the retries run out the
-client reloads the table and recognises its own file name before reporting failure. Error mapping
-and retries live in ``_uc_http``. The bearer token is never logged, shown or put in an exception.
+Whose commit is it? A ratification whose answer was lost (5xx, connection reset) is resent with the
+same staged file name. Releases answer such a replay differently: 0.6.0 says ``200`` while UC still
+tracks the version; 0.5.x says ``409 COMMIT_VERSION_CONFLICT``, as every release does once the
+version was backfilled and purged (≤ 0.4: ``ALREADY_EXISTS``); and under concurrent commits 0.5.x
+may answer ``500`` (a unique-index violation) where another writer won. So a 409, or retries that
+ran out, is never taken at its word: like delta-spark's ``UCCommitCoordinatorClient`` the client
+re-reads the table and decides by content: the version is ours when UC tracks it under our
+staged file name, or when its published ``<v>.json`` holds exactly our bytes (each commit carries
+a fresh ``txnId``, so equal bytes are ours); it is another writer's when UC has it otherwise; and a
+failure stays "unknown" (retryable, not a conflict) while the version is not ratified at all.
+
+Error mapping and retries live in ``_uc_http``; 403 messages name the privilege each call needs.
+The bearer token is never logged, shown or put in an exception.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from ._commit_file import (
     writer_for,
 )
 from ._protocol import upgrade_protocol
-from ._uc_http import HttpConflict, UCTransport
+from ._uc_http import HttpConflict, HttpUnknown, UCTransport
 from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CommitLimitReachedError, CoordinatorError, TableNotFoundError
 
@@ -123,6 +132,40 @@ class UnityCatalogCoordinator:
     def close(self) -> None:
         pass
 
+    def check(self) -> str:
+        """Read-only health check (a connection's Test button), one attempt per request: v1
+        ``GET config`` then the table; preview ``GET`` the table by name."""
+        attempts, self._http.max_attempts = self._http.max_attempts, 1
+        try:
+            if self.api == "v1":
+                body = self._http.request("GET", self._v1_table())
+                found = (body.get("metadata") or {}).get("table-uuid")
+            else:
+                found = self._http.request("GET", f"/tables/{self.full_name}").get("table_id")
+        finally:
+            self._http.max_attempts = attempts
+        return f"{self.describe()}: table found (id {found})"
+
+    # ---- privileges (what a 403 tells the operator to grant) ------------------------------------
+
+    def _needs(self, on_table: str) -> str:
+        return (f"USE CATALOG on catalog {self.catalog}, USE SCHEMA on schema {self.catalog}.{self.schema} "
+                f"and {on_table} on table {self.full_name} (or ownership)")
+
+    @property
+    def _read_needs(self) -> str:
+        # loadTable (v1) accepts SELECT or MODIFY; the preview getCommits only SELECT
+        return self._needs("SELECT or MODIFY" if self.api == "v1" else "SELECT")
+
+    @property
+    def _write_needs(self) -> str:
+        return self._needs("MODIFY")
+
+    @property
+    def _create_needs(self) -> str:
+        return (f"USE CATALOG on catalog {self.catalog}, USE SCHEMA and CREATE TABLE on schema "
+                f"{self.catalog}.{self.schema} (or ownership)")
+
     # ---- identity ----------------------------------------------------------------------------
 
     def _expected_id(self, table_conf: Mapping[str, str] | None) -> str | None:
@@ -133,10 +176,10 @@ class UnityCatalogCoordinator:
         if tid:
             return tid
         if self.api == "v1":
-            meta = self._http.request("GET", self._v1_table()).get("metadata") or {}
+            meta = self._http.request("GET", self._v1_table(), privilege=self._read_needs).get("metadata") or {}
             tid = str(meta.get("table-uuid") or "")
         else:
-            tid = str(self._http.request("GET", f"/tables/{self.full_name}").get("table_id") or "")
+            tid = str(self._http.request("GET", f"/tables/{self.full_name}", privilege=self._read_needs).get("table_id") or "")
         if not tid:
             raise CoordinatorError(f"{self.describe()}: the catalog did not return the table id")
         self._resolved_id = tid
@@ -160,10 +203,14 @@ class UnityCatalogCoordinator:
         if self._negotiated:
             return
         try:
-            body = self._http.request("GET", "/delta/v1/config", query={"catalog": self.catalog, "protocol-versions": "1.0"})
-        except TableNotFoundError:
-            raise CoordinatorError(f"{self.describe()}: the server does not serve the Delta API v1 (GET /delta/v1/config is 404); "
-                                   "use api=preview", retryable=False) from None
+            body = self._http.request("GET", "/delta/v1/config", query={"catalog": self.catalog, "protocol-versions": "1.0"},
+                                      privilege=f"USE CATALOG on catalog {self.catalog} (or ownership)")
+        except TableNotFoundError as exc:
+            if exc.missing:  # 0.5+ answers 404 CATALOG_NOT_FOUND / NoSuchCatalogException for an unknown catalog
+                raise TableNotFoundError(f"{self.describe()}: the catalog {self.catalog!r} does not exist on this server "
+                                         "(GET /delta/v1/config answered 404 for it)", missing=exc.missing) from None
+            raise CoordinatorError(f"{self.describe()}: the server does not serve the Delta API v1 (GET /delta/v1/config has no route: "
+                                   "Unity Catalog ≤ 0.4); use api=preview", retryable=False) from None
         version = str(body.get("protocol-version", ""))
         if not version.startswith("1."):
             raise CoordinatorError(f"{self.describe()}: the server negotiated Delta API protocol {version!r}, not 1.x", retryable=False)
@@ -174,11 +221,12 @@ class UnityCatalogCoordinator:
     def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:
         uri = self.normalize_uri(table_uri)
         if self.api == "v1":
-            body = self._http.request("GET", self._v1_table())
+            body = self._http.request("GET", self._v1_table(), privilege=self._read_needs)
             meta = body.get("metadata") or {}
             self._check_identity(uri, meta.get("table-uuid"), meta.get("location"), table_conf)
             return int(body.get("latest-table-version", 0))
-        body = self._http.request("GET", "/delta/preview/commits", {"table_id": self._uc_table_id(table_conf), "table_uri": _as_url(uri), "start_version": 0})
+        body = self._http.request("GET", "/delta/preview/commits", {"table_id": self._uc_table_id(table_conf), "table_uri": _as_url(uri), "start_version": 0},
+                                  privilege=self._read_needs)
         return int(body.get("latest_table_version", 0))
 
     def get_commits(
@@ -194,7 +242,7 @@ class UnityCatalogCoordinator:
     def _read(self, uri: str, table_conf: Mapping[str, str] | None, lo: int, hi: int | None) -> _State:
         top = 2**62 if hi is None else hi
         if self.api == "v1":
-            body = self._http.request("GET", self._v1_table())
+            body = self._http.request("GET", self._v1_table(), privilege=self._read_needs)
             meta = body.get("metadata") or {}
             self._check_identity(uri, meta.get("table-uuid"), meta.get("location"), table_conf)
             commits = [_commit(c, "-") for c in body.get("commits") or []]
@@ -207,7 +255,7 @@ class UnityCatalogCoordinator:
             req: dict[str, Any] = {"table_id": tid, "table_uri": _as_url(uri), "start_version": start}
             if hi is not None:
                 req["end_version"] = hi
-            body = self._http.request("GET", "/delta/preview/commits", req)
+            body = self._http.request("GET", "/delta/preview/commits", req, privilege=self._read_needs)
             latest = int(body.get("latest_table_version", 0))
             page = [c for c in (_commit(c, "_") for c in body.get("commits") or []) if lo <= c.version <= top]
             found.update((c.version, c) for c in page)
@@ -222,13 +270,15 @@ class UnityCatalogCoordinator:
         """Ask the catalog for a managed location; commit version 0 there. Returns the location."""
         if self.api == "v1":
             self._negotiate()
-            body = self._http.request("POST", f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/staging-tables", {"name": self.table})
+            body = self._http.request("POST", f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/staging-tables", {"name": self.table},
+                                      privilege=self._create_needs)
             proto = body.get("required-protocol") or {}
             props = {k: v for k, v in (body.get("required-properties") or {}).items() if v is not None}
             staging = _Staging(str(body["table-id"]), str(body["location"]), tuple(proto.get("reader-features") or _REQUIRED_READER),
                                tuple(proto.get("writer-features") or _REQUIRED_WRITER), tuple(sorted(props.items())))
         else:
-            body = self._http.request("POST", "/staging-tables", {"name": self.table, "catalog_name": self.catalog, "schema_name": self.schema})
+            body = self._http.request("POST", "/staging-tables", {"name": self.table, "catalog_name": self.catalog, "schema_name": self.schema},
+                                      privilege=self._create_needs)
             staging = _Staging(str(body["id"]), str(body["staging_location"]), tuple(_REQUIRED_READER), tuple(_REQUIRED_WRITER),
                                tuple(sorted(_REQUIRED_PROPERTIES.items())))
         self._staging[_location_key(staging.location)] = staging
@@ -259,41 +309,70 @@ class UnityCatalogCoordinator:
         written = writer.write_new(staged_name(version), data)  # a unique name: an attempt never overwrites
         bare = written.file_name.rsplit("/", 1)[-1]
         mtime = written.modification_time or int(time.time() * 1000)  # UC requires > 0
+        sent = RatifiedCommit(version, ict, written.file_name, written.size, mtime)
         try:
             if self.api == "v1":
                 commit = {"version": version, "timestamp": ict, "file-name": bare, "file-size": written.size, "file-modification-timestamp": mtime}
                 self._http.request("POST", self._v1_table(), {
                     "requirements": [{"type": "assert-table-uuid", "uuid": state.table_id}],
                     "updates": [{"action": "add-commit", "commit": commit}],
-                })
+                }, answer=False, privilege=self._write_needs)
             else:
                 info = {"version": version, "timestamp": ict, "file_name": bare, "file_size": written.size, "file_modification_timestamp": mtime}
-                self._http.request("POST", "/delta/preview/commits", {"table_id": state.table_id, "table_uri": _as_url(uri), "commit_info": info})
-        except HttpConflict as exc:
-            raise CommitConflictError(f"{self.describe()}: version {version} conflicts ({exc.failure.error_type}: {exc.failure.message})", version=version) from None
+                self._http.request("POST", "/delta/preview/commits", {"table_id": state.table_id, "table_uri": _as_url(uri), "commit_info": info},
+                                   answer=False, privilege=self._write_needs)
+        except HttpConflict as exc:  # a replay of ours (0.5.x, purged versions, ≤ 0.4) or another writer's version
+            said = f"{exc.failure.error_type}: {exc.failure.message}"
+            owner, ratified = self._whose(uri, table_conf, sent, data, writer)
+            if owner == "ours":
+                return ratified or sent
+            if owner == "theirs":
+                raise CommitConflictError(f"{self.describe()}: version {version} was ratified for another writer ({said})", version=version) from None
+            raise CoordinatorError(f"{self.describe()}: version {version} was refused without being taken ({said}); retry",
+                                   retryable=True, version=version) from None
         except CommitLimitReachedError as exc:
             exc.version = version
             raise
-        except CoordinatorError as exc:
-            if not exc.retryable or not self._was_accepted(uri, table_conf, version, bare, data, writer):
-                raise
-        return RatifiedCommit(version, ict, written.file_name, written.size, mtime)
+        except HttpUnknown as exc:  # retries ran out (5xx such as 0.5.x's unique-index race, lost answers)
+            owner, ratified = self._whose(uri, table_conf, sent, data, writer)
+            if owner == "ours":
+                return ratified or sent
+            if owner == "theirs":
+                raise CommitConflictError(f"{self.describe()}: version {version} was ratified for another writer (our attempt: {exc})",
+                                          version=version) from None
+            exc.version = version
+            raise
+        return sent
 
-    def _was_accepted(self, uri: str, table_conf: Mapping[str, str] | None, version: int, bare: str, data: bytes, writer: LogFileWriter) -> bool:
-        """After a lost answer: did the catalog ratify our file for ``version``? (Spec: commit recovery.)"""
+    def _whose(self, uri: str, table_conf: Mapping[str, str] | None, sent: RatifiedCommit, data: bytes,
+               writer: LogFileWriter) -> tuple[str, RatifiedCommit | None]:
+        """After a refused or unanswered ratification: is ``sent.version`` ours, theirs, or not taken (unknown)?
+
+        Ours when UC tracks it under our staged file name (then UC's record of it is returned) or
+        when its published ``<v>.json`` holds exactly our bytes; theirs when UC has ratified it
+        otherwise; unknown when it is not ratified or the catalog cannot be read now.
+        """
+        version = sent.version
         try:
             state = self._read(uri, table_conf, version, version)
         except CoordinatorError:
-            return False
-        mine = [c for c in state.commits if c.version == version]
-        if mine:
-            return mine[0].file_name.rsplit("/", 1)[-1] == bare
+            return "unknown", None
+        tracked = [c for c in state.commits if c.version == version]
+        if tracked:
+            mine = tracked[0].file_name.rsplit("/", 1)[-1] == sent.file_name.rsplit("/", 1)[-1]
+            return ("ours", tracked[0]) if mine else ("theirs", None)
         if state.latest < version:
-            return False
-        try:  # ratified, published and forgotten since: compare the published bytes
-            return writer.read(published_name(version)) == data
+            return "unknown", None
+        try:  # ratified, published and purged since: compare the published bytes (delta-spark's hasSameContent)
+            published = writer.read(published_name(version))
         except OSError:
-            return False
+            return "theirs", None
+        return ("ours", None) if published == data else ("theirs", None)
+
+    def _was_accepted(self, uri: str, table_conf: Mapping[str, str] | None, version: int, bare: str, data: bytes, writer: LogFileWriter) -> bool:
+        """Did the catalog ratify our staged file ``bare`` (holding ``data``) as ``version``?"""
+        sent = RatifiedCommit(version, 0, f"_staged_commits/{bare}", len(data), 0)
+        return self._whose(uri, table_conf, sent, data, writer)[0] == "ours"
 
     def _create(self, uri: str, writer: LogFileWriter, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
         staging = self._staging.get(_location_key(uri))
@@ -321,13 +400,13 @@ class UnityCatalogCoordinator:
                     "protocol": {"min-reader-version": proto["minReaderVersion"], "min-writer-version": proto["minWriterVersion"],
                                  "reader-features": proto["readerFeatures"], "writer-features": proto["writerFeatures"]},
                     "properties": conf, "last-commit-timestamp-ms": created.commit_timestamp,
-                })
+                }, privilege=self._create_needs)
             else:
                 self._http.request("POST", "/tables", {
                     "name": self.table, "catalog_name": self.catalog, "schema_name": self.schema, "table_type": "MANAGED",
                     "data_source_format": "DELTA", "storage_location": staging.location, "properties": conf,
                     "columns": _column_infos(meta.get("schemaString")),
-                })
+                }, privilege=self._create_needs)
         except HttpConflict as exc:
             raise CommitConflictError(f"{self.describe()}: the table already exists ({exc.failure.error_type})", version=0, retryable=False) from None
         self._staging.pop(_location_key(uri), None)
@@ -344,9 +423,10 @@ class UnityCatalogCoordinator:
                 self._http.request("POST", self._v1_table(), {
                     "requirements": [{"type": "assert-table-uuid", "uuid": tid}],
                     "updates": [{"action": "set-latest-backfilled-version", "latest-published-version": version}],
-                })
+                }, answer=False, privilege=self._write_needs)
             else:
-                self._http.request("POST", "/delta/preview/commits", {"table_id": tid, "table_uri": _as_url(uri), "latest_backfilled_version": version})
+                self._http.request("POST", "/delta/preview/commits", {"table_id": tid, "table_uri": _as_url(uri), "latest_backfilled_version": version},
+                                   answer=False, privilege=self._write_needs)
         except HttpConflict as exc:
             raise CoordinatorError(f"{self.describe()}: backfill report of {version} refused ({exc.failure.error_type}: {exc.failure.message})",
                                    retryable=True, version=version) from None

@@ -7,8 +7,10 @@ tombstones only, without ``stats`` and ``tags``; ``stats`` / ``stats_parsed`` /
 ``delta.parquet.compression.codec`` (zstd by default). Never multi-part.
 
 Visibility: every file is created if absent and whole (sidecars first, the top-level file last),
-so a reader sees the checkpoint complete or not at all. ``_last_checkpoint`` is written after it,
-and only when newer than the current hint.
+so a reader sees the checkpoint complete or not at all. Sidecars carry the writing run's tag
+(``run_identity``), so no other run removes them while this one is alive; they are checked before
+the top-level file is written, and the whole checkpoint is read back (footers, sidecar sizes, row
+total) before ``_last_checkpoint`` may point at it — written only when newer than the current hint.
 """
 
 from __future__ import annotations
@@ -29,11 +31,22 @@ import pyarrow.parquet as pq
 from .memory import uses_log_operation_memory
 from . import checkpoint_schema as cs
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .errors import InvalidTablePropertyError, LogFileExistsError, UnpublishedVersionError, UnsupportedFeatureError
+from .checkpoint_readback import read_back_checkpoint
+from .errors import (
+    CorruptLogError,
+    DeltaLogError,
+    IncompleteCheckpointError,
+    InvalidTablePropertyError,
+    LogFileExistsError,
+    UnpublishedVersionError,
+    UnsupportedFeatureError,
+)
+from .features import SUPPORTED_WRITER_FEATURES, check_write_supported as check_writer_features  # the one gate of every writer
 from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit
 from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
+from .run_identity import new_run
 from .schema import partition_values_type, stats_parse_plan
 from .snapshot import Snapshot
 from .storage import LogStore
@@ -54,42 +67,6 @@ __all__ = [
     "update_last_checkpoint",
 ]
 
-# Writer features whose rules a checkpoint writer can honour: it copies reconciled actions, so a
-# feature is supported when it adds no checkpoint-specific obligation we do not implement.
-SUPPORTED_WRITER_FEATURES = frozenset(
-    {
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "generatedColumns",
-        "columnMapping",
-        "changeDataFeed",
-        "identityColumns",
-        "deletionVectors",
-        "rowTracking",
-        "timestampNtz",
-        "domainMetadata",
-        "v2Checkpoint",
-        "icebergCompatV1",
-        "icebergCompatV2",
-        "clustering",
-        "inCommitTimestamp",
-        "vacuumProtocolCheck",
-        "typeWidening",
-        "typeWidening-preview",
-        "variantType",
-        "variantType-preview",
-        "variantShredding-preview",
-        "checkpointProtection",
-        "coordinatedCommits-preview",
-        "catalogManaged",
-        "catalogOwned-preview",
-        "allowColumnDefaults",
-        "collations-preview",
-        "materializePartitionColumns",
-        "collations",
-    }
-)
 _CODECS = {"zstd": "zstd", "snappy": "snappy", "gzip": "gzip", "lz4": "lz4", "lz4_raw": "lz4", "brotli": "brotli", "uncompressed": "none", "none": "none"}
 _CHECKPOINT_REMOVE_FIELDS = [f for f in cs.REMOVE_FIELDS if f.name not in ("tags", "stats")]
 # Rows per Parquet row group (and per batch of typed stats being parsed): bounds the writer's memory.
@@ -112,17 +89,6 @@ class CheckpointResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def check_writer_features(protocol: Protocol, *, operation: str, path: str | None = None) -> None:
-    """Refuse tables whose writer features we do not understand, naming them."""
-    if protocol.min_writer_version > 7:
-        raise UnsupportedFeatureError(
-            f"{operation}: writer version {protocol.min_writer_version} is not supported", features=[f"writerVersion{protocol.min_writer_version}"], path=path
-        )
-    unknown = sorted(set(protocol.writer_features or ()) - SUPPORTED_WRITER_FEATURES)
-    if unknown:
-        raise UnsupportedFeatureError(f"{operation}: unsupported writer features {', '.join(unknown)}", features=unknown, path=path)
 
 
 def checkpoint_codec(properties: TableProperties) -> str:
@@ -406,7 +372,8 @@ def write_checkpoint(
     ]
     if existing:
         group = existing[-1]
-        hint = LastCheckpointHint(version=v, size=checkpoint_num_rows(store, group.files), size_in_bytes=group.size_in_bytes,
+        back = read_back_checkpoint(store, [f.name for f in group.files])  # never a hint to a checkpoint we cannot read
+        hint = LastCheckpointHint(version=v, size=back.num_actions, size_in_bytes=group.size_in_bytes,
                                   parts=group.expected_parts if group.expected_parts > 1 else None)
         updated = update_last_checkpoint(store, hint)
         return CheckpointResult(store.uri, v, kind, [f.name for f in group.files], existed=True, last_checkpoint_updated=updated,
@@ -419,6 +386,7 @@ def write_checkpoint(
     n = snapshot.num_files + snapshot.tombstones.num_rows
     written: list[str] = []
     total_bytes = 0
+    run = new_run()
     if uuid_named:
         sidecar_rows = []
         parts = max(1, -(-n // sidecar_max_actions)) if n else 0
@@ -426,7 +394,7 @@ def write_checkpoint(
         batches = file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions))
         pending: list[pa.RecordBatch] = []
         for i in range(parts):
-            name = f"{v:020d}.checkpoint.{i + 1:010d}.{parts:010d}.{uuid.uuid4()}.parquet"
+            name = f"{v:020d}.checkpoint.{i + 1:010d}.{parts:010d}.{run.tag}.parquet"
             size = _write_parquet(store, f"{SIDECAR_DIR}/{name}", side_schema, codec, None, _take_rows(pending, batches, sidecar_max_actions))
             written.append(f"{SIDECAR_DIR}/{name}")
             total_bytes += size
@@ -442,14 +410,29 @@ def write_checkpoint(
         num_actions = non_file.num_rows + n
         top_batches = file_action_batches(snapshot, layout, layout.schema.names)
     try:
+        for row in sidecar_rows if uuid_named else ():
+            side = f"{SIDECAR_DIR}/{row['sidecar']['path']}"
+            stat = store.stat(side)
+            if stat is None or stat.size != row["sidecar"]["sizeInBytes"]:
+                raise IncompleteCheckpointError(f"{store.display(side)}: sidecar vanished or changed before the checkpoint was written", path=side)
         size = _write_parquet(store, top_name, layout.schema, codec, top, top_batches)
     except LogFileExistsError:
         # Another writer made the same checkpoint (classic names are deterministic): content is equivalent.
         for name in written:
             store.delete(name)
         return CheckpointResult(store.uri, v, kind, [top_name], existed=True, seconds=round(time.monotonic() - started, 6))
+    except BaseException:
+        for name in written:  # our sidecars that no checkpoint references
+            store.delete(name)
+        raise
     written.append(top_name)
     total_bytes += size
+    try:
+        read_back_checkpoint(store, [top_name], expected_actions=num_actions)
+    except DeltaLogError:
+        for name in reversed(written):  # ours alone (unique or just created): unpublish, then fail
+            store.delete(name)
+        raise
     hint = LastCheckpointHint(version=v, size=num_actions, size_in_bytes=total_bytes, num_of_add_files=num_adds)
     updated = update_last_checkpoint(store, hint)
     return CheckpointResult(
@@ -473,6 +456,10 @@ def checkpoint_num_rows(store: LogStore, files: Sequence[Any]) -> int:
         if f.extension == "json":
             total += sum(1 for line in store.read(f.name).split(b"\n") if line.strip())
         else:
-            total += pq.ParquetFile(io.BytesIO(store.read(f.name))).metadata.num_rows
+            data = store.read(f.name)
+            try:
+                total += pq.ParquetFile(io.BytesIO(data)).metadata.num_rows
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise CorruptLogError(f"{store.display(f.name)}: not a readable Parquet checkpoint ({exc})", path=f.name) from None
     return total
 

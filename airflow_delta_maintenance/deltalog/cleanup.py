@@ -4,13 +4,25 @@
 2. ``cutOffCommit`` = newest commit with timestamp ≤ cutoff: in-commit timestamps for ICT-era
    versions (monotonic, found by binary search), monotonically adjusted file mtimes before them.
 3. ``cutOffCheckpoint`` = newest complete checkpoint ≤ ``cutOffCommit`` (and ≤ the
-   ``_last_checkpoint`` version when that hint is readable). None → delete nothing.
+   ``_last_checkpoint`` version when that hint is readable) that opens: every part and sidecar is
+   read and checked (``checkpoint_check``); an unreadable one is passed over for an older one,
+   and if none opens cleanup stops with a typed error. None at all → delete nothing.
 4. Delete commits, checkpoints and ``.crc`` files below it, compactions starting at or below it,
    published staged commits at or below it, then sidecars no remaining checkpoint references and
-   older than a day. Commits go before checkpoints (checkpointProtection rule d).
+   whose storage mtime is over a day before the real clock (never the caller's ``now``: a V2
+   checkpoint being written has sidecars that nothing references yet). Commits go before
+   checkpoints (checkpointProtection rule d).
+
+Inputs are not trusted: in-commit timestamps must strictly increase from their enablement version
+on (else ``NonMonotonicTimestampError``), the table's features must be supported (the shared write
+gate), and a symbolic link anywhere in ``_delta_log`` is refused by the store's listing.
 
 Gates that skip with a reason: ``delta.enableExpiredLogCleanup=false``; catalog-managed tables
 unless the caller says the catalog permits it; ``checkpointProtection`` with a protected version.
+
+Leftovers of killed runs of our own writers (temp files, Spark staging directories, tagged sidecars
+no checkpoint references) are collected whatever the gates say, by ``abandoned``'s rule: owner
+proven dead, or a day old by storage modification times and the real clock — never ``now_ms``.
 """
 
 from __future__ import annotations
@@ -18,25 +30,68 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .checkpoint_check import newest_readable_checkpoint, verify_checkpoint
+from .abandoned import Leftover, abandoned_sidecars, find_abandoned, remove_leftovers
 from .memory import uses_log_operation_memory
-from .errors import DeltaLogError
-from .features import is_catalog_managed
-from .last_checkpoint import parse_last_checkpoint
-from .listing import LogSegmentFiles, list_log_files
+from .errors import CorruptLogError, DeltaLogError, InvalidOptionError, NonMonotonicTimestampError
+from .features import check_write_supported, is_catalog_managed
+from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
+from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
 from .paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
 from .replay import in_commit_timestamp
 from .snapshot import Snapshot
 from .storage import LogStore
 from .table_properties import DAY_MS
+from .table_state import TableState
 
-__all__ = ["Deletion", "PlanChangedError", "CleanupPlan", "CleanupResult", "plan_log_cleanup", "execute_cleanup", "utc_midnight", "adjusted_commit_timestamps"]
+__all__ = [
+    "Deletion",
+    "PlanChangedError",
+    "CleanupPlan",
+    "CleanupResult",
+    "plan_log_cleanup",
+    "execute_cleanup",
+    "utc_midnight",
+    "adjusted_commit_timestamps",
+    "retention_ms_from_days",
+    "check_cleanup_clock",
+]
+
+MAX_RETENTION_DAYS = 365_000  # a thousand years: anything longer means "keep everything" anyway
+# A --now this far past the wall clock is a clock skew, not a request to look into the future.
+CLOCK_SKEW_MS = 60_000
+
+
+def retention_ms_from_days(days: float | str, *, option: str = "--retention-days") -> int:
+    """A retention in days as milliseconds; finite and not negative, else ``InvalidOptionError``."""
+    try:
+        value = float(days)
+    except (TypeError, ValueError):
+        raise InvalidOptionError(f"{option} must be a number of days, got {days!r}", option=option) from None
+    if not math.isfinite(value) or not 0 <= value <= MAX_RETENTION_DAYS:
+        raise InvalidOptionError(f"{option} must be a number of days from 0 to {MAX_RETENTION_DAYS}, got {days!r}", option=option)
+    return int(value * DAY_MS)
+
+
+def check_cleanup_clock(now_ms: int | None, *, allow_future_now: bool = False, option: str = "--now") -> None:
+    """A planning clock later than the real one would move the cutoff forward: it needs an override."""
+    if now_ms is None or allow_future_now:
+        return
+    real = int(time.time() * 1000)
+    if now_ms > real + CLOCK_SKEW_MS:
+        raise InvalidOptionError(
+            f"{option} is {now_ms - real} ms later than the real clock; pass allow_future_now (--allow-future-now) to plan with it",
+            option=option,
+        )
 
 
 def utc_midnight(ms: int) -> int:
@@ -63,6 +118,8 @@ class CleanupPlan:
     bytes: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     needs_compat_checkpoint: bool = False
+    unreadable_checkpoints: tuple[str, ...] = ()  # passed over as anchors: "<file>: <reason>"
+    leftovers: tuple[Deletion, ...] = ()  # our killed runs' temp files / staging dirs / sidecars
 
     @property
     def skipped(self) -> bool:
@@ -85,6 +142,8 @@ class CleanupPlan:
             "delete_bytes": self.bytes,
             "counts": dict(self.counts),
             "needs_compat_checkpoint": self.needs_compat_checkpoint,
+            "unreadable_checkpoints": list(self.unreadable_checkpoints),
+            "leftovers": [asdict(d) for d in self.leftovers],
         }
 
 
@@ -112,15 +171,32 @@ def adjusted_commit_timestamps(commits: Sequence[ParsedLogPath]) -> dict[int, in
     return out
 
 
-def _ict(store: LogStore, commit: ParsedLogPath) -> int:
-    first = store.read(commit.name).split(b"\n", 1)[0]
+def _ict(store: LogStore, name: str, first: bytes) -> int:
     try:
         ict = in_commit_timestamp(json.loads(first).get("commitInfo"))
     except (ValueError, AttributeError):
         ict = None
     if ict is None:
-        raise DeltaLogError(f"{store.display(commit.name)}: in-commit timestamps are enabled but the first action has none", path=commit.name)
+        raise CorruptLogError(f"{store.display(name)}: in-commit timestamps are enabled but the first action has none", path=name, line=1)
     return ict
+
+
+def _checked_icts(store: LogStore, commits: Sequence[ParsedLogPath]) -> list[int]:
+    """The in-commit timestamps of ``commits`` (ICT era), verified strictly increasing.
+
+    The cutoff search relies on that order; one bad value would send it to a later commit, so a
+    violation is a corrupt log, not a hint."""
+    heads = store.read_heads([c.name for c in commits])
+    icts = [_ict(store, c.name, heads[c.name]) for c in commits]
+    for (a, ta), (b, tb) in zip(zip(commits, icts), zip(commits[1:], icts[1:])):
+        if tb <= ta:
+            raise NonMonotonicTimestampError(
+                f"{store.display(b.name)}: inCommitTimestamp {tb} of version {b.version} is not after {ta} of version {a.version}; "
+                "in-commit timestamps must strictly increase",
+                versions=(a.version, b.version),
+                path=b.name,
+            )
+    return icts
 
 
 def _cutoff_commit(store: LogStore, commits: Sequence[ParsedLogPath], cutoff: int, ict_from: int | None) -> int | None:
@@ -130,14 +206,8 @@ def _cutoff_commit(store: LogStore, commits: Sequence[ParsedLogPath], cutoff: in
     pre = [c for c in commits if ict_from is None or c.version < ict_from]
     ict_era = [c for c in commits if ict_from is not None and c.version >= ict_from]
     if ict_era:
-        # ICT is strictly increasing: binary search reads O(log n) first lines.
-        lo, hi, best = 0, len(ict_era) - 1, None
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            if _ict(store, ict_era[mid]) <= cutoff:
-                best, lo = ict_era[mid].version, mid + 1
-            else:
-                hi = mid - 1
+        icts = _checked_icts(store, ict_era)
+        best = next((c.version for c, ts in zip(reversed(ict_era), reversed(icts)) if ts <= cutoff), None)
         if best is not None:
             return best
     adjusted = adjusted_commit_timestamps(pre)
@@ -145,30 +215,37 @@ def _cutoff_commit(store: LogStore, commits: Sequence[ParsedLogPath], cutoff: in
     return max(eligible) if eligible else None
 
 
-def _referenced_sidecars(store: LogStore, checkpoints: Sequence[ParsedLogPath]) -> set[str]:
+def _referenced_sidecars(store: LogStore, checkpoints: Sequence[ParsedLogPath]) -> set[str] | None:
+    """Sidecar file names the checkpoints reference; None when one cannot be read (then no
+    sidecar may be deleted: it could be one of the unreadable checkpoint's)."""
     names: set[str] = set()
     for c in checkpoints:
         if c.type is LogFileType.CHECKPOINT_MULTIPART:
             continue  # V1 only: never references sidecars
-        data = store.read(c.name)
-        if c.extension == "json":
-            for line in data.split(b"\n"):
-                if line.strip():
-                    action = json.loads(line)
-                    if "sidecar" in action:
-                        names.add(action["sidecar"]["path"].rsplit("/", 1)[-1])
-            continue
-        pf = pq.ParquetFile(io.BytesIO(data))
-        if "sidecar" in pf.schema_arrow.names:
-            column = pf.read(columns=["sidecar"]).column("sidecar")
-            names.update(s["path"].rsplit("/", 1)[-1] for s in column.to_pylist() if s)
+        try:
+            data = store.read(c.name)
+            if c.extension == "json":
+                for line in data.split(b"\n"):
+                    if line.strip():
+                        action = json.loads(line)
+                        if "sidecar" in action:
+                            names.add(action["sidecar"]["path"].rsplit("/", 1)[-1])
+                continue
+            pf = pq.ParquetFile(io.BytesIO(data))
+            if "sidecar" in pf.schema_arrow.names:
+                column = pf.read(columns=["sidecar"]).column("sidecar")
+                names.update(s["path"].rsplit("/", 1)[-1] for s in column.to_pylist() if s)
+        except FileNotFoundError:
+            continue  # deleted since the listing: it references nothing any more
+        except (ValueError, KeyError, TypeError, AttributeError, OSError, pa.ArrowException):
+            return None
     return names
 
 
 @uses_log_operation_memory
 def plan_log_cleanup(
     store: LogStore,
-    snapshot: Snapshot,
+    snapshot: Snapshot | TableState,
     *,
     now_ms: int | None = None,
     retention_ms: int | None = None,
@@ -176,12 +253,19 @@ def plan_log_cleanup(
     latest_published_version: int | None = None,
     files: LogSegmentFiles | None = None,
 ) -> CleanupPlan:
-    """Plan (never delete) the cleanup of ``_delta_log`` for the latest ``snapshot`` of the table."""
+    """Plan (never delete) the cleanup of ``_delta_log`` for the latest ``snapshot`` of the table.
+
+    Only its protocol, properties and in-commit-timestamp enablement are read, so a ``TableState``
+    from ``load_table_state`` (no file actions replayed) plans exactly what a ``Snapshot`` does.
+    """
     now = int(time.time() * 1000) if now_ms is None else now_ms
     props = snapshot.properties
     retention = props.log_retention_ms if retention_ms is None else retention_ms
+    if retention < 0:
+        raise InvalidOptionError(f"{store.uri}: a retention must not be negative, got {retention} ms", option="retention")
+    check_write_supported(snapshot.protocol, operation=f"metadata cleanup of {store.uri}", path=store.uri)
     cutoff = utc_midnight(now - retention)
-    base = dict(table_uri=store.uri, now_ms=now, retention_ms=retention, cutoff_timestamp=cutoff)
+    base: dict[str, Any] = dict(table_uri=store.uri, now_ms=now, retention_ms=retention, cutoff_timestamp=cutoff, leftovers=_leftovers(store))
     if not props.enable_expired_log_cleanup:
         return CleanupPlan(**base, skip_reason="delta.enableExpiredLogCleanup is false")
     if is_catalog_managed(snapshot.protocol) and not catalog_permits_cleanup:
@@ -207,9 +291,14 @@ def plan_log_cleanup(
     candidates = [g for g in files.complete_checkpoints() if g.version <= limit]
     if not candidates:
         return CleanupPlan(**base, cutoff_commit=cutoff_commit, skip_reason="no complete checkpoint at or before the cutoff commit")
-    anchor = candidates[-1]
+    # Every commit below the anchor goes: it must open, or an older one must serve.
+    anchor, unreadable = newest_readable_checkpoint(store, candidates, hint)
+    if anchor is None:
+        raise unreadable[0]
     cp = anchor.version
-    anchor_has_classic = any(g.version == cp and g.files[0].type is not LogFileType.CHECKPOINT_UUID for g in candidates)
+    anchor_has_classic = anchor.files[0].type is not LogFileType.CHECKPOINT_UUID or any(
+        g.version == cp and g.files[0].type is not LogFileType.CHECKPOINT_UUID and _opens(store, g, hint) for g in candidates
+    )
 
     published = files.latest_commit_version if latest_published_version is None else latest_published_version
     commits = [c for c in files.commits if c.version < cp]
@@ -224,10 +313,14 @@ def plan_log_cleanup(
     ]
     remaining = [c for c in files.checkpoints if c.version >= cp]
     referenced = _referenced_sidecars(store, remaining)
-    sidecar_cutoff = utc_midnight(now) - DAY_MS
-    sidecars = [
-        s for s in store.list_log(SIDECAR_DIR) if s.filename not in referenced and s.modification_time < sidecar_cutoff
-    ]
+    # The storage's mtimes against the real clock: a future `now` must not age a fresh sidecar.
+    sidecar_cutoff = int(time.time() * 1000) - DAY_MS
+    listed_sidecars = store.list_log(SIDECAR_DIR)
+    sidecars = (
+        []
+        if referenced is None
+        else [s for s in listed_sidecars if s.filename not in referenced and s.modification_time < sidecar_cutoff]
+    )
     ordered = [*commits, *checkpoints, *crcs, *compactions, *staged, *sidecars]
     counts = {
         "commits": len(commits),
@@ -245,7 +338,19 @@ def plan_log_cleanup(
         bytes=sum(p.size for p in ordered),
         counts=counts,
         needs_compat_checkpoint=bool(checkpoints) and not anchor_has_classic,
+        unreadable_checkpoints=tuple(f"{e.path}: {e}" for e in unreadable),
     )
+
+
+def _opens(store: LogStore, group: CheckpointGroup, hint: LastCheckpointHint | None) -> bool:
+    try:
+        verify_checkpoint(store, group, hint)
+    except DeltaLogError:
+        return False
+    return True
+def _leftovers(store: LogStore) -> tuple[Deletion, ...]:
+    found: list[Leftover] = [*find_abandoned(store), *abandoned_sidecars(store)]
+    return tuple(Deletion(x.path, x.kind, x.size) for x in found)
 
 
 class PlanChangedError(DeltaLogError):
@@ -261,10 +366,10 @@ def execute_cleanup(
     keep the same anchor checkpoint, and only files in both plans are deleted.
     """
     started = time.monotonic()
-    if dry_run or plan.skipped:
+    if dry_run:
         return CleanupResult(plan, dry_run=dry_run, seconds=round(time.monotonic() - started, 6))
     allowed = set(plan.paths)
-    if fresh_plan is not None:
+    if fresh_plan is not None and not plan.skipped:
         if fresh_plan.skipped or fresh_plan.cutoff_checkpoint != plan.cutoff_checkpoint:
             raise PlanChangedError(
                 f"{store.uri}: the cleanup plan no longer holds (anchor checkpoint {plan.cutoff_checkpoint} → "
@@ -272,10 +377,19 @@ def execute_cleanup(
                 path=store.log_dir,
             )
         allowed &= set(fresh_plan.paths)
-    deleted = 0
+    store.refuse_links([d.path for d in plan.deletions if d.path in allowed])  # before the first deletion
+    # Leftovers are judged again by a fresh plan; only ones abandoned both times go.
+    leftovers = plan.leftovers if fresh_plan is None else tuple(d for d in plan.leftovers if d.path in {f.path for f in fresh_plan.leftovers})
+    deleted = _remove(store, leftovers)
+    if plan.skipped:
+        return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
     # Kind by kind in plan order (commits before checkpoints); within a kind the order is free.
     for _, group in itertools.groupby((d for d in plan.deletions if d.path in allowed), key=lambda d: d.kind):
         names = [d.path for d in group]
         store.delete_many(names)
         deleted += len(names)
     return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
+
+
+def _remove(store: LogStore, leftovers: Sequence[Deletion]) -> int:
+    return remove_leftovers(store, [Leftover(d.path, d.kind, d.size, 0, None) for d in leftovers])

@@ -7,26 +7,32 @@ substituting it for the commits could resurrect older state. It never holds ``co
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .memory import uses_log_operation_memory
+from .memory import release_free_memory, uses_log_operation_memory
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
+from .checkpoint_check import verify_checkpoint
+from .compaction_lines import LineRuns, collect_winning_lines
+from .errors import CorruptLogError, DeltaLogError, LogFileExistsError, MissingCommitError, ProtocolViolationError, UnpublishedVersionError
+from .features import check_write_supported
 from .listing import LogSegmentFiles, list_log_files
-from .log_segment import LogSegment
-from .paths import compaction_name
-from .reader import ORDER
+from .log_segment import LogSegment, build_log_segment
+from .paths import ParsedLogPath, compaction_name
+from .reader import ORDER, parse_ndjson, read_parquet_actions
 from .replay import DV_ID, replay_actions
 from .storage import LogStore
 
-__all__ = ["compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
+__all__ = ["table_protocol", "check_compaction_supported", "compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
 
 
 @dataclass(frozen=True)
@@ -60,26 +66,32 @@ def plan_compaction_windows(
     max_window_bytes: int = 0,
 ) -> list[CompactionWindow]:
     """Aligned windows as in PR #7080: each ends on a multiple of ``interval`` and starts after the
-    last checkpoint before it; windows already written, ending on a checkpoint, shorter than two
-    versions, or over ``max_window_bytes`` of commits (> 0 enables the guard) are listed with a
-    skip reason. Only published versions are considered."""
+    last checkpoint before it; windows that a checkpoint at or after their end already covers, or
+    shorter than two versions, or with a commit missing, are not listed; windows already written
+    or over ``max_window_bytes`` of commits (> 0 enables the guard) are listed with a skip reason.
+    Only published versions are considered. The work is bounded by the files present: a stray
+    far-future version adds one candidate, never a walk up to it."""
     if interval < 2:
         raise ValueError(f"compaction interval must be >= 2, got {interval}")
-    commits = {c.version: c for c in files.commits}
     latest = files.latest_commit_version if published_version is None else min(published_version, files.latest_commit_version)
+    versions = [c.version for c in files.commits if c.version <= latest]
+    sizes = [c.size for c in files.commits if c.version <= latest]
+    position = {v: i for i, v in enumerate(versions)}
+    prefix = list(itertools.accumulate(sizes, initial=0))
     checkpoint_versions = sorted({g.version for g in files.complete_checkpoints()})
+    newest_checkpoint = checkpoint_versions[-1] if checkpoint_versions else -1
     existing = {(c.version, c.end_version) for c in files.compactions}
     out = []
-    for end in range(interval, latest + 1, interval):
-        last_cp = max((v for v in checkpoint_versions if v < end), default=-1)
+    for end in versions:
+        if end < interval or end % interval or end <= newest_checkpoint:
+            continue  # not aligned, or a checkpoint at or after the end already serves readers
+        last_cp = checkpoint_versions[bisect.bisect_left(checkpoint_versions, end) - 1] if checkpoint_versions else -1
         start = max(end - interval + 1, last_cp + 1)
-        if end in checkpoint_versions:
-            continue  # a checkpoint already serves readers at this version
-        if end <= start or last_cp >= end:
+        if end <= start or start not in position:
             continue
-        if any(v not in commits for v in range(start, end + 1)):
-            continue  # commits already cleaned up, or not published
-        size = sum(commits[v].size for v in range(start, end + 1))
+        if position[end] - position[start] != end - start:
+            continue  # a commit inside the window is missing (cleaned up, or not published)
+        size = prefix[position[end] + 1] - prefix[position[start]]
         reason = None
         if (start, end) in existing:
             reason = "exists"
@@ -87,6 +99,55 @@ def plan_compaction_windows(
             reason = "windowTooLarge"
         out.append(CompactionWindow(start, end, size, reason))
     return out
+
+
+def table_protocol(store: LogStore, files: LogSegmentFiles, version: int | None = None) -> Protocol:
+    """The protocol in force at ``version`` (default latest) without replaying file actions: the
+    newest ``protocol`` line of the commits after the checkpoint, else the checkpoint's own."""
+    skip: set[str] = set()
+    while True:
+        segment = build_log_segment(files, version, use_compactions=False, skip_checkpoints=frozenset(skip), table=store.uri)
+        for d in reversed(segment.deltas):
+            name = d.name if isinstance(d, ParsedLogPath) else d.source_name
+            data = store.read(d.name) if isinstance(d, ParsedLogPath) else (d.inline_content or store.read(d.file_name))
+            if b'"protocol"' not in data:
+                continue
+            for number, line in reversed(list(enumerate(data.split(b"\n"), start=1))):
+                if b'"protocol"' not in line:
+                    continue
+                try:
+                    action = json.loads(line)
+                except (ValueError, UnicodeDecodeError):
+                    raise CorruptLogError(f"{store.display(name)}: line {number} is not valid JSON", path=name, line=number) from None
+                if isinstance(action, dict) and isinstance(action.get("protocol"), dict):
+                    return Protocol.from_dict(action["protocol"])
+        if segment.checkpoint is None:
+            raise ProtocolViolationError(f"{store.uri}: no protocol action in versions <= {segment.version}", path=store.log_dir)
+        try:
+            verify_checkpoint(store, segment.checkpoint)
+            protocols = [
+                a["protocol"]
+                for f in segment.checkpoint.files
+                for _, _, _, a in _checkpoint_non_file_actions(store, f)
+                if a.get("protocol")
+            ]
+        except DeltaLogError:
+            skip.add(segment.checkpoint.files[0].name)  # unreadable: an older checkpoint, or the commits
+            continue
+        return Protocol.from_dict(protocols[0])
+
+
+def _checkpoint_non_file_actions(store: LogStore, f: ParsedLogPath) -> list[tuple[int, int, int, dict[str, Any]]]:
+    data = store.read(f.name)
+    if f.extension == "json":
+        return parse_ndjson([(store.display(f.name), data)]).others
+    return read_parquet_actions(store.display(f.name), data)[0].others
+
+
+def check_compaction_supported(store: LogStore, files: LogSegmentFiles, version: int | None = None) -> None:
+    """The shared write gate for log compaction (single node, and before submitting the Spark job)."""
+    protocol = table_protocol(store, files, version)
+    check_write_supported(protocol, operation=f"log compaction of {store.uri}", path=store.uri)
 
 
 def compaction_head(
@@ -112,26 +173,29 @@ def _by_key(table: pa.Table) -> pa.Array:
     return pc.sort_indices(keys, [("path", "ascending"), ("dv", "ascending")])
 
 
+@uses_log_operation_memory
 def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> bytes:
     """The NDJSON content of the compaction of published commits ``[start, end]``.
 
     File actions are the winning lines exactly as the commits wrote them (every field, even ones
     this library does not know, survives); non-file actions are re-serialised.
     """
-    return b"".join(_compaction_pieces(store, files, start, end)[0])
+    head, runs = _compaction_lines(store, files, start, end)
+    return b"".join([head, *(bytes(w) for w in runs.windows())])
 
 
 @uses_log_operation_memory
-def _compaction_pieces(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> tuple[list[bytes | memoryview], int]:
-    """The compaction's content as pieces (head, adds, removes; never joined: it can be large)
-    and its number of actions."""
+def _compaction_lines(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> tuple[bytes, LineRuns]:
+    """The compaction's non-file lines, and its winning file-action lines (adds, then removes,
+    each by key) to stream: reconciliation reads only keys, the lines are read a second time."""
     commits = {c.version: c for c in files.commits}
-    missing = [v for v in range(start, end + 1) if v not in commits]
-    if missing:
+    present = sorted(v for v in commits if start <= v <= end)
+    if len(present) != end - start + 1:  # found from the files present, never by walking the range
+        first = next((start + i for i, v in enumerate(present) if v != start + i), start + len(present))
         raise MissingCommitError(
-            f"{store.uri}: cannot compact [{start}, {end}]: {missing[0]:020d}.json is not published",
-            version=missing[0],
-            path=f"{missing[0]:020d}.json",
+            f"{store.uri}: cannot compact [{start}, {end}]: {first:020d}.json is not published",
+            version=first,
+            path=f"{first:020d}.json",
         )
     segment = LogSegment(
         version=end,
@@ -141,15 +205,15 @@ def _compaction_pieces(store: LogStore, files: LogSegmentFiles, start: int, end:
         published_version=end,
         files=files,
     )
-    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True, keep_lines=True)
+    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True)
     head = compaction_head(result.protocol, result.metadata, result.txns.values(), result.domains.values())
-    assert result.deltas is not None
-    by_path = [_by_key(t) for t in (result.adds, result.removes)]
-    adds = result.deltas.original_lines(result.adds.column(ORDER).take(by_path[0]), result.delta_base_order)
-    removes = result.deltas.original_lines(result.removes.column(ORDER).take(by_path[1]), result.delta_base_order)
-    return [head, adds, removes], head.count(b"\n") + len(by_path[0]) + len(by_path[1])
+    orders = [t.column(ORDER).take(_by_key(t)).to_numpy() for t in (result.adds, result.removes)]
+    del result
+    release_free_memory()  # the first pass's freed batches, before the lines are read again
+    return head, collect_winning_lines(store, segment.deltas, np.concatenate(orders).astype(np.int64))
 
 
+@uses_log_operation_memory
 def write_compaction(
     store: LogStore,
     start: int,
@@ -157,11 +221,17 @@ def write_compaction(
     *,
     files: LogSegmentFiles | None = None,
     published_version: int | None = None,
+    check_features: bool = True,
 ) -> CompactionResult:
-    """Write ``<start>.<end>.compacted.json`` create-if-absent; an existing one is a no-op."""
+    """Write ``<start>.<end>.compacted.json`` create-if-absent; an existing one is a no-op.
+
+    The table's features go through the shared write gate first (``check_features=False`` only
+    for callers that already passed it with this listing)."""
     started = time.monotonic()
     name = compaction_name(start, end)
     files = files if files is not None else list_log_files(store)
+    if check_features:
+        check_compaction_supported(store, files, published_version)
     if published_version is not None and end > published_version:
         raise UnpublishedVersionError(
             f"{store.uri}: cannot compact [{start}, {end}]: versions above {published_version} are not published",
@@ -169,11 +239,13 @@ def write_compaction(
         )
     if any(c.version == start and c.end_version == end for c in files.compactions):
         return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    pieces, num_actions = _compaction_pieces(store, files, start, end)
+    head, runs = _compaction_lines(store, files, start, end)
+    num_actions = head.count(b"\n") + runs.total
 
     def write(sink: Any) -> None:
-        for piece in pieces:
-            sink.write(piece)
+        sink.write(head)
+        for window in runs.windows():
+            sink.write(window)
 
     try:
         size = store.put_if_absent_stream(name, write)

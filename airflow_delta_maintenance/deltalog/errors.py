@@ -17,6 +17,9 @@ __all__ = [
     "UnpublishedVersionError",
     "ProtocolViolationError",
     "InvalidTablePropertyError",
+    "NonMonotonicTimestampError",
+    "SymlinkInLogError",
+    "InvalidOptionError",
 ]
 
 
@@ -102,3 +105,23 @@ class InvalidTablePropertyError(DeltaLogError):
     def __init__(self, message: str, *, key: str, path: str | None = None) -> None:
         super().__init__(message, path=path)
         self.key = key
+
+
+class NonMonotonicTimestampError(CorruptLogError):
+    """In-commit timestamps are not strictly increasing from their enablement version on; names both versions."""
+
+    def __init__(self, message: str, *, versions: tuple[int, int], path: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.versions = versions
+
+
+class SymlinkInLogError(InvalidLogPathError):
+    """A file or directory inside ``_delta_log`` is a symbolic link: it could lead out of the table."""
+
+
+class InvalidOptionError(DeltaLogError, ValueError):
+    """An option value (a retention, a clock) is out of range; names the option."""
+
+    def __init__(self, message: str, *, option: str) -> None:
+        super().__init__(message, path=None)
+        self.option = option

@@ -7,7 +7,9 @@ from .errors import UnsupportedFeatureError
 
 __all__ = [
     "SUPPORTED_READER_FEATURES",
+    "SUPPORTED_WRITER_FEATURES",
     "check_read_supported",
+    "check_write_supported",
     "is_catalog_managed",
     "is_coordinated",
     "in_commit_timestamps_enabled",
@@ -35,6 +37,45 @@ SUPPORTED_READER_FEATURES = frozenset(
 )
 CATALOG_MANAGED_FEATURES = ("catalogManaged", "catalogOwned-preview")
 
+# Writer features whose rules our writers (checkpoint, log compaction, metadata cleanup) can honour:
+# they copy reconciled actions or delete by the protocol's rules, so a feature is supported when it
+# adds no obligation on those files that we do not implement.
+SUPPORTED_WRITER_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "columnMapping",
+        "changeDataFeed",
+        "identityColumns",
+        "deletionVectors",
+        "rowTracking",
+        "timestampNtz",
+        "domainMetadata",
+        "v2Checkpoint",
+        "icebergCompatV1",
+        "icebergCompatV2",
+        "clustering",
+        "inCommitTimestamp",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding-preview",
+        "checkpointProtection",
+        "coordinatedCommits-preview",
+        "catalogManaged",
+        "catalogOwned-preview",
+        "allowColumnDefaults",
+        "collations-preview",
+        "materializePartitionColumns",
+        "collations",
+    }
+)
+
+
 
 def check_read_supported(protocol: Protocol, *, path: str | None = None) -> None:
     if protocol.min_reader_version > 3:
@@ -49,6 +90,24 @@ def check_read_supported(protocol: Protocol, *, path: str | None = None) -> None
             raise UnsupportedFeatureError(
                 f"unsupported reader features: {', '.join(unknown)}", features=unknown, path=path
             )
+
+
+def check_write_supported(protocol: Protocol, *, operation: str, path: str | None = None) -> None:
+    """The gate of every operation that writes or deletes log files (checkpoint, compaction on one
+    node or Spark, cleanup): unknown reader or writer features are refused, by name."""
+    try:
+        check_read_supported(protocol, path=path)
+    except UnsupportedFeatureError as exc:
+        raise UnsupportedFeatureError(f"{operation}: {exc}", features=exc.features, path=path) from None
+    if protocol.min_writer_version > 7:
+        raise UnsupportedFeatureError(
+            f"{operation}: writer version {protocol.min_writer_version} is not supported",
+            features=[f"writerVersion{protocol.min_writer_version}"],
+            path=path,
+        )
+    unknown = sorted(set(protocol.writer_features or ()) - SUPPORTED_WRITER_FEATURES)
+    if unknown:
+        raise UnsupportedFeatureError(f"{operation}: unsupported writer features {', '.join(unknown)}", features=unknown, path=path)
 
 
 def is_catalog_managed(protocol: Protocol) -> bool:

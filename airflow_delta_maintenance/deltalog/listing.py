@@ -26,8 +26,16 @@ class CheckpointGroup:
 
     @property
     def missing_parts(self) -> list[int]:
+        """The first (at most 10) missing part numbers: a name may claim billions of parts, so
+        this never walks the whole range."""
         seen = {f.part for f in self.files}
-        return [p for p in range(1, self.expected_parts + 1) if p not in seen]
+        out: list[int] = []
+        p = 1
+        while p <= self.expected_parts and len(out) < 10:
+            if p not in seen:
+                out.append(p)
+            p += 1
+        return out
 
     @property
     def rank(self) -> tuple[int, int, int, str]:

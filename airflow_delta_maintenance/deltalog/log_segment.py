@@ -102,6 +102,7 @@ def build_log_segment(
     catalog_commits: Sequence[CatalogCommit] = (),
     latest_ratified_version: int | None = None,
     use_compactions: bool = True,
+    skip_checkpoints: frozenset[str] = frozenset(),
     table: str = "",
 ) -> LogSegment:
     """The log segment for ``version`` (default: the latest).
@@ -109,6 +110,10 @@ def build_log_segment(
     ``catalog_commits`` are ratified commits from a coordinator; they win over a published file of
     the same version. ``latest_ratified_version`` caps the table: published files above it are
     ignored (they cannot be ratified; PROTOCOL "Reading Catalog-managed Tables").
+    ``skip_checkpoints`` names (by first file) checkpoints found unreadable: they are not used.
+
+    Work is bounded by the files present, never by the span of versions: a stray file with a huge
+    version is reported by name, not enumerated up to.
     """
     cap = latest_ratified_version if latest_ratified_version is not None and latest_ratified_version >= 0 else None
     commits: dict[int, JsonSource] = {c.version: c for c in files.commits if cap is None or c.version <= cap}
@@ -118,7 +123,9 @@ def build_log_segment(
         commits[c.version] = c
     tail_start = tail[0].version if tail else 1 << 62
 
-    checkpoints = [g for g in files.complete_checkpoints() if cap is None or g.version <= cap]
+    checkpoints = [
+        g for g in files.complete_checkpoints() if (cap is None or g.version <= cap) and g.files[0].name not in skip_checkpoints
+    ]
     latest = max(max(commits, default=-1), max((g.version for g in checkpoints), default=-1))
     if latest < 0:
         if files.checkpoints:
@@ -126,7 +133,7 @@ def build_log_segment(
             if incomplete:
                 g = incomplete[-1]
                 raise IncompleteCheckpointError(
-                    f"{table}: checkpoint {g.version} is missing parts {g.missing_parts} of {g.expected_parts} "
+                    f"{table}: checkpoint {g.version} ({g.files[0].name}) is missing parts {g.missing_parts} of {g.expected_parts} "
                     f"and no commit can replace it",
                     path=g.files[0].name,
                 )
@@ -138,21 +145,26 @@ def build_log_segment(
     usable = [g for g in checkpoints if g.version <= target]
     checkpoint = usable[-1] if usable else None
     start = checkpoint.version if checkpoint else -1
-    missing = [v for v in range(start + 1, target + 1) if v not in commits]
-    if missing:
+    present = sorted(v for v in commits if start < v <= target)
+    if len(present) != target - start:
+        # the first version the files present skip; bounded by their number, not by the span
+        first = next((start + 1 + i for i, v in enumerate(present) if v != start + 1 + i), start + 1 + len(present))
+        after = next((v for v in present if v > first), None)
         # An incomplete multi-part checkpoint at or before the gap explains it better than "missing commit".
         broken = [g for g in files.checkpoint_groups() if not g.complete and start < g.version <= target]
-        if broken and broken[-1].version >= missing[0] - 1:
+        if broken and broken[-1].version >= first - 1:
             g = broken[-1]
             raise IncompleteCheckpointError(
-                f"{table}: checkpoint {g.version} is missing parts {g.missing_parts} of {g.expected_parts}; "
-                f"version {missing[0]} cannot be reconstructed without it",
+                f"{table}: checkpoint {g.version} ({g.files[0].name}) is missing parts {g.missing_parts} of {g.expected_parts}; "
+                f"version {first} cannot be reconstructed without it",
                 path=g.files[0].name,
             )
-        first = missing[0]
+        source = commits.get(after) if after is not None else None
+        next_name = (source.name if isinstance(source, ParsedLogPath) else source.source_name) if source is not None else None
         raise MissingCommitError(
             f"{table}: commit {commit_name(first)} is missing: versions {start + 1}..{target} must be contiguous"
-            + (f" after checkpoint {start}" if checkpoint else " when no checkpoint precedes them"),
+            + (f" after checkpoint {start}" if checkpoint else " when no checkpoint precedes them")
+            + (f"; the next file present is {next_name} (version {after})" if next_name else ""),
             version=first,
             path=commit_name(first),
         )

@@ -8,10 +8,15 @@ back to the OS when they are freed. ``ARROW_DEFAULT_MEMORY_POOL`` set by the use
 
 Buffers remember the pool they came from, so switching the default while an operation runs is
 safe for other threads: they merely allocate from the system pool for that time.
+
+glibc's malloc keeps freed blocks inside its heaps (and raises its mmap threshold after large
+frees), so memory freed by one phase is not returned before the next one allocates more:
+``release_free_memory`` hands it back (``malloc_trim``), between phases and after an operation.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import threading
@@ -21,12 +26,31 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-__all__ = ["log_operation_memory", "uses_log_operation_memory"]
+__all__ = ["log_operation_memory", "uses_log_operation_memory", "release_free_memory"]
 
 _lock = threading.Lock()
 _depth = 0
 _saved: pa.MemoryPool | None = None
 F = TypeVar("F", bound=Callable[..., object])
+
+
+def _load_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")  # by name: find_library would spawn ldconfig
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_malloc_trim = _load_malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Return the C heap's free memory to the OS (glibc only; a no-op elsewhere)."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
 
 
 @contextmanager
@@ -49,6 +73,7 @@ def log_operation_memory() -> Iterator[None]:
             if _depth == 0 and _saved is not None:
                 pa.set_memory_pool(_saved)
                 _saved = None
+                release_free_memory()
 
 
 def uses_log_operation_memory(func: F) -> F:

@@ -215,6 +215,56 @@ def _starts_with(buf: np.ndarray, starts: np.ndarray, prefix: bytes) -> np.ndarr
     return mask
 
 
+# Top-level action names: a file-action line is read with these as empty structs beside its own
+# action, so a line holding two actions shows as a row with two valid columns.
+_ACTION_NAMES = ("add", "remove", "metaData", "protocol", "commitInfo", "txn", "domainMetadata", "cdc", "sidecar", "checkpointMetadata")
+
+
+def _with_siblings(schema: pa.Schema, kind: str) -> pa.Schema:
+    return pa.schema([schema.field(kind), *(pa.field(n, pa.struct([])) for n in _ACTION_NAMES if n != kind)])
+
+
+def _two_actions(name: str, line: int, action: dict[str, Any]) -> CorruptLogError:
+    keys = ", ".join(sorted(action))
+    return CorruptLogError(f"{name}: line {line} holds more than one action ({keys}); one action per line", path=name, line=line)
+
+
+def _require_one_action(table: pa.Table, idx: np.ndarray, source_index: np.ndarray, first_line: np.ndarray, sources: Sequence[tuple[str, bytes]]) -> None:
+    """Every row of a file-action read must have exactly one valid top-level column."""
+    if table.num_columns == 1:
+        return
+    valid = np.zeros(table.num_rows, dtype=np.int64)
+    for column in table.columns:
+        if column.null_count != len(column):
+            valid += np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=np.int64)
+    bad = np.flatnonzero(valid > 1)
+    if len(bad):
+        i = int(idx[bad[0]])
+        s = int(source_index[i])
+        line = i - int(first_line[s]) + 1
+        name = sources[s][0]
+        raise CorruptLogError(f"{name}: line {line} holds more than one action; one action per line", path=name, line=line)
+
+
+def _require_utf8(sources: Sequence[tuple[str, bytes]], text: np.ndarray) -> None:
+    """Log files are UTF-8: a path with invalid bytes would be written into checkpoints other
+    readers reject. Validated in one Arrow cast; the bad file and line are found only on failure."""
+    if not len(text):
+        return
+    offsets = pa.py_buffer(np.array([0, len(text)], dtype=np.int64))
+    try:
+        pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(text)]).cast(pa.large_string())
+        return
+    except pa.ArrowInvalid:
+        pass
+    for name, data in sources:
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorruptLogError(f"{name}: line {number} is not valid UTF-8 ({exc.reason} at byte {exc.start})", path=name, line=number) from None
+
+
 def _json_schema(partition_columns: Sequence[str]) -> pa.Schema:
     """Explicit schema with ``partitionValues`` as a struct of string columns: left to inference,
     pyarrow would turn values such as ``2023-12-22`` into timestamps."""
@@ -327,6 +377,7 @@ def parse_ndjson(
             pos += 1
         file_ends.append(pos)
     text = buf[:pos]
+    _require_utf8(sources, text)
     newlines = _newlines(text)
     starts = np.concatenate([[0], newlines[:-1] + 1]).astype(np.int64) if len(newlines) else np.zeros(0, np.int64)
     ends = newlines.astype(np.int64)
@@ -354,6 +405,8 @@ def parse_ndjson(
             raise CorruptLogError(f"{name}: line {line_number} is not valid JSON ({exc})", path=name, line=line_number) from None
         if not isinstance(action, dict):
             raise CorruptLogError(f"{name}: line {line_number} is not a JSON object", path=name, line=line_number)
+        if len(action) > 1:
+            raise _two_actions(name, line_number, action)
         order = int(i) + base_order
         if "add" in action:
             odd_adds.append((order, action))
@@ -395,23 +448,32 @@ def parse_ndjson(
     parsed: dict[str, pa.Table] = {}
     exact = False
     for kind, idx, data, _ in kinds:
-        schema = pa.schema([(_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions)).field(kind)])
+        schema = _with_siblings(_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions), kind)
         table = _read_json_lines(data, schema, keys_only)
         if table is None or table.num_rows != len(idx):
             bad = _locate_bad_line(sources)
             if bad.line is not None:
                 raise bad
             exact = True
-        elif not keys_only and (repartitioned or not _faithful(table.schema.field(kind).type, seen_partitions)):
-            exact = True  # inference would alter values
         else:
-            parsed[kind] = table
+            _require_one_action(table, idx, source_index, first_line, sources)
+            if not keys_only and (repartitioned or not _faithful(table.schema.field(kind).type, seen_partitions)):
+                exact = True  # inference would alter values
+            else:
+                parsed[kind] = table
     if exact:
         # Types clash (e.g. a string size) or inference would alter values: convert through Python.
         try:
             for kind, idx, data, fields in kinds:
                 kind_lines = _line_bytes(data, lengths[idx]) if kind == "remove" else [buf[starts[i] : ends[i]].tobytes() for i in idx]
-                rows = [(int(i) + base_order, a) for i, raw in zip(idx, kind_lines) if kind in (a := json.loads(raw))]
+                rows = []
+                for i, raw in zip(idx, kind_lines):
+                    a = json.loads(raw)
+                    if len(a) > 1:
+                        s_ = int(source_index[i])
+                        raise _two_actions(sources[s_][0], int(i - first_line[s_]) + 1, a)
+                    if kind in a:
+                        rows.append((int(i) + base_order, a))
                 (adds if kind == "add" else removes).append(_python_file_actions(rows, kind, fields))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
             raise CorruptLogError(f"file action of the wrong type in {', '.join(n for n, _ in sources)}: {exc}") from None
@@ -422,8 +484,15 @@ def parse_ndjson(
         adds.append(_python_file_actions(odd_adds, "add", ADD_FIELDS))
     if odd_removes:
         removes.append(_python_file_actions(odd_removes, "remove", REMOVE_FIELDS))
+    adds_table, removes_table = pa.concat_tables(adds), pa.concat_tables(removes)
+    for kind, t in (("add", adds_table), ("remove", removes_table)):
+        if t.column("path").null_count:  # a file action must name its file (readers would crash or drop it)
+            order = t.filter(pc.is_null(t.column("path"))).column(ORDER)[0].as_py() - base_order
+            s_ = int(source_index[order])
+            line = order - int(first_line[s_]) + 1
+            raise CorruptLogError(f"{sources[s_][0]}: line {line}: {kind} action without a path", path=sources[s_][0], line=line)
     return ParsedActions(
-        pa.concat_tables(adds), pa.concat_tables(removes), others, lines, odd_lines, [int(x) for x in first_line], len(starts)
+        adds_table, removes_table, others, lines, odd_lines, [int(x) for x in first_line], len(starts)
     )
 
 
@@ -441,6 +510,14 @@ def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[P
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptLogError(f"{name}: not a readable Parquet checkpoint ({exc})", path=name) from None
     n = table.num_rows
+    if table.num_columns > 1:
+        valid = np.zeros(n, dtype=np.int64)
+        for column in table.columns:
+            if column.null_count != len(column):
+                valid += np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=np.int64)
+        if n and valid.max() > 1:
+            row = int(np.argmax(valid > 1))
+            raise CorruptLogError(f"{name}: row {row} holds more than one action; one action per row", path=name, line=row + 1)
     order = np.arange(base_order, base_order + n, dtype=np.int64)
     adds = _file_action_table(table.column("add"), ADD_FIELDS, order) if "add" in present else empty_file_actions(ADD_FIELDS)
     removes = (

@@ -18,7 +18,7 @@ from .paths import SIDECAR_DIR, LogFileType, ParsedLogPath
 from .reader import ORDER, ParsedActions, parse_ndjson, read_parquet_actions
 from .storage import LogStore
 
-__all__ = ["UnreconciledCompactionError", "ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]
+__all__ = ["UnreconciledCompactionError", "UnreadableCheckpointError", "ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]
 
 DV_ID = "dv_unique_id"
 
@@ -91,6 +91,11 @@ def _winners(tables: Sequence[pa.Table]) -> np.ndarray | None:
 class UnreconciledCompactionError(DeltaLogError):
     """A compaction file holds more than one action for the same logical file, so the order of
     its lines cannot say which one is newer; readers must use the commits instead."""
+
+
+class UnreadableCheckpointError(CorruptLogError):
+    """The segment's checkpoint (a part or a sidecar) cannot be read; readers fall back to an
+    older checkpoint, as delta-spark does when loading from a checkpoint fails."""
 
 
 def _check_compactions(segment: LogSegment, deltas: ParsedActions, base: int, names: list[str]) -> None:
@@ -274,7 +279,11 @@ def replay_actions(
     parts: list[ParsedActions] = []
     base = 0
     if include_checkpoint and segment.checkpoint is not None:
-        parts, base = _read_checkpoint(store, segment.checkpoint.files)
+        try:
+            parts, base = _read_checkpoint(store, segment.checkpoint.files)
+        except (CorruptLogError, MissingSidecarError, FileNotFoundError) as exc:
+            first = segment.checkpoint.files[0].name
+            raise UnreadableCheckpointError(f"checkpoint {store.display(first)} cannot be read: {exc}", path=first) from exc
     partition_columns = {
         c for part in parts for _, _, _, a in part.others if a.get("metaData") for c in (a["metaData"].get("partitionColumns") or ())
     }

@@ -13,12 +13,12 @@ import pyarrow.compute as pc
 
 from .memory import uses_log_operation_memory
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .errors import ProtocolViolationError
+from .errors import DeltaLogError, ProtocolViolationError
 from .features import check_read_supported, in_commit_timestamps_enabled
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, LogSegment, build_log_segment
 from .reader import ORDER
-from .replay import UnreconciledCompactionError, in_commit_timestamp, replay_actions
+from .replay import UnreadableCheckpointError, UnreconciledCompactionError, in_commit_timestamp, replay_actions
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
 
@@ -115,6 +115,34 @@ def _timestamp_at(store: LogStore, files: LogSegmentFiles, version: int, ict_fro
     return commit.modification_time
 
 
+def _replay_segment(
+    store: LogStore,
+    files: LogSegmentFiles,
+    version: int | None,
+    catalog_commits: Sequence[CatalogCommit],
+    latest_ratified_version: int | None,
+    skip_checkpoints: frozenset[str],
+) -> tuple[LogSegment, Any]:
+    def segment_for(use_compactions: bool) -> LogSegment:
+        return build_log_segment(
+            files,
+            version,
+            catalog_commits=catalog_commits,
+            latest_ratified_version=latest_ratified_version,
+            use_compactions=use_compactions,
+            skip_checkpoints=skip_checkpoints,
+            table=store.uri,
+        )
+
+    segment = segment_for(True)
+    try:
+        return segment, replay_actions(store, segment)
+    except UnreconciledCompactionError:
+        # Like delta-spark's failed compacted-delta validation: fall back to the plain commits.
+        segment = segment_for(False)
+        return segment, replay_actions(store, segment)
+
+
 @uses_log_operation_memory
 def load_snapshot(
     table: str | LogStore,
@@ -133,29 +161,26 @@ def load_snapshot(
     """
     store = table if isinstance(table, LogStore) else open_table_storage(table, storage_options)
     files = files if files is not None else list_log_files(store)
-    segment = build_log_segment(
-        files,
-        version,
-        catalog_commits=catalog_commits,
-        latest_ratified_version=latest_ratified_version,
-        table=store.uri,
-    )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     # Tombstone expiry needs the table's retention, which is only known after replay: keep all
-    # tombstones in the replay and filter afterwards.
-    try:
-        result = replay_actions(store, segment)
-    except UnreconciledCompactionError:
-        # Like delta-spark's failed compacted-delta validation: fall back to the plain commits.
-        segment = build_log_segment(
-            files,
-            version,
-            catalog_commits=catalog_commits,
-            latest_ratified_version=latest_ratified_version,
-            use_compactions=False,
-            table=store.uri,
-        )
-        result = replay_actions(store, segment)
+    # tombstones in the replay and filter afterwards. A checkpoint that cannot be read is never
+    # used: the segment is rebuilt without it (an older checkpoint, or the commits).
+    unreadable: set[str] = set()
+    first_error: UnreadableCheckpointError | None = None
+    while True:
+        try:
+            segment, result = _replay_segment(store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable))
+            break
+        except UnreadableCheckpointError as exc:
+            if exc.path is None or exc.path in unreadable:
+                raise
+            first_error = first_error or exc
+            unreadable.add(exc.path)
+        except DeltaLogError as exc:
+            if first_error is not None:  # no older way to this version: the unreadable checkpoint is the cause
+                cause = first_error.__cause__
+                raise (cause if isinstance(cause, DeltaLogError) else first_error) from exc
+            raise
     if result.protocol is None:
         raise ProtocolViolationError(f"{store.uri}: no protocol action in versions ≤ {segment.version}", path=store.log_dir)
     if result.metadata is None:

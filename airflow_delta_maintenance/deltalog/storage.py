@@ -14,7 +14,8 @@ import errno
 import io
 import os
 import posixpath
-import uuid
+import stat as stat_module
+import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,10 +25,11 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from .errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, TableNotFoundError
+from .errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
 from .paths import LOG_DIR, ParsedLogPath, parse_log_path
+from .run_identity import STAGING_DIR, new_run
 
-__all__ = ["LogStore", "FileStat", "open_table_storage", "normalize_table_uri"]
+__all__ = ["LogStore", "FileStat", "open_table_storage", "normalize_table_uri", "temp_path_for"]
 
 # Hadoop-style schemes that mean plain S3 to fsspec.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
@@ -128,6 +130,8 @@ class LogStore:
         directory = self.log_dir if not subdir else self.path(subdir)
         prefix = "" if not subdir else subdir + "/"
         if isinstance(self.fs, LocalFileSystem):
+            if subdir:
+                self._refuse_local_links(subdir, include_last=True)
             return self._list_local(directory, prefix)
         self.fs.invalidate_cache(directory)
         try:
@@ -136,16 +140,18 @@ class LogStore:
             return []
         out = []
         for info in entries:
+            base = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+            if info.get("islink") or info.get("type") == "link":
+                raise SymlinkInLogError(f"{self.display(prefix + base)} is a symbolic link; refusing to follow it out of the table", path=prefix + base)
             if info.get("type") == "directory":
                 continue
-            base = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
             out.append(FileStat(prefix + base, int(info.get("size") or 0), _mtime_ms(self.fs, info)))
         out.sort(key=lambda s: s.name)
         return out
 
-    @staticmethod
-    def _list_local(directory: str, prefix: str) -> list[FileStat]:
-        # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower)
+    def _list_local(self, directory: str, prefix: str) -> list[FileStat]:
+        # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower). Nothing
+        # is followed: a symbolic link (file or directory) inside _delta_log is refused by name.
         out = []
         try:
             it = os.scandir(directory)
@@ -154,14 +160,76 @@ class LogStore:
         with it:
             for entry in it:
                 try:
-                    if not entry.is_file():
+                    if entry.is_symlink():
+                        raise SymlinkInLogError(
+                            f"{self.display(prefix + entry.name)} is a symbolic link; refusing to follow it out of the table",
+                            path=prefix + entry.name,
+                        )
+                    if not entry.is_file(follow_symlinks=False):
                         continue
-                    st = entry.stat()
+                    st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # vanished while listing (another writer's temporary file): skip only it
                 out.append(FileStat(prefix + entry.name, st.st_size, int(st.st_mtime * 1000)))
         out.sort(key=lambda s: s.name)
         return out
+
+    def _refuse_local_links(self, name: str, *, include_last: bool) -> None:
+        """``lstat`` every directory of ``name`` below ``_delta_log`` (and the file itself with
+        ``include_last``): a symbolic link there would take reads and deletions out of the table."""
+        parts = name.split("/")
+        upto = len(parts) if include_last else len(parts) - 1
+        for i in range(1, upto + 1):
+            rel = "/".join(parts[:i])
+            try:
+                st = os.lstat(f"{self.log_dir}/{rel}")
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            if stat_module.S_ISLNK(st.st_mode):
+                raise SymlinkInLogError(f"{self.display(rel)} is a symbolic link; refusing to follow it out of the table", path=rel)
+    def list_tree(self, subdir: str) -> list[FileStat]:
+        """Every file below a sub-directory of ``_delta_log`` (recursive, symlinks not followed)."""
+        directory = self.path(subdir)
+        out = []
+        if isinstance(self.fs, LocalFileSystem):
+            for root, dirs, names in os.walk(directory, followlinks=False):
+                for n in names:
+                    try:
+                        st = os.lstat(os.path.join(root, n))
+                    except FileNotFoundError:
+                        continue
+                    rel = os.path.relpath(os.path.join(root, n), self.log_dir).replace(os.sep, "/")
+                    out.append(FileStat(rel, st.st_size, int(st.st_mtime * 1000)))
+        else:
+            self.fs.invalidate_cache(directory)
+            try:
+                found = self.fs.find(directory, detail=True)
+            except FileNotFoundError:
+                found = {}
+            prefix = self.fs._strip_protocol(self.log_dir).rstrip("/") + "/"
+            for path, info in found.items():
+                path = self.fs._strip_protocol(path)
+                if info.get("type") == "directory" or not path.startswith(prefix):
+                    continue
+                out.append(FileStat(path[len(prefix) :], int(info.get("size") or 0), _mtime_ms(self.fs, info)))
+        out.sort(key=lambda s: s.name)
+        return out
+
+    def list_subdirs(self, subdir: str) -> list[str]:
+        """Names (relative to ``_delta_log``) of the directories directly under ``subdir``."""
+        directory = self.path(subdir)
+        if isinstance(self.fs, LocalFileSystem):
+            try:
+                with os.scandir(directory) as it:
+                    return sorted(f"{subdir}/{e.name}" for e in it if e.is_dir(follow_symlinks=False))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        self.fs.invalidate_cache(directory)
+        try:
+            entries = self.fs.ls(directory, detail=True)
+        except FileNotFoundError:
+            return []
+        return sorted(f"{subdir}/{str(e['name']).rstrip('/').rsplit('/', 1)[-1]}" for e in entries if e.get("type") == "directory")
 
     def list_log(self, subdir: str = "") -> list[ParsedLogPath]:
         """Recognised log files of one directory level, in listing order; unknown names are dropped."""
@@ -175,13 +243,54 @@ class LogStore:
     # ---- reads ---------------------------------------------------------------------------------
 
     def read(self, name: str) -> bytes:
-        return self.fs.cat_file(self.path(name))
+        path = self.path(name)
+        if isinstance(self.fs, LocalFileSystem):
+            return self._read_local(name, path)
+        return self.fs.cat_file(path)
+
+    def _read_local(self, name: str, path: str, nbytes: int = -1) -> bytes:
+        if "/" in name:
+            self._refuse_local_links(name, include_last=False)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to follow it out of the table", path=name) from None
+            raise
+        with os.fdopen(fd, "rb") as f:
+            return f.read(nbytes)
+
+    def read_heads(self, names: Sequence[str], nbytes: int = 1 << 16) -> dict[str, bytes]:
+        """The first line of each file (without its newline); S3 fetches the ranges concurrently."""
+        names = list(names)
+        if not names:
+            return {}
+        if isinstance(self.fs, LocalFileSystem):
+            heads = {}
+            for n in names:
+                data = self._read_local(n, self.path(n), nbytes)
+                if b"\n" not in data and len(data) >= nbytes:
+                    data = self.read(n)  # a first line longer than the prefix
+                heads[n] = data.split(b"\n", 1)[0]
+            return heads
+        paths = [self.path(n) for n in names]
+        got = self.fs.cat_ranges(paths, [0] * len(paths), [nbytes] * len(paths), on_error="raise")
+        out = {}
+        for n, data in zip(names, got):
+            if isinstance(data, BaseException):
+                raise data
+            if b"\n" not in data and len(data) >= nbytes:
+                data = self.read(n)  # a first line longer than the range
+            out[n] = data.split(b"\n", 1)[0]
+        return out
 
     def read_many(self, names: Iterable[str]) -> dict[str, bytes]:
         """Read several files; async backends (S3) fetch them concurrently."""
         names = list(names)
         if not names:
             return {}
+        if isinstance(self.fs, LocalFileSystem):
+            return {n: self.read(n) for n in names}
         paths = {self.path(n): n for n in names}
         got = self.fs.cat(list(paths), on_error="raise")
         if isinstance(got, (bytes, bytearray)):  # a single path returns bytes
@@ -193,6 +302,8 @@ class LogStore:
         return by_name
 
     def stat(self, name: str) -> FileStat | None:
+        if isinstance(self.fs, LocalFileSystem):
+            self._refuse_local_links(name, include_last=True)
         try:
             info = self.fs.info(self.path(name))
         except FileNotFoundError:
@@ -260,9 +371,10 @@ class LogStore:
         return len(data)
 
     def _local_link_create(self, path: str, content: bytes | Callable[[Any], None], name: str) -> int:
+        self._refuse_local_links(name, include_last=False)
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        tmp = temp_path_for(path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -298,7 +410,7 @@ class LogStore:
         if isinstance(self.fs, LocalFileSystem):
             directory = os.path.dirname(path)
             os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+            tmp = temp_path_for(path)
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
@@ -331,18 +443,41 @@ class LogStore:
 
     def delete_tree(self, subdir: str) -> None:
         """Remove a private working directory under ``_delta_log`` (never a log file)."""
-        if not subdir.startswith("_spark_staging/"):
+        if not subdir.startswith(STAGING_DIR + "/") or subdir.count("/") != 1:
             raise InvalidLogPathError(f"{subdir!r} is not a staging directory", path=subdir)
+        path = self.path(subdir)
+        if isinstance(self.fs, LocalFileSystem):
+            if os.path.islink(path):
+                raise InvalidLogPathError(f"{self.display(subdir)} is a symbolic link; refusing to delete through it", path=subdir)
+            shutil.rmtree(path, onerror=_ignore_missing)  # never follows symbolic links inside
+            return
         try:
-            self.fs.rm(self.path(subdir), recursive=True)
+            self.fs.rm(path, recursive=True)
         except FileNotFoundError:
             pass
+
+    def refuse_links(self, names: Sequence[str], *, files: bool = True) -> None:
+        """No-follow check (``lstat``) of names about to be deleted: ``SymlinkInLogError`` if any
+        lies under a symbolic link (a directory such as ``_sidecars`` linked elsewhere) or, with
+        ``files``, is one. Only local storage has links; elsewhere a no-op."""
+        if not isinstance(self.fs, LocalFileSystem):
+            return
+        for directory in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
+            self._refuse_local_links(directory, include_last=True)
+        for name in names if files else ():
+            try:
+                if stat_module.S_ISLNK(os.lstat(f"{self.log_dir}/{name}").st_mode):
+                    raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to delete through it", path=name)
+            except FileNotFoundError:
+                pass
 
     def delete_many(self, names: Sequence[str]) -> None:
         """Delete files of ``_delta_log`` (gone already is fine): in order where the store deletes
         one by one, in bulk requests of up to 1000 keys on S3."""
         paths = [self.path(n) for n in names]  # validates every name before the first deletion
         if isinstance(self.fs, LocalFileSystem):
+            # unlink never follows a link in the last component: only the directories need checking
+            self.refuse_links(names, files=False)
             local_dir = self.fs._strip_protocol(self.log_dir)
             for name in names:
                 try:
@@ -361,10 +496,24 @@ class LogStore:
 
     def delete(self, name: str) -> None:
         """Delete one file of ``_delta_log``; a file already gone is fine (re-runs converge)."""
+        if isinstance(self.fs, LocalFileSystem) and "/" in name:
+            self._refuse_local_links(name, include_last=False)
         try:
             self.fs.rm_file(self.path(name))
         except FileNotFoundError:
             pass
+
+
+def _ignore_missing(func: Any, path: str, exc_info: Any) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):  # another cleaner removed it first: fine
+        raise exc_info[1]
+
+
+def temp_path_for(path: str) -> str:
+    """A private temp file beside ``path``, named with this write's run tag (see ``run_identity``)
+    so that a killed writer's leftover can be told from a live writer's."""
+    directory, base = os.path.split(path)
+    return os.path.join(directory, f".{base}.{new_run().tag}.tmp")
 
 
 def _fsync_dir(directory: str) -> None:

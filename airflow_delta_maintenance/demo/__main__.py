@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..cli.init_dags_cmd import copy_example_dags
 from ..cli.status_cmd import render
 from ..deltalog.table_properties import DAY_MS
 from ..maintenance.cleanup import run_metadata_cleanup
@@ -59,27 +60,35 @@ def main() -> int:
     airflow_home.mkdir(parents=True)
 
     banner("1. a writer commits through the embedded coordinator")
-    write_history(str(table), spec)
+    write_history(str(table), spec + "?create=true")
     maintained = open_table(str(table), coordinator=spec)
     print(f"table {table}\ncoordinator {spec}: {COMMITS} commits ratified, none published yet")
     banner("before maintenance")
     print(render(table_status(maintained)), flush=True)
 
+    # Spark when a Spark distribution is at hand (pip's pyspark, or SPARK_HOME/bin on PATH), else
+    # the worker-local engine: a plain pip install of the package has no spark-submit
+    beside = Path(sys.executable).with_name("spark-submit")
+    engine = "spark" if beside.exists() or shutil.which("spark-submit") else "local"
+    if engine == "local":
+        print("no spark-submit found (install a Spark distribution for the Spark engine): checkpoints are written locally")
     config = root / "tables.yaml"
     config.write_text(
         "defaults:\n"
         f"  coordinator: {spec}\n"
         "  sensor: {min_new_commits: 1, timeout_minutes: 5, poke_interval_seconds: 5}\n"
-        "  checkpoint: {interval: 10, engine: spark}\n"
+        f"  checkpoint: {{interval: 10, engine: {engine}}}\n"
         "  compaction: {interval: 10}\n"
         "  cleanup: {mode: dry-run}\n"
         "tables:\n"
         f"  - name: demo_orders\n    uri: {table}\n    tags: [demo]\n"
     )
+    dags = root / "dags"
+    copy_example_dags(dags)  # the DAG file shipped in the package, as `delta-maintenance init-dags` does
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(Path(__file__).resolve().parents[2] / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "false",
         "DELTA_MAINTENANCE_CONFIG": str(config),
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -107,7 +116,7 @@ def main() -> int:
     p = x["publish"]["published"]
     print(f"  publish:    published versions {p[0]}..{p[-1]} ({len(p)} commits), reported to the coordinator")
     c = x["checkpoint"]
-    print(f"  checkpoint: {c['engine']} wrote the checkpoint at version {c['checkpoint_version']} ({c['size_bytes']} bytes)")
+    print(f"  checkpoint: {c['engine']} wrote the checkpoint at version {c.get('checkpoint_version')} ({c.get('size_bytes')} bytes)")
     print("  compaction: " + (", ".join(f"[{w['start']}, {w['end']}]" for w in x["compact_log"]["written"]) or "nothing to compact"))
     d = x["cleanup"]
     print(f"  cleanup:    dry run; {d['skipped_reason'] or str(sum(d['counts'].values())) + ' file(s) would go'}")

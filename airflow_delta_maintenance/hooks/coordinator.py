@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
-from airflow.providers.common.compat.sdk import BaseHook
+from .._airflow_compat import BaseHook
 
 from ..coordinators.base import CommitCoordinatorClient
+from ..coordinators.errors import CoordinatorError
+from ..coordinators.registry import parse_coordinator_spec
 from ..maintenance.coordinator import open_coordinator
+from ..maintenance.discovery import AUTO
+from ..maintenance.sensing import observe_ratified_versions
+from ..maintenance.table import MaintainedTable, open_table, restore_table
+from ._aws import AwsCredentials, assume_role, aws_connection_credentials
 
-__all__ = ["DeltaCoordinatorHook"]
+__all__ = ["DeltaCoordinatorHook", "poll_ratified_versions", "is_transient"]
 
 
 class DeltaCoordinatorHook(BaseHook):
@@ -18,9 +25,13 @@ class DeltaCoordinatorHook(BaseHook):
 
     The connection's ``host`` holds the coordinator spec, e.g. ``local:///data/coordinator.db``,
     ``dynamodb://delta_commits?region=us-east-1`` or
-    ``unity-catalog://uc.example.com:8080/main.sales.orders?api=v1``; ``password`` holds the Unity
-    Catalog token, ``login``/``password`` AWS keys for DynamoDB (otherwise the environment is used).
-    A ``spec`` argument overrides the connection (then no connection is needed).
+    ``unity-catalog://uc.example.com:8080/main.sales.orders?api=v1``, or ``auto`` (the coordinator is
+    discovered from each table; a spec argument of ``auto`` takes the endpoint, e.g.
+    ``unity-catalog://uc.example.com:8080``, from the connection); ``password`` holds the Unity
+    Catalog token, ``login``/``password`` AWS keys for DynamoDB; or the extra field ``aws_conn_id``
+    names an Airflow ``aws`` connection to take DynamoDB credentials from (keys, session token,
+    ``role_arn``); otherwise the environment is used. A ``spec`` argument overrides the connection
+    (then no connection is needed). The connection is read, and a role assumed, once per hook.
     """
 
     conn_name_attr = "delta_coordinator_conn_id"
@@ -38,35 +49,120 @@ class DeltaCoordinatorHook(BaseHook):
         return {
             "hidden_fields": ["schema", "port", "extra"],
             "relabeling": {"host": "Coordinator spec", "login": "AWS access key ID (DynamoDB)", "password": "Token / secret"},
-            "placeholders": {"host": "local:///data/coordinator.db | dynamodb://table?region=us-east-1 | unity-catalog://host:8080/cat.sch.tbl"},
+            "placeholders": {
+                "host": "local:///data/coordinator.db | dynamodb://table?region=us-east-1 | unity-catalog://host:8080/cat.sch.tbl",
+                "aws_conn_id": "aws_default",
+            },
         }
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        return {}
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        from flask_babel import lazy_gettext
+        from wtforms import StringField
 
-    def resolve_spec(self) -> tuple[str, str | None, str | None]:
-        """(spec, login, password) from the argument or the connection."""
-        if self.spec:
-            return self.spec, None, None
-        if not self.delta_coordinator_conn_id:
-            raise ValueError("a coordinator spec or a delta_coordinator connection is required")
-        conn = self.get_connection(self.delta_coordinator_conn_id)
-        if not conn.host:
-            raise ValueError(f"connection {self.delta_coordinator_conn_id}: the host field must hold the coordinator spec")
-        return conn.host, conn.login, conn.password
+        return {"aws_conn_id": StringField(lazy_gettext("AWS connection to reuse (DynamoDB)"), widget=BS3TextFieldWidget())}
 
-    def connection_spec(self) -> tuple[str | None, dict[str, str | None]]:
-        """(the connection's spec, its credentials); (None, {}) without a connection. With a
-        ``spec`` argument of ``auto`` the connection supplies the endpoint."""
+    @cached_property
+    def _connection(self) -> tuple[str | None, dict[str, str | None]]:
+        """(the connection's spec, its credentials), resolved once per hook; (None, {}) without a
+        connection. The host may be ``auto``: the connection then supplies only the endpoint."""
         if not self.delta_coordinator_conn_id:
             return None, {}
         conn = self.get_connection(self.delta_coordinator_conn_id)
-        return conn.host or None, {"login": conn.login, "password": conn.password}
+        if not conn.host:
+            raise ValueError(f"connection {self.delta_coordinator_conn_id}: the host field must hold the coordinator spec (or auto)")
+        creds: dict[str, str | None] = {"login": conn.login, "password": conn.password}
+        aws_conn_id = (conn.extra_dejson or {}).get("aws_conn_id")
+        if aws_conn_id and (conn.host.strip().lower() == AUTO or parse_coordinator_spec(conn.host).kind == "dynamodb"):
+            base = aws_connection_credentials(self.get_connection(aws_conn_id), "dynamodb")
+            aws = AwsCredentials(
+                access_key_id=conn.login or base.access_key_id,
+                secret_access_key=conn.password or base.secret_access_key,
+                session_token=None if conn.login else base.session_token,
+                region_name=base.region_name,
+                role_arn=base.role_arn,
+            )
+            if aws.role_arn:
+                aws = assume_role(aws, aws.role_arn)
+            creds = {"login": aws.access_key_id, "password": aws.secret_access_key, "token": aws.session_token}
+        return conn.host, creds
+
+    @property
+    def _resolved(self) -> tuple[str, dict[str, str | None]]:
+        spec, creds = self._connection
+        if self.spec:
+            return self.spec, creds
+        if not spec:
+            raise ValueError("a coordinator spec or a delta_coordinator connection is required")
+        return spec, creds
+
+    def resolve_spec(self) -> tuple[str, str | None, str | None]:
+        """(spec, login, password) from the argument or the connection."""
+        spec, creds = self._resolved
+        return spec, creds.get("login"), creds.get("password")
+
+    def open_table(self, table_uri: str, storage_options: Mapping[str, Any] | None = None, *, allow_unsafe_writes: bool = False) -> MaintainedTable:
+        """The table's identity, built once: its coordinator from the spec argument or the
+        connection (``auto``: discovered from the table, the connection supplying the endpoint),
+        and its per-table conf from the table's own metadata."""
+        connection_spec, creds = self._connection
+        return open_table(
+            table_uri, storage_options, coordinator=self.spec or None, connection_spec=connection_spec,
+            credentials=creds, allow_unsafe_writes=allow_unsafe_writes,
+        )
 
     def get_client(self, storage_options: Mapping[str, Any] | None = None) -> CommitCoordinatorClient:
-        spec, login, password = self.resolve_spec()
-        return open_coordinator(spec, storage_options, credentials={"login": login, "password": password})
+        spec, creds = self._resolved
+        return open_coordinator(spec, storage_options, credentials=creds)
 
     def describe(self) -> str:
-        return self.resolve_spec()[0].split("?", 1)[0]
+        return self._resolved[0].split("?", 1)[0]
+
+    def test_connection(self) -> tuple[bool, str]:
+        """One real, read-only call: the embedded database exists and is readable; DynamoDB
+        ``DescribeTable``; Unity Catalog ``GET config`` and the table."""
+        if self._resolved[0].strip().lower() == AUTO:
+            return True, "auto: the coordinator is discovered from each table's own properties; there is no endpoint to contact"
+        try:
+            client = self.get_client()
+            try:
+                message = client.check()
+            finally:
+                client.close()
+        except Exception as exc:  # noqa: BLE001 - reported to the UI
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, message
+
+
+def poll_ratified_versions(
+    coordinator: DeltaCoordinatorHook,
+    storage_options: Mapping[str, Any],
+    table_uri: str,
+    *,
+    coordinator_spec: str,
+    table_conf: Mapping[str, str],
+    target_version: int | None,
+    min_new_commits: int | None,
+    baseline_version: int | None,
+) -> dict[str, Any]:
+    """One coordinator call (plus a ``_delta_log`` check for a table the coordinator does not
+    know); shared by the sensor's ``poke`` and the trigger (in a thread). ``coordinator_spec`` and
+    ``table_conf`` are the identity the sensor resolved once (``MaintainedTable.identity()``); the
+    connection supplies only credentials here."""
+    table = restore_table(table_uri, coordinator_spec, table_conf, storage_options, credentials=coordinator._connection[1])
+    try:
+        return observe_ratified_versions(
+            table, target_version=target_version, min_new_commits=min_new_commits, baseline_version=baseline_version
+        ).to_dict()
+    finally:
+        table.close()
+
+
+def is_transient(exc: BaseException) -> bool:
+    """May the same poll succeed later? Coordinator errors say so themselves; a dropped connection
+    or a timeout is transient; anything else (a missing table or database, bad credentials, a
+    refused permission) is a configuration to fix, which waiting would only hide."""
+    if isinstance(exc, CoordinatorError):
+        return exc.retryable
+    return isinstance(exc, (ConnectionError, TimeoutError))

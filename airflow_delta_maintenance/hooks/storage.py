@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import Any
 
-from airflow.providers.common.compat.sdk import BaseHook
+from .._airflow_compat import BaseHook
+
+from ._aws import AwsCredentials, assume_role, aws_connection_credentials
 
 __all__ = ["DeltaStorageHook"]
 
 # Named form fields stored in the connection's extra (Airflow 3 conn-fields).
-STORAGE_FIELDS = ("endpoint_url", "region_name", "role_arn", "storage_options")
+STORAGE_FIELDS = ("endpoint_url", "region_name", "role_arn", "aws_conn_id", "test_location", "storage_options")
+_LOCAL_SCHEMES = ("file", "memory")
 
 
 class DeltaStorageHook(BaseHook):
     """Storage credentials and options for Delta tables (S3 and S3-compatible stores; local needs none).
 
     ``login``/``password`` are the access key id and secret; extra fields: ``endpoint_url``,
-    ``region_name``, ``role_arn`` (assumed with STS when set) and ``storage_options`` (JSON object
-    merged last). Secrets are never logged and never returned in XCom.
+    ``region_name``, ``role_arn`` (assumed with STS when set), ``aws_conn_id`` (an Airflow ``aws``
+    connection whose keys, session token, region, endpoint and role are the base the fields above
+    override), ``test_location`` (what the UI's Test button lists) and ``storage_options`` (JSON
+    object merged last). Options are resolved once per hook — one STS call per task when the hook
+    is kept, as the operators and the sensor do. Secrets are never logged nor returned in XCom.
 
     :param delta_storage_conn_id: connection id (default ``delta_storage_default``); ``None`` means
         no connection (credentials from the environment).
@@ -38,7 +45,14 @@ class DeltaStorageHook(BaseHook):
         return {
             "hidden_fields": ["host", "schema", "port", "extra"],
             "relabeling": {"login": "Access key ID", "password": "Secret access key"},
-            "placeholders": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "us-east-1", "storage_options": '{"anon": false}'},
+            "placeholders": {
+                "endpoint_url": "http://127.0.0.1:9000",
+                "region_name": "us-east-1",
+                "role_arn": "arn:aws:iam::123456789012:role/delta-maintenance",
+                "aws_conn_id": "aws_default",
+                "test_location": "s3://lake/tables/orders",
+                "storage_options": '{"anon": false}',
+            },
         }
 
     @classmethod
@@ -51,52 +65,79 @@ class DeltaStorageHook(BaseHook):
             "endpoint_url": StringField(lazy_gettext("Endpoint URL"), widget=BS3TextFieldWidget()),
             "region_name": StringField(lazy_gettext("Region"), widget=BS3TextFieldWidget()),
             "role_arn": StringField(lazy_gettext("Role ARN to assume"), widget=BS3TextFieldWidget()),
+            "aws_conn_id": StringField(lazy_gettext("AWS connection to reuse"), widget=BS3TextFieldWidget()),
+            "test_location": StringField(lazy_gettext("Location listed by Test"), widget=BS3TextFieldWidget()),
             "storage_options": StringField(lazy_gettext("Extra fsspec storage options (JSON)"), widget=BS3TextFieldWidget()),
         }
 
-    def get_storage_options(self, table_uri: str) -> dict[str, Any]:
-        """fsspec options for ``table_uri``; empty for local paths or without a connection."""
-        scheme = table_uri.split("://", 1)[0].lower() if "://" in table_uri else "file"
-        if self.delta_storage_conn_id is None or scheme in ("file", "memory"):
+    @cached_property
+    def _connection(self) -> Any:
+        """The connection, looked up once per hook (None without a connection id)."""
+        return None if self.delta_storage_conn_id is None else self.get_connection(self.delta_storage_conn_id)
+
+    @cached_property
+    def _extra(self) -> dict[str, Any]:
+        return {} if self._connection is None else (self._connection.extra_dejson or {})
+
+    @cached_property
+    def _remote_options(self) -> dict[str, Any]:
+        """s3fs options, resolved once (an STS AssumeRole at most once per hook)."""
+        conn = self._connection
+        if conn is None:
             return {}
-        conn = self.get_connection(self.delta_storage_conn_id)
-        extra = conn.extra_dejson or {}
+        extra = self._extra
+        base = AwsCredentials()
+        if extra.get("aws_conn_id"):
+            base = aws_connection_credentials(self.get_connection(extra["aws_conn_id"]), "s3")
+        creds = AwsCredentials(
+            access_key_id=conn.login or base.access_key_id,
+            secret_access_key=conn.password or base.secret_access_key,
+            session_token=None if conn.login else base.session_token,  # own keys: the base token is not theirs
+            region_name=extra.get("region_name") or base.region_name,
+            endpoint_url=extra.get("endpoint_url") or base.endpoint_url,
+            role_arn=extra.get("role_arn") or base.role_arn,
+        )
+        if creds.role_arn:
+            creds = assume_role(creds, creds.role_arn)
         options: dict[str, Any] = {}
-        client_kwargs: dict[str, Any] = {}
-        if extra.get("endpoint_url"):
-            client_kwargs["endpoint_url"] = extra["endpoint_url"]
-        if extra.get("region_name"):
-            client_kwargs["region_name"] = extra["region_name"]
-        if conn.login and conn.password:
-            options.update(key=conn.login, secret=conn.password)
-        if extra.get("role_arn"):
-            options.update(self._assume_role(extra["role_arn"], options, client_kwargs))
+        if creds.access_key_id and creds.secret_access_key:
+            options.update(key=creds.access_key_id, secret=creds.secret_access_key)
+            if creds.session_token:
+                options["token"] = creds.session_token
+        client_kwargs = {k: v for k, v in (("endpoint_url", creds.endpoint_url), ("region_name", creds.region_name)) if v}
         if client_kwargs:
             options["client_kwargs"] = client_kwargs
         raw = extra.get("storage_options")
         if raw:
-            more = json.loads(raw) if isinstance(raw, str) else dict(raw)
+            try:
+                more = json.loads(raw) if isinstance(raw, str) else raw
+            except ValueError as exc:
+                raise ValueError(f"connection {self.delta_storage_conn_id}: storage_options is not JSON ({exc})") from None
             if not isinstance(more, dict):
                 raise ValueError(f"connection {self.delta_storage_conn_id}: storage_options must be a JSON object")
             options.update(more)
         return options
 
-    def _assume_role(self, role_arn: str, options: dict[str, Any], client_kwargs: dict[str, Any]) -> dict[str, Any]:
-        import boto3
-
-        sts = boto3.client(
-            "sts",
-            aws_access_key_id=options.get("key"),
-            aws_secret_access_key=options.get("secret"),
-            region_name=client_kwargs.get("region_name"),
-            endpoint_url=client_kwargs.get("endpoint_url") if "amazonaws.com" not in str(client_kwargs.get("endpoint_url", "amazonaws.com")) else None,
-        )
-        creds = sts.assume_role(RoleArn=role_arn, RoleSessionName="airflow-delta-maintenance")["Credentials"]
-        return {"key": creds["AccessKeyId"], "secret": creds["SecretAccessKey"], "token": creds["SessionToken"]}
+    def get_storage_options(self, table_uri: str) -> dict[str, Any]:
+        """fsspec options for ``table_uri``; empty for local paths or without a connection."""
+        scheme = table_uri.split("://", 1)[0].lower() if "://" in table_uri else "file"
+        if scheme in _LOCAL_SCHEMES:
+            return {}
+        return dict(self._remote_options)
 
     def test_connection(self) -> tuple[bool, str]:
+        """One real, read-only call: list ``test_location`` (its ``_delta_log`` when it is a table),
+        else the buckets the credentials can see."""
+        import fsspec
+
+        location = "the connection"
         try:
-            self.get_storage_options("s3://bucket/table")
+            location = str(self._extra.get("test_location") or "s3://")
+            fs, path = fsspec.core.url_to_fs(location, **self.get_storage_options(location))
+            if path.strip("/") and fs.isdir(path.rstrip("/") + "/_delta_log"):
+                path = path.rstrip("/") + "/_delta_log"
+            entries = fs.ls(path if path.strip("/") else "", detail=False, refresh=True)
         except Exception as exc:  # noqa: BLE001 - reported to the UI
-            return False, f"{type(exc).__name__}: {exc}"
-        return True, "connection fields are valid"
+            return False, f"listing {location}: {type(exc).__name__}: {exc}"
+        shown = fs.unstrip_protocol(path) if path.strip("/") else "the bucket list"
+        return True, f"listed {shown}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..deltalog.checkpoint_writer import CheckpointResult, check_writer_features, write_checkpoint
+from ..deltalog.checkpoint_writer import CheckpointResult, write_checkpoint
+from ..deltalog.features import check_write_supported
 from ..deltalog.errors import UnpublishedVersionError
 from ..deltalog.listing import LogSegmentFiles
 from ..deltalog.snapshot import load_snapshot
@@ -67,7 +68,7 @@ def plan_checkpoint(
     the feature gate come from the latest ratified state."""
     view = table.catalog_view()
     state = ratified_state(table, view)
-    check_writer_features(state.protocol, operation=f"checkpoint of {table.uri}", path=table.uri)
+    check_write_supported(state.protocol, operation=f"checkpoint of {table.uri}", path=table.uri)
     every = state.properties.checkpoint_interval if interval is None else interval
     decision = decide_checkpoint(view.files, interval=every, published_version=view.published_version, version=version, force=force)
     return CheckpointPlan(view, decision)

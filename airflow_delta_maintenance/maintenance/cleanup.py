@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from ..deltalog.checkpoint_writer import write_checkpoint
-from ..deltalog.cleanup import CleanupPlan, CleanupResult, execute_cleanup, plan_log_cleanup
+from ..deltalog.cleanup import CleanupPlan, CleanupResult, check_cleanup_clock, execute_cleanup, plan_log_cleanup
 from ..deltalog.listing import LogSegmentFiles, list_log_files
 from ..deltalog.snapshot import load_snapshot
 from .errors import MaintenanceError
 from .table import MaintainedTable, ratified_state
 
 __all__ = ["RetentionTooShortError", "run_metadata_cleanup"]
+
+_PLAN_ATTEMPTS = 3
 
 
 class RetentionTooShortError(MaintenanceError):
@@ -24,6 +26,7 @@ def run_metadata_cleanup(
     allow_shorter_retention: bool = False,
     catalog_permits_cleanup: bool = False,
     now_ms: int | None = None,
+    allow_future_now: bool = False,
 ) -> CleanupResult:
     """Plan the cleanup of the table as its catalog sees it and, unless ``dry_run``, execute it.
 
@@ -31,8 +34,10 @@ def run_metadata_cleanup(
     cleanup, lengthens retention or protects checkpoints counts); only durably published versions
     at or below the catalog's head are considered. When the anchor checkpoint is UUID-named only,
     a classic-named V2 checkpoint is written at the same version first (as delta-spark does), so
-    old clients can still read the protocol.
+    old clients can still read the protocol. A ``now_ms`` later than the real clock needs
+    ``allow_future_now``, like a shorter retention.
     """
+    check_cleanup_clock(now_ms, allow_future_now=allow_future_now)
     store = table.store
     view = table.catalog_view()
     state = ratified_state(table, view, now_ms=now_ms)
@@ -44,15 +49,23 @@ def run_metadata_cleanup(
         )
 
     def make_plan(listing: LogSegmentFiles) -> CleanupPlan:
-        return plan_log_cleanup(
-            store,
-            state,
-            now_ms=state.now_ms,
-            retention_ms=retention_ms,
-            catalog_permits_cleanup=catalog_permits_cleanup,
-            latest_published_version=view.released_version,
-            files=listing,
-        )
+        for attempt in range(_PLAN_ATTEMPTS):
+            try:
+                return plan_log_cleanup(
+                    store,
+                    state,
+                    now_ms=state.now_ms,
+                    retention_ms=retention_ms,
+                    catalog_permits_cleanup=catalog_permits_cleanup,
+                    latest_published_version=view.released_version,
+                    files=listing,
+                )
+            except FileNotFoundError:
+                # A listed file vanished: another cleanup ran meanwhile. Plan again from a fresh listing.
+                if attempt == _PLAN_ATTEMPTS - 1:
+                    raise
+                listing = view.recap(list_log_files(store))
+        raise AssertionError("unreachable")
 
     plan = make_plan(view.files)
     if dry_run or plan.skipped:

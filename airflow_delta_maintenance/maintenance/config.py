@@ -1,9 +1,12 @@
 """Per-table maintenance configuration: a YAML file with ``defaults`` and ``tables``.
 
 Validation is strict: an unknown key or a bad value is an error naming the file, the table and
-the key. Loading never touches tables or coordinators (DAG files call it at parse time); checks
-that need the table (a retention shorter than its ``delta.logRetentionDuration``) run in the
-cleanup task, or with ``delta-maintenance validate-config --check-tables``.
+the key; schedules are checked here (a cron expression, a preset such as ``@hourly``, or a
+duration such as ``30m``/``2h``/``1d``), not when Airflow first schedules. Each table is validated
+on its own (``load_config_entries``): one bad table does not hide the others. Loading never
+touches tables or coordinators (DAG files call it at parse time); checks that need the table (its
+``_delta_log``, a retention shorter than its ``delta.logRetentionDuration``) run in the tasks, or
+with ``delta-maintenance validate-config FILE --check-tables``.
 
 .. code-block:: yaml
 
@@ -26,16 +29,29 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ..coordinators.errors import InvalidCoordinatorSpecError
-from ..coordinators.registry import parse_coordinator_spec
-from .discovery import AUTO
+from ..coordinators.registry import AUTO, parse_coordinator_spec
 
-__all__ = ["ConfigError", "TableConfig", "SensorConfig", "CheckpointConfig", "CompactionConfig", "CleanupConfig", "load_config", "parse_config"]
+__all__ = [
+    "ConfigError",
+    "TableConfig",
+    "TableConfigError",
+    "SensorConfig",
+    "CheckpointConfig",
+    "CompactionConfig",
+    "CleanupConfig",
+    "load_config",
+    "load_config_entries",
+    "parse_config",
+    "parse_config_entries",
+    "parse_schedule",
+]
 
 
 class ConfigError(ValueError):
@@ -44,7 +60,7 @@ class ConfigError(ValueError):
     def __init__(self, path: str, table: str | None, key: str, message: str) -> None:
         where = f"{path}: " + (f"table {table!r}: " if table else "") + f"{key}: "
         super().__init__(where + message)
-        self.path, self.table, self.key = path, table, key
+        self.path, self.table, self.key, self.detail = path, table, key, message
 
 
 @dataclass(frozen=True)
@@ -54,7 +70,7 @@ class SensorConfig:
     timeout_minutes: float = 60.0
     poke_interval_seconds: float = 30.0
     mode: str = "reschedule"
-    deferrable: bool = False
+    deferrable: bool | None = None  # None: Airflow's [operators] default_deferrable
 
 
 @dataclass(frozen=True)
@@ -111,6 +127,48 @@ class TableConfig:
     def has_coordinator(self) -> bool:
         return bool(self.coordinator or self.coordinator_conn_id)
 
+    @property
+    def airflow_schedule(self) -> str | timedelta | None:
+        """What ``DAG(schedule=...)`` takes: a duration becomes a ``timedelta``."""
+        return None if self.schedule is None else parse_schedule(self.schedule)
+
+
+@dataclass(frozen=True)
+class TableConfigError:
+    """A table that failed validation: its name (``tables[<i>]`` when the name itself is bad),
+    the DAG id it would have had, and the error."""
+
+    name: str
+    dag_id: str
+    error: ConfigError
+
+
+# Airflow's schedule presets (airflow.utils.dates / timetables), checked without importing Airflow
+_PRESETS = {"@once", "@continuous", "@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually"}
+_DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_schedule(value: str) -> str | timedelta:
+    """A cron expression or preset (returned as is), or a duration ``<n>s|m|h|d`` (a ``timedelta``);
+    ``ValueError`` naming the accepted forms otherwise."""
+    text = value.strip()
+    if text in _PRESETS:
+        return text
+    match = _DURATION.match(text)
+    if match:
+        if int(match.group(1)) <= 0:
+            raise ValueError(f"{value!r}: a duration must be positive")
+        return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    from croniter import croniter  # an Airflow dependency; imported only for cron strings
+
+    if text.startswith("@") or not croniter.is_valid(text):
+        raise ValueError(
+            f"{value!r} is not a cron expression (e.g. '0 * * * *'), a preset "
+            f"({', '.join(sorted(_PRESETS))}) or a duration (e.g. 30m, 2h, 1d)"
+        )
+    return text
+
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
 _SECTIONS = {"sensor": SensorConfig, "checkpoint": CheckpointConfig, "compaction": CompactionConfig, "cleanup": CleanupConfig}
@@ -160,7 +218,7 @@ def _section(path: str, table: str, name: str, raw: Any) -> Any:
                 _typed(path, table, k(key), v[key], (int, float), minimum=minimum)
         if "mode" in v and v["mode"] not in ("poke", "reschedule"):
             raise ConfigError(path, table, k("mode"), f"expected poke or reschedule, got {v['mode']!r}")
-        if "deferrable" in v:
+        if v.get("deferrable") is not None:
             _typed(path, table, k("deferrable"), v["deferrable"], bool)
     elif name == "checkpoint":
         if v.get("interval") is not None:
@@ -211,6 +269,11 @@ def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int) -> Tabl
     for key in ("schedule", "coordinator_conn_id", "storage_conn_id", "pool", "owner"):
         if merged.get(key) is not None:
             _typed(path, name, key, merged[key], str)
+    if merged.get("schedule") is not None:
+        try:
+            parse_schedule(merged["schedule"])
+        except ValueError as exc:
+            raise ConfigError(path, name, "schedule", str(exc)) from None
     if "publish" in merged:
         _typed(path, name, "publish", merged["publish"], bool)
     if "retries" in merged:
@@ -229,7 +292,8 @@ def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int) -> Tabl
     return config
 
 
-def parse_config(data: Any, path: str = "<config>") -> list[TableConfig]:
+def _root(data: Any, path: str) -> tuple[Mapping[str, Any], list[Any]]:
+    """File-level checks: a mistake here concerns every table, so it stays fatal."""
     if not isinstance(data, Mapping):
         raise ConfigError(path, None, "<root>", "expected a mapping with 'defaults' and 'tables'")
     for key in data:
@@ -243,19 +307,54 @@ def parse_config(data: Any, path: str = "<config>") -> list[TableConfig]:
     tables = data.get("tables")
     if not isinstance(tables, list) or not tables:
         raise ConfigError(path, None, "tables", "expected a non-empty list of tables")
-    out = [_table(path, raw, defaults, i) for i, raw in enumerate(tables)]
+    return defaults, tables
+
+
+def parse_config_entries(data: Any, path: str = "<config>") -> tuple[list[TableConfig], list[TableConfigError]]:
+    """Every valid table, and an error per invalid one (a later duplicate of a name is invalid).
+    File-level mistakes (not YAML, bad ``defaults``, no ``tables``) still raise ``ConfigError``."""
+    defaults, tables = _root(data, path)
+    good: list[TableConfig] = []
+    bad: list[TableConfigError] = []
     seen: set[str] = set()
-    for t in out:
-        if t.name in seen:
-            raise ConfigError(path, t.name, "name", "duplicate table name")
-        seen.add(t.name)
-    return out
+    for index, raw in enumerate(tables):
+        raw_name = raw.get("name") if isinstance(raw, Mapping) else None
+        label = raw_name if isinstance(raw_name, str) and _NAME.match(raw_name) else f"tables[{index}]"
+        try:
+            table = _table(path, raw, defaults, index)
+            if table.name in seen:
+                raise ConfigError(path, table.name, "name", "duplicate table name")
+        except ConfigError as exc:
+            dag_id = f"delta_maintenance__{label}" if label == raw_name and label not in seen else f"delta_maintenance__invalid_{index}"
+            bad.append(TableConfigError(label, dag_id, exc))
+            continue
+        seen.add(table.name)
+        good.append(table)
+    return good, bad
+
+
+def parse_config(data: Any, path: str = "<config>") -> list[TableConfig]:
+    """Every table, or the first ``ConfigError`` (strict: for tools that need the whole file)."""
+    good, bad = parse_config_entries(data, path)
+    if bad:
+        raise bad[0].error
+    return good
+
+
+def _read_yaml(path: str | Path) -> Any:
+    text = Path(path).read_text()
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:  # one line: the position and the problem
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(str(path), None, "<yaml>", f"not valid YAML{where}: {problem}") from None
 
 
 def load_config(path: str | Path) -> list[TableConfig]:
-    text = Path(path).read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(str(path), None, "<yaml>", f"not valid YAML: {exc}") from None
-    return parse_config(data, str(path))
+    return parse_config(_read_yaml(path), str(path))
+
+
+def load_config_entries(path: str | Path) -> tuple[list[TableConfig], list[TableConfigError]]:
+    return parse_config_entries(_read_yaml(path), str(path))

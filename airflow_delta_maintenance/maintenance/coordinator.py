@@ -50,8 +50,9 @@ def open_coordinator(
 ) -> CommitCoordinatorClient:
     """Build the client for ``spec`` (see ``coordinators.registry`` for the syntax).
 
-    ``credentials`` (from an Airflow connection) may hold ``login``/``password``: AWS keys for
-    DynamoDB, or the token (password) for Unity Catalog. Otherwise the environment is used.
+    ``credentials`` (from an Airflow connection) may hold ``login``/``password`` (and ``token``, a
+    session token): AWS keys for DynamoDB, or the token (password) for Unity Catalog. Otherwise the
+    environment is used.
     """
     parsed = parse_coordinator_spec(spec)
 
@@ -60,7 +61,9 @@ def open_coordinator(
 
     creds = dict(credentials or {})
     if parsed.kind == "local":
-        return LocalCoordinator(os.path.abspath(parsed.target), writer_factory, normalize_uri=normalize_table_uri)
+        return LocalCoordinator(
+            parsed.target, writer_factory, normalize_uri=normalize_table_uri, create=parsed.params.get("create") == "true"
+        )
     if parsed.kind == "dynamodb":
         from ..coordinators.dynamodb import DynamoDBCoordinator
 
@@ -73,6 +76,7 @@ def open_coordinator(
             normalize_uri=normalize_table_uri,
             aws_access_key_id=creds.get("login"),
             aws_secret_access_key=creds.get("password"),
+            aws_session_token=creds.get("token"),
         )
     if parsed.kind == "unity-catalog":
         from ..coordinators.unity_catalog import UnityCatalogCoordinator

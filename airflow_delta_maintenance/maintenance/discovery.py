@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
 from ..coordinators.local import EMBEDDED_COORDINATOR_PROPERTY
-from ..coordinators.registry import CoordinatorSpec, parse_coordinator_spec, redact_spec
+from ..coordinators.registry import AUTO, CoordinatorSpec, parse_coordinator_spec, redact_spec
 from ..deltalog.actions import Protocol
 from ..deltalog.features import CATALOG_MANAGED_FEATURES
 from .errors import CoordinatorMismatchError
@@ -36,7 +36,6 @@ __all__ = [
     "resolve_coordinator_spec",
 ]
 
-AUTO = "auto"
 # delta-spark's coordinated-commits properties (Delta 3.x/4.x "-preview" names).
 COORDINATOR_PROPERTY = "delta.coordinatedCommits.commitCoordinator-preview"
 COORDINATOR_CONF_PROPERTY = "delta.coordinatedCommits.commitCoordinatorConf-preview"

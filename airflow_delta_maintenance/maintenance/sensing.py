@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..coordinators.errors import TableNotFoundError
 from .table import MaintainedTable
 
 __all__ = ["VersionObservation", "observe_ratified_versions"]
@@ -35,12 +36,22 @@ def observe_ratified_versions(
     ``min_new_commits`` ratified beyond ``baseline_version`` (default: the last published)?
 
     One ``get_commits`` call: it returns the unpublished ratified commits and the latest version,
-    from which the last published version follows without listing storage.
+    from which the last published version follows without listing storage. Only when the
+    coordinator does not know the table (latest -1) is storage asked whether ``_delta_log``
+    exists: a table that is in neither place is a wrong URI or coordinator, an error rather than
+    something to wait for.
     """
     if target_version is None and min_new_commits is None:
         raise ValueError("give target_version or min_new_commits")
     resp = table.get_commits()
     latest = resp.latest_table_version
+    if latest < 0 and not resp.commits:
+        store = table.store
+        if not store.fs.isdir(store.log_dir):
+            raise TableNotFoundError(
+                f"{table.uri} is unknown to {table.coordinator.describe() if table.coordinator else 'its coordinator'} and has no _delta_log: check the table URI "
+                "and the coordinator (a coordinated table's version 0 is committed through its coordinator)"
+            )
     commits = sorted(c.version for c in resp.commits)
     published = commits[0] - 1 if commits else latest
     baseline = published if baseline_version is None else baseline_version

@@ -3,6 +3,14 @@
 The Airflow layer turns a ``SparkJobSpec`` into a ``SparkSubmitHook`` call; the CLI runs the same
 spec with ``spark-submit``. Either way success is decided by reading the log afterwards — a zero
 exit code alone is not success.
+
+Secrets (storage keys, secret, session token) never travel in argv nor in environment values:
+the Spark provider renders environment variables as ``--conf spark.yarn.appMasterEnv.*`` /
+``spark.kubernetes.driverEnv.*`` arguments on YARN and Kubernetes, and masks only names with
+"secret" or "password". They are written to a private file (mode 0600) whose *path* is passed in
+``DELTA_MAINTENANCE_CREDENTIALS_FILE``; for masters whose driver may run elsewhere the file is also
+shipped with ``--files`` (YARN localizes it into the driver's working directory; on Kubernetes
+``--files`` needs ``spark.kubernetes.file.upload.path``), and the job looks for it by name there.
 """
 
 from __future__ import annotations
@@ -10,11 +18,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +36,11 @@ from .errors import MaintenanceError
 
 __all__ = [
     "STORAGE_OPTIONS_ENV",
+    "CREDENTIALS_FILE_ENV",
+    "SECRET_OPTION_KEYS",
+    "credentials_file",
+    "write_credentials_file",
+    "remove_credentials_file",
     "SparkJobSpec",
     "SparkJobError",
     "job_application",
@@ -39,6 +54,9 @@ __all__ = [
 ]
 
 STORAGE_OPTIONS_ENV = "DELTA_MAINTENANCE_STORAGE_OPTIONS"  # same name as spark_jobs._common (no import: pyspark)
+CREDENTIALS_FILE_ENV = "DELTA_MAINTENANCE_CREDENTIALS_FILE"  # ditto; its value is a path, never a secret
+# fsspec/s3fs option names that hold secrets; they go to the credentials file only
+SECRET_OPTION_KEYS = frozenset({"key", "secret", "token", "password", "session_token", "aws_secret_access_key", "aws_session_token"})
 
 
 class SparkJobError(MaintenanceError):
@@ -54,10 +72,11 @@ class SparkJobSpec:
     jars: str | None = None
     packages: str | None = None
     py_files: str | None = None
-    env_vars: dict[str, str] = field(default_factory=dict)  # secrets travel here, never in argv
+    env_vars: dict[str, str] = field(default_factory=dict)  # no secrets: YARN/k8s render these into argv
+    credentials: dict[str, Any] = field(default_factory=dict, repr=False)  # only ever written to a 0600 file
 
     def hook_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``SparkSubmitHook`` (everything but the connection and name)."""
+        """Keyword arguments of ``DeltaSparkSubmitHook`` (everything but the connection and name)."""
         return {
             "conf": dict(self.conf),
             "jars": self.jars,
@@ -65,6 +84,7 @@ class SparkJobSpec:
             "py_files": self.py_files,
             "application_args": list(self.application_args),
             "env_vars": dict(self.env_vars),
+            "credentials": dict(self.credentials),
         }
 
     def command(self, master: str = "local[*]") -> list[str]:
@@ -111,9 +131,36 @@ def package_zip() -> str:
 _ZIP: str | None = None
 
 
-def _storage_env(storage_options: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """(env vars, Spark conf) for the job's storage: fsspec options for the driver, s3a for executors."""
-    env = {STORAGE_OPTIONS_ENV: json.dumps(dict(storage_options))} if storage_options else {}
+def write_credentials_file(credentials: Mapping[str, Any]) -> str:
+    """A new private file (0600, alone in a 0700 directory) holding ``credentials`` as JSON."""
+    directory = tempfile.mkdtemp(prefix="delta-maintenance-")  # mkdtemp: mode 0700
+    path = os.path.join(directory, "credentials.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(dict(credentials), f)
+    return path
+
+
+def remove_credentials_file(path: str) -> None:
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+
+
+@contextmanager
+def credentials_file(credentials: Mapping[str, Any]) -> Iterator[str]:
+    """``write_credentials_file``, removed on exit."""
+    path = write_credentials_file(credentials)
+    try:
+        yield path
+    finally:
+        remove_credentials_file(path)
+
+
+def _storage_env(storage_options: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+    """(env vars, Spark conf, credentials) for the job's storage: fsspec options without secrets
+    for the driver's environment, s3a settings for executors, and the secrets for the file."""
+    public = {k: v for k, v in storage_options.items() if k not in SECRET_OPTION_KEYS}
+    secret = {k: v for k, v in storage_options.items() if k in SECRET_OPTION_KEYS}
+    env = {STORAGE_OPTIONS_ENV: json.dumps(public)} if public else {}
     conf: dict[str, str] = {}
     client = storage_options.get("client_kwargs") or {}
     if client.get("endpoint_url"):
@@ -123,13 +170,8 @@ def _storage_env(storage_options: Mapping[str, Any]) -> tuple[dict[str, str], di
             conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
     if client.get("region_name"):
         conf["spark.hadoop.fs.s3a.endpoint.region"] = str(client["region_name"])
-    if storage_options.get("key") and storage_options.get("secret"):
-        # s3a's default provider chain reads these from the environment
-        env["AWS_ACCESS_KEY_ID"] = str(storage_options["key"])
-        env["AWS_SECRET_ACCESS_KEY"] = str(storage_options["secret"])
-        if storage_options.get("token"):
-            env["AWS_SESSION_TOKEN"] = str(storage_options["token"])
-    return env, conf
+    # the job sets s3a's keys from the same file (spark_jobs._common), in-process
+    return env, conf, ({"storage_options": secret} if secret else {})
 
 
 def local_spark_conf() -> dict[str, str]:
@@ -148,7 +190,7 @@ def _job(
     packages: str | None,
     ship_package: bool,
 ) -> SparkJobSpec:
-    env, storage_conf = _storage_env(storage_options or {})
+    env, storage_conf, credentials = _storage_env(storage_options or {})
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     merged = {**storage_conf, **{k: str(v) for k, v in (conf or {}).items()}}
@@ -161,6 +203,7 @@ def _job(
         packages=packages,
         py_files=package_zip() if ship_package else None,
         env_vars=env,
+        credentials=credentials,
     )
 
 
@@ -197,11 +240,14 @@ def compaction_job(
 def run_spark_submit(spec: SparkJobSpec, master: str = "local[*]", *, timeout: float | None = None) -> str:
     """Run the job with ``spark-submit`` (the CLI's Spark engine); returns its stdout."""
     conf = {**(local_spark_conf() if master.startswith("local") else {}), **spec.conf}
-    spec = SparkJobSpec(spec.name, spec.application, spec.application_args, conf, spec.jars, spec.packages, spec.py_files, spec.env_vars)
+    spec = SparkJobSpec(spec.name, spec.application, spec.application_args, conf, spec.jars, spec.packages, spec.py_files, spec.env_vars, spec.credentials)
     env = {**os.environ, **spec.env_vars}
     if master.startswith("local"):
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    proc = subprocess.run(spec.command(master), capture_output=True, text=True, env=env, timeout=timeout)
+    with credentials_file(spec.credentials) as path:
+        if spec.credentials:
+            env[CREDENTIALS_FILE_ENV] = path
+        proc = subprocess.run(spec.command(master), capture_output=True, text=True, env=env, timeout=timeout)
     if proc.returncode != 0:
         output = proc.stdout.splitlines() + proc.stderr.splitlines()
         tail = "\n".join(line for line in output if "delta-maintenance spark job failed" in line) or proc.stderr[-2000:]

@@ -1,8 +1,8 @@
 """Ratified commits' bytes, verified before anything relies on them.
 
 A staged commit is trusted only when it is exactly what the coordinator ratified: its name is a
-staged commit of that version, it is a regular file (no symlink in place of the file or of its
-directory), its size equals the size the coordinator recorded, its modification time equals the
+staged commit of that version, it is a regular file inside the table (the store refuses a symlink
+in place of the file or of its directory), its size equals the size the coordinator recorded, its modification time equals the
 recorded one where both sides know it, every line is one JSON action, and the first line's
 in-commit timestamp is the coordinator's. Anything else is a ``StagedCommitError`` naming the file
 and version; nothing is published, reported or read into the table's state from it.
@@ -10,21 +10,17 @@ and version; nothing is published, reported or read into the table's state from 
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from fsspec.implementations.local import LocalFileSystem
 
 from ..coordinators.base import RatifiedCommit
 from ..deltalog.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
 from ..deltalog.storage import FileStat, LogStore
 from .errors import MissingStagedCommitError, StagedCommitError
 
-__all__ = ["is_local_store", "is_staged_commit", "StagedListing", "list_staged", "read_ratified_commit", "validate_commit_bytes", "MTIME_TOLERANCE_MS"]
+__all__ = ["is_staged_commit", "StagedListing", "list_staged", "read_ratified_commit", "validate_commit_bytes", "MTIME_TOLERANCE_MS"]
 
 # Coordinators record times in ms; Hadoop truncates, a float round trip may land 1 ms off.
 MTIME_TOLERANCE_MS = 1
@@ -40,55 +36,19 @@ class StagedListing:
         return self.stats.get(name)
 
 
-def is_local_store(store: LogStore) -> bool:
-    return isinstance(store.fs, LocalFileSystem)
-
-
 def is_staged_commit(commit: RatifiedCommit) -> bool:
     parsed = parse_log_path(commit.file_name)
     return parsed is not None and parsed.type is LogFileType.STAGED_COMMIT and parsed.version == commit.version
 
 
-def _refuse_symlinked_dir(store: LogStore, directory: str) -> None:
-    if is_local_store(store) and os.path.islink(store.path(directory)):
-        raise StagedCommitError(
-            f"{store.display(directory)} is a symlink; staged commits are only read from inside the table",
-            path=directory,
-        )
-
-
 def list_staged(store: LogStore) -> StagedListing:
-    """Both staged directories (current and legacy), listed once each."""
+    """Both staged directories (current and legacy), listed once each (no-follow: a symlinked
+    directory or file there is a ``SymlinkInLogError``)."""
     stats: dict[str, FileStat] = {}
     for directory in (STAGED_DIR, LEGACY_STAGED_DIR):
-        _refuse_symlinked_dir(store, directory)
         for s in store.list_dir(directory):
             stats[s.name] = s
     return StagedListing(stats)
-
-
-def _read_local_nofollow(store: LogStore, name: str) -> tuple[bytes, FileStat]:
-    """Read a local file without following a symlink; the stat is of the very file read."""
-    path = store.path(name)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StagedCommitError(f"{store.display(name)} is a symlink, not a staged commit", path=name) from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        data = f.read()
-    return data, FileStat(name, st.st_size, int(st.st_mtime * 1000))
-
-
-def _read_one(store: LogStore, name: str, listing: StagedListing | None) -> tuple[bytes, FileStat | None]:
-    directory = name.split("/", 1)[0]
-    _refuse_symlinked_dir(store, directory)
-    if is_local_store(store):
-        return _read_local_nofollow(store, name)
-    data = store.read(name)
-    return data, (listing.get(name) if listing is not None else None) or store.stat(name)
 
 
 def _check_recorded(store: LogStore, commit: RatifiedCommit, name: str, data: bytes, stat: FileStat | None) -> None:
@@ -134,12 +94,11 @@ def read_ratified_commit(
     # releases staged into the legacy _commits/ directory.
     for name in (commit.file_name, f"{LEGACY_STAGED_DIR}/{parsed.filename}"):
         try:
-            if prefetched is not None and name in prefetched and not is_local_store(store):
-                data, stat = prefetched[name], (listing.get(name) if listing is not None else None) or store.stat(name)
-            else:
-                data, stat = _read_one(store, name, listing)
+            # the store never follows a symlink inside _delta_log (file or directory)
+            data = prefetched[name] if prefetched is not None and name in prefetched else store.read(name)
         except FileNotFoundError:
             continue
+        stat = (listing.get(name) if listing is not None else None) or store.stat(name)
         _check_recorded(store, commit, name, data, stat)
         validate_commit_bytes(store, commit, data)
         return data

@@ -27,6 +27,7 @@ from ..deltalog.listing import LogSegmentFiles, list_log_files
 from ..deltalog.log_segment import CatalogCommit
 from ..deltalog.snapshot import Snapshot, load_snapshot
 from ..deltalog.storage import LogStore, open_table_storage
+from ..deltalog.table_state import TableState, load_table_state
 from .coordinator import open_coordinator
 from .discovery import TableCoordination, read_table_coordination, resolve_coordinator_spec
 from .errors import CoordinatorMismatchError, InconsistentCoordinatorError
@@ -57,9 +58,10 @@ def read_table_state(
     catalog_commits: tuple[Any, ...] = (),
     latest_ratified_version: int | None = None,
     now_ms: int | None = None,
-) -> Snapshot:
-    """Protocol, metadata and properties of ``version`` (the one place identity and gates read them)."""
-    return load_snapshot(
+) -> TableState:
+    """Protocol, metadata and properties of ``version`` without replaying file actions (the one
+    place identity and gates read them): the worker's cost does not grow with the table."""
+    return load_table_state(
         store, version, files=files, catalog_commits=catalog_commits, latest_ratified_version=latest_ratified_version, now_ms=now_ms
     )
 
@@ -271,7 +273,7 @@ def opened_table(table_uri: str, storage_options: Mapping[str, Any] | None = Non
         table.close()
 
 
-def check_view_coordination(table: MaintainedTable, view: CatalogView, state: Snapshot) -> None:
+def check_view_coordination(table: MaintainedTable, view: CatalogView, state: TableState) -> None:
     """Files above the head were read when the identity was built: the ratified state must declare
     the same coordinator, or the identity came from a rogue file."""
     if not view.ignored_files or table.coordinator is None:
@@ -284,9 +286,8 @@ def check_view_coordination(table: MaintainedTable, view: CatalogView, state: Sn
         )
 
 
-def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | None = None, version: int | None = None) -> Snapshot:
-    """The table's latest *ratified* state (published files plus the verified pending commits):
-    gates, retention and protocol come from here, never from a stale published snapshot."""
+def _verified_tail(table: MaintainedTable, view: CatalogView) -> tuple[CatalogCommit, ...]:
+    """The pending commits, each verified (``read_ratified_commit``) and carried inline."""
     pending = view.pending
     reachable = max(view.published_version, pending[-1].version if pending else -1)
     if view.coordinated and pending and any(c.version != view.published_version + 1 + i for i, c in enumerate(pending)):
@@ -302,7 +303,7 @@ def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | N
             version=reachable + 1,
         )
     listing = list_staged(table.store) if any(c.inline_content is None for c in pending) else None
-    tail = tuple(
+    return tuple(
         CatalogCommit(
             version=c.version,
             file_name=c.file_name,
@@ -313,15 +314,23 @@ def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | N
         )
         for c in pending
     )
+
+
+def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | None = None) -> TableState:
+    """The table's latest *ratified* state (published files plus the verified pending commits):
+    gates, retention and protocol come from here, never from a stale published snapshot."""
     state = read_table_state(
-        table.store, view.files, view.latest_ratified_version, catalog_commits=tail, latest_ratified_version=view.head, now_ms=now_ms
+        table.store, view.files, view.latest_ratified_version, catalog_commits=_verified_tail(table, view),
+        latest_ratified_version=view.head, now_ms=now_ms,
     )
     check_view_coordination(table, view, state)
-    if version is not None and version != state.version:
-        return read_table_state(table.store, view.files, version, catalog_commits=tail, latest_ratified_version=view.head, now_ms=now_ms)
     return state
 
 
 def load_ratified_snapshot(table: MaintainedTable, version: int | None = None) -> Snapshot:
-    """The table at ``version`` (default: the latest ratified) as its catalog sees it."""
-    return ratified_state(table, table.catalog_view(), version=version)
+    """The table at ``version`` (default: the latest ratified) as its catalog sees it, with its files."""
+    view = table.catalog_view()
+    return load_snapshot(
+        table.store, view.latest_ratified_version if version is None else version, files=view.files,
+        catalog_commits=_verified_tail(table, view), latest_ratified_version=view.head,
+    )

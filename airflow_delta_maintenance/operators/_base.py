@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException, BaseOperator
+from .._airflow_compat import AirflowException, AirflowFailException, BaseOperator
 
-from ..coordinators.base import CommitCoordinatorClient
 from ..coordinators.errors import CoordinatorError
 from ..deltalog.errors import (
     AtomicWriteUnsupportedError,
@@ -17,11 +17,10 @@ from ..deltalog.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from ..deltalog.storage import LogStore, open_table_storage
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
 from ..maintenance.errors import CoordinatorMismatchError, InconsistentCoordinatorError, PublishForkError, StagedCommitError
-from ..maintenance.table import MaintainedTable, open_table
+from ..maintenance.table import MaintainedTable
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -89,31 +88,19 @@ class DeltaTableOperator(BaseOperator):
         self.delta_coordinator_conn_id = delta_coordinator_conn_id
         self.coordinator_spec = coordinator_spec
 
-    def storage_options(self) -> dict[str, Any]:
-        return DeltaStorageHook(self.delta_storage_conn_id).get_storage_options(self.table_uri)
+    @cached_property
+    def storage_hook(self) -> DeltaStorageHook:
+        return DeltaStorageHook(self.delta_storage_conn_id)
 
-    def store(self, *, allow_unsafe_writes: bool = False) -> LogStore:
-        return open_table_storage(self.table_uri, self.storage_options(), allow_unsafe_writes=allow_unsafe_writes)
-
-    @property
-    def has_coordinator(self) -> bool:
-        return bool(self.coordinator_spec or self.delta_coordinator_conn_id)
-
-    def coordinator(self) -> CommitCoordinatorClient:
-        hook = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec)
-        return hook.get_client(self.storage_options())
+    @cached_property
+    def coordinator_hook(self) -> DeltaCoordinatorHook:
+        return DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec or None)
 
     def open_table(self, *, allow_unsafe_writes: bool = False) -> MaintainedTable:
-        """The table's identity for this task: storage, coordinator and per-table conf, once."""
-        connection_spec, credentials = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec).connection_spec()
-        return open_table(
-            self.table_uri,
-            self.storage_options(),
-            coordinator=self.coordinator_spec or None,
-            connection_spec=connection_spec,
-            credentials=credentials,
-            allow_unsafe_writes=allow_unsafe_writes,
-        )
+        """The table's identity for this task: storage, coordinator and per-table conf, once
+        (connections and credentials are resolved once per task by the cached hooks)."""
+        options = self.storage_hook.get_storage_options(self.table_uri)
+        return self.coordinator_hook.open_table(self.table_uri, options, allow_unsafe_writes=allow_unsafe_writes)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The maintained table as both input and output dataset (lazy OpenLineage import)."""
@@ -122,8 +109,9 @@ class DeltaTableOperator(BaseOperator):
             from airflow.providers.openlineage.extractors import OperatorLineage
         except ImportError:
             return None
-        scheme, sep, rest = self.table_uri.partition("://")
-        namespace, name = (f"{scheme}://{rest.split('/', 1)[0]}", "/" + rest.split("/", 1)[1] if "/" in rest else "/") if sep else ("file", self.table_uri)
+        from ..maintenance.lineage import openlineage_dataset_name
+
+        namespace, name = openlineage_dataset_name(self.table_uri)
         dataset = Dataset(namespace=namespace, name=name)
         return OperatorLineage(inputs=[dataset], outputs=[dataset])
 

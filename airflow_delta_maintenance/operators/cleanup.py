@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..deltalog.table_properties import DAY_MS
+from ..deltalog.cleanup import retention_ms_from_days
 from ..maintenance.cleanup import run_metadata_cleanup
 from ._base import DeltaTableOperator, translate_errors
 
@@ -43,7 +43,7 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         dry_run = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).strip().lower() not in ("false", "0", "no")
-        retention = None if self.retention_days in (None, "", "None") else int(float(self.retention_days) * DAY_MS)  # type: ignore[arg-type]
+        retention = None if self.retention_days in (None, "", "None") else retention_ms_from_days(self.retention_days, option="retention_days")  # type: ignore[arg-type]
 
         def run() -> dict[str, Any]:
             with self.open_table() as table:

@@ -5,30 +5,49 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowException, BaseSensorOperator, PokeReturnValue, conf
+from .._airflow_compat import (
+    AirflowException,
+    AirflowFailException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    BaseSensorOperator,
+    PokeReturnValue,
+    conf,
+)
 
-from ..coordinators.errors import CoordinatorError
-from ..triggers.ratified_version import DeltaRatifiedVersionTrigger, poll_once
+from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
+from ..hooks.storage import DeltaStorageHook
+from ..triggers.ratified_version import DeltaRatifiedVersionTrigger
 
 if TYPE_CHECKING:
-    from airflow.providers.common.compat.sdk import Context
+    from .._airflow_compat import Context
 
 
 class DeltaRatifiedVersionSensor(BaseSensorOperator):
     """Succeeds when the latest ratified version is ≥ ``target_version``, or when at least
     ``min_new_commits`` are ratified beyond ``baseline_version`` (default: the last published).
 
-    One coordinator call per poke and no storage listing. Works in poke and reschedule modes, and
-    deferrable (``deferrable=True``) with ``DeltaRatifiedVersionTrigger``. The observed versions
-    go to XCom (``return_value``: latest ratified and published versions, pending count).
+    One coordinator call per poke and no storage listing (except one ``_delta_log`` check when the
+    coordinator does not know the table: a table in neither place is an error, not a wait). Works
+    in poke and reschedule modes, and deferrable (``deferrable=True``) with
+    ``DeltaRatifiedVersionTrigger``. The observed versions go to XCom (``return_value``: latest
+    ratified and published versions, pending count).
+
+    Outcomes are decided here, identically in every mode: the condition met → success; the timeout
+    reached with nothing new → skipped with the reason when ``skip_when_nothing_new`` (else
+    ``AirflowSensorTimeout``); any error that is not transient (a wrong table URI, a missing
+    coordinator database, refused credentials) → the task fails. Do not combine with ``soft_fail``,
+    which would turn those errors into skips too.
 
     :param table_uri: the table (templated)
     :param target_version: wait for this ratified version (templated)
     :param min_new_commits: or for this many commits beyond the baseline (templated)
     :param baseline_version: count new commits from here (default: the last published) (templated)
     :param skip: succeed at once without waiting, e.g. ``"{{ params.skip_wait }}"`` (templated)
+    :param skip_when_nothing_new: skip (not fail) when the timeout passes without the condition
     """
 
     template_fields: Sequence[str] = ("table_uri", "target_version", "min_new_commits", "baseline_version", "coordinator_spec", "skip")
@@ -46,6 +65,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         delta_storage_conn_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         skip: bool | str = False,
+        skip_when_nothing_new: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -58,7 +78,17 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         self.delta_storage_conn_id = delta_storage_conn_id
         self.deferrable = deferrable
         self.skip = skip
-        self._resolved: dict[str, Any] | None = None
+        self.skip_when_nothing_new = skip_when_nothing_new
+        self._last_reason = "no successful poke"
+        self._identity_cache: dict[str, Any] | None = None
+
+    @cached_property
+    def coordinator_hook(self) -> DeltaCoordinatorHook:
+        return DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec or None)
+
+    @cached_property
+    def storage_hook(self) -> DeltaStorageHook:
+        return DeltaStorageHook(self.delta_storage_conn_id)
 
     @staticmethod
     def _int(value: Any) -> int | None:
@@ -75,20 +105,15 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         return self.skip is True or str(self.skip).strip().lower() in ("true", "1", "yes")
 
     def _identity(self) -> dict[str, Any]:
-        """The table identity, resolved once per task try (reads the table's metadata once)."""
-        if self._resolved is None:
-            from ..hooks.coordinator import DeltaCoordinatorHook
-            from ..hooks.storage import DeltaStorageHook
-            from ..maintenance.table import open_table
-
-            options = DeltaStorageHook(self.delta_storage_conn_id).get_storage_options(self.table_uri)
-            connection_spec, credentials = DeltaCoordinatorHook(self.delta_coordinator_conn_id).connection_spec()
-            with open_table(self.table_uri, options, coordinator=self.coordinator_spec or None, connection_spec=connection_spec,
-                            credentials=credentials) as table:
+        """The table identity, resolved once per task try (the table's metadata is read once; each
+        poll after that is one coordinator call)."""
+        if self._identity_cache is None:
+            options = self.storage_hook.get_storage_options(self.table_uri)
+            with self.coordinator_hook.open_table(self.table_uri, options) as table:
                 if table.coordinator is None:
-                    raise AirflowException(f"ratified-version sensor for {self.table_uri}: the table has no coordinator to wait for")
-                self._resolved = table.identity()
-        return self._resolved
+                    raise AirflowFailException(f"ratified-version sensor for {self.table_uri}: the table has no coordinator to wait for")
+                self._identity_cache = table.identity()
+        return self._identity_cache
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
         if self._skipping:
@@ -96,27 +121,32 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
             return PokeReturnValue(is_done=True, xcom_value={"skipped": True})
         try:
             identity = self._identity()
-            observation = poll_once(
-                self.table_uri,
-                delta_coordinator_conn_id=self.delta_coordinator_conn_id,
-                coordinator_spec=identity["coordinator_spec"],
-                delta_storage_conn_id=self.delta_storage_conn_id,
-                table_conf=identity["table_conf"],
-                **self._condition(),
+            observation = poll_ratified_versions(
+                self.coordinator_hook, self.storage_hook.get_storage_options(self.table_uri), self.table_uri,
+                coordinator_spec=identity["coordinator_spec"], table_conf=identity["table_conf"], **self._condition()
             )
-        except CoordinatorError as exc:
-            if exc.retryable:
-                self.log.warning("transient coordinator error, poking again: %s", exc)
+        except Exception as exc:
+            if is_transient(exc):
+                self.log.warning("transient error, poking again: %s", exc)
+                self._last_reason = f"last poke failed transiently: {type(exc).__name__}: {exc}"
                 return False
-            raise AirflowException(f"ratified-version sensor for {self.table_uri}: {type(exc).__name__}: {exc}") from exc
+            raise AirflowFailException(f"ratified-version sensor for {self.table_uri}: {type(exc).__name__}: {exc}") from exc
         self.log.info("%s", observation["reason"])
+        self._last_reason = observation["reason"]
         if observation["satisfied"]:
             return PokeReturnValue(is_done=True, xcom_value=observation)
         return False
 
+    def _nothing_new(self, detail: str) -> AirflowException:
+        message = f"{self.table_uri}: nothing new before the timeout ({detail})"
+        return AirflowSkipException(message) if self.skip_when_nothing_new else AirflowSensorTimeout(message)
+
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout:  # raised only by the timeout check: poke raises no timeout
+                raise self._nothing_new(self._last_reason) from None
         result = self.poke(context)
         if isinstance(result, PokeReturnValue) and result.is_done:
             return result.xcom_value
@@ -136,7 +166,10 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        if not event or event.get("status") != "success":
-            status = (event or {}).get("status", "missing event")
-            raise AirflowException(f"ratified-version sensor for {self.table_uri} ended with {status}: {(event or {}).get('message')}")
-        return {k: v for k, v in event.items() if k not in ("status", "message")}
+        status = (event or {}).get("status", "missing event")
+        if status == "success":
+            self.log.info("%s", event.get("message"))
+            return {k: v for k, v in event.items() if k not in ("status", "message")}
+        if status == "timeout":
+            raise self._nothing_new(str(event.get("reason") or event.get("message")))
+        raise AirflowFailException(f"ratified-version sensor for {self.table_uri} ended with {status}: {(event or {}).get('message')}")

@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -28,6 +30,8 @@ from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_stor
 
 __all__ = [
     "STORAGE_OPTIONS_ENV",
+    "CREDENTIALS_FILE_ENV",
+    "load_credentials",
     "JobFailed",
     "base_parser",
     "open_store",
@@ -40,8 +44,10 @@ __all__ = [
     "run_job",
 ]
 
-# Secrets never travel on the command line: storage options (JSON) come from this variable.
+# Storage options without secrets (JSON) come from this variable; the secrets from the file named
+# by the second one — never from argv nor an environment value (maintenance.spark_submit).
 STORAGE_OPTIONS_ENV = "DELTA_MAINTENANCE_STORAGE_OPTIONS"
+CREDENTIALS_FILE_ENV = "DELTA_MAINTENANCE_CREDENTIALS_FILE"
 
 ACTION_SCHEMA = from_arrow_schema(
     pa.schema(
@@ -70,13 +76,37 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+@lru_cache(maxsize=1)
+def load_credentials() -> dict[str, Any]:
+    """The job's secrets: the file at the path in ``DELTA_MAINTENANCE_CREDENTIALS_FILE`` (a driver on
+    the submitting machine), else the file of that name in the working directory (shipped there
+    with ``--files`` for a driver in the cluster)."""
+    name = os.environ.get(CREDENTIALS_FILE_ENV)
+    if not name:
+        return {}
+    path = Path(name)
+    if not path.is_file():
+        path = Path.cwd() / path.name
+    if not path.is_file():
+        raise JobFailed(f"credentials file {name} not found, nor {path.name} in {Path.cwd()} (was it shipped with --files?)")
+    return json.loads(path.read_text())
+
+
 def open_store(args: argparse.Namespace) -> LogStore:
     raw = os.environ.get(args.storage_options_env) or "{}"
-    return open_table_storage(args.table_uri, json.loads(raw))
+    return open_table_storage(args.table_uri, {**json.loads(raw), **load_credentials().get("storage_options", {})})
 
 
 def spark_session(app_name: str) -> SparkSession:
-    return SparkSession.builder.appName(app_name).getOrCreate()
+    builder = SparkSession.builder.appName(app_name)
+    secret = load_credentials().get("storage_options", {})
+    if secret.get("key") and secret.get("secret"):  # s3a reads the same keys, set in-process (Spark redacts them in its UI)
+        builder = builder.config("spark.hadoop.fs.s3a.access.key", secret["key"]).config("spark.hadoop.fs.s3a.secret.key", secret["secret"])
+        if secret.get("token"):
+            builder = builder.config("spark.hadoop.fs.s3a.session.token", secret["token"]).config(
+                "spark.hadoop.fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+            )
+    return builder.getOrCreate()
 
 
 def hadoop_path(store: LogStore, name: str = "") -> str:

@@ -3,16 +3,25 @@
     spark-submit checkpoint.py --table-uri URI --version V [--sidecars N]
 
 Delayed commit (seed 001): executors write their output under unique names in a private staging
-directory (``_delta_log/_spark_staging/<uuid>/``, invisible to readers); only after every task
-succeeded does the driver make the checkpoint visible — sidecars moved into ``_sidecars/`` and the
-top-level file created if absent (V2), or the single classic file created if absent — and then
-``_last_checkpoint``. On failure the staging directory is removed and the job exits non-zero.
+directory (``_delta_log/_spark_staging/<run tag>/``, invisible to readers; the tag names this run
+and its start, see ``deltalog.run_identity``); only after every task succeeded does the driver make
+the checkpoint visible — sidecars moved into ``_sidecars/`` and the top-level file created if
+absent (V2), or the single classic file created if absent — and then ``_last_checkpoint``.
+
+The driver trusts no listing that another run could change: the write's own row count (observed
+by its tasks) must equal the rows the driver planned and the rows in the footers of exactly the
+files that write produced (one Spark write-job id); each moved sidecar is checked before the
+top-level file names it, and the checkpoint is read back before ``_last_checkpoint`` points at it.
+Leftovers of other runs are removed only when their owner is proven dead or they are a day old.
+On failure this run's staging directory and sidecars are removed and the job exits non-zero.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
+import re
 import sys
 import time
 import uuid
@@ -20,26 +29,29 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from fsspec.implementations.local import LocalFileSystem
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type
 
 from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
+from airflow_delta_maintenance.deltalog.abandoned import abandoned_sidecars, find_abandoned, remove_leftovers
+from airflow_delta_maintenance.deltalog.checkpoint_readback import read_back_checkpoint
 from airflow_delta_maintenance.deltalog.checkpoint_writer import (
     check_writer_features,
     checkpoint_codec,
-    checkpoint_num_rows,
     non_file_rows,
     update_last_checkpoint,
 )
-from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
+from airflow_delta_maintenance.deltalog.errors import DeltaLogError, LogFileExistsError
 from airflow_delta_maintenance.deltalog.features import check_read_supported
 from airflow_delta_maintenance.deltalog.last_checkpoint import LastCheckpointHint
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
 from airflow_delta_maintenance.deltalog.paths import SIDECAR_DIR, classic_checkpoint_name, uuid_checkpoint_name
+from airflow_delta_maintenance.deltalog.run_identity import STAGING_DIR, new_run
 from airflow_delta_maintenance.deltalog.schema import partition_values_type, stats_parse_plan
-from airflow_delta_maintenance.deltalog.storage import LogStore
+from airflow_delta_maintenance.deltalog.storage import FileStat, LogStore
 from airflow_delta_maintenance.deltalog.table_properties import TableProperties
 from airflow_delta_maintenance.spark_jobs._common import (
     JobFailed,
@@ -53,7 +65,9 @@ from airflow_delta_maintenance.spark_jobs._common import (
     spark_session,
 )
 
-STAGING = "_spark_staging"
+STAGING = STAGING_DIR
+# Spark names every file of one write job part-<task>-<write job uuid>-c<n>...
+_PART = re.compile(r"^part-\d+-([0-9a-f-]{36})-c\d+.*\.parquet$")
 
 
 def _referenced_sidecars(store: LogStore, files: Sequence) -> list[str]:
@@ -107,24 +121,37 @@ def _non_file_frame(spark: SparkSession, rows: list[dict], v2: bool) -> DataFram
     return spark.createDataFrame(table).coalesce(1).withColumn("_k2", F.format_string("%010d", F.monotonically_increasing_id()))
 
 
-def _cleanup_strays(store: LogStore, version: int, keep_staging: str | None) -> None:
-    """Remove staging directories of earlier, killed runs and their unreferenced sidecars."""
+def _cleanup_strays(store: LogStore) -> None:
+    """Remove leftovers of other runs — only those whose owner is proven dead or that are a day old."""
+    remove_leftovers(store, [*find_abandoned(store), *abandoned_sidecars(store)])
     root = store.path(STAGING)
-    if store.fs.exists(root):
-        for entry in store.fs.ls(root, detail=False):
-            name = f"{STAGING}/{str(entry).rstrip('/').rsplit('/', 1)[-1]}"
-            if name != keep_staging:
-                store.delete_tree(name)
-        if keep_staging is None and not store.fs.ls(root, detail=False):
-            store.fs.rmdir(root)
-    files = list_log_files(store)
-    referenced: set[str] = set()
-    for g in files.complete_checkpoints():
-        if g.version == version:
-            referenced.update(_referenced_sidecars(store, g.files))
-    for s in store.list_log(SIDECAR_DIR):
-        if s.filename.startswith(f"{version:020d}.checkpoint.") and s.filename not in referenced:
-            store.delete(s.name)
+    if isinstance(store.fs, LocalFileSystem):
+        try:
+            os.rmdir(root)  # only when empty: another run's directory keeps it
+        except OSError:
+            pass
+
+
+def _written_files(store: LogStore, staging: str, rows_written: int) -> list[FileStat]:
+    """The files the write produced in this run's staging directory, verified against its row count.
+
+    PySpark does not hand the driver the write's commit messages, so they are rebuilt and checked:
+    the files must all come from one write job, and their footers must hold exactly the rows the
+    write's tasks observed themselves writing.
+    """
+    staged = [s for s in store.list_dir(staging) if s.name.endswith(".parquet")]
+    jobs = {m.group(1) if (m := _PART.match(s.name.rsplit("/", 1)[-1])) else s.name for s in staged}
+    if len(jobs) > 1:
+        raise JobFailed(f"{store.display(staging)}: files of more than one write in this run's staging directory: {sorted(jobs)}")
+    in_footers = 0
+    for s in staged:
+        try:
+            in_footers += read_back_checkpoint(store, [s.name]).num_actions
+        except DeltaLogError as exc:
+            raise JobFailed(f"{store.display(s.name)}: a file of this run's write is unreadable: {exc}") from exc
+    if in_footers != rows_written:
+        raise JobFailed(f"{store.display(staging)}: the write committed {rows_written} rows but its files hold {in_footers}")
+    return sorted(staged, key=lambda s: s.name)
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -141,8 +168,9 @@ def _main(argv: Sequence[str] | None) -> int:
     existing = [g for g in files.complete_checkpoints() if g.version == v]
     if existing:
         g = existing[-1]
-        update_last_checkpoint(store, LastCheckpointHint(version=v, size=checkpoint_num_rows(store, g.files), size_in_bytes=g.size_in_bytes))
-        _cleanup_strays(store, v, None)
+        back = read_back_checkpoint(store, [f.name for f in g.files])  # never a hint to a checkpoint we cannot read
+        update_last_checkpoint(store, LastCheckpointHint(version=v, size=back.num_actions, size_in_bytes=g.size_in_bytes))
+        _cleanup_strays(store)
         print(json.dumps({"version": v, "existed": True, "files": [f.name for f in g.files]}))
         return 0
     segment = build_log_segment(files, v, table=store.uri)
@@ -165,24 +193,31 @@ def _main(argv: Sequence[str] | None) -> int:
     file_frame = _file_action_frame(adds, removes, props, state, state.protocol.has_writer_feature("deletionVectors"))
     rows = non_file_rows(v, state.protocol, state.metadata, state.domains.values(), state.txns.values(), props, now, checkpoint_metadata=v2)
 
-    staging = f"{STAGING}/{uuid.uuid4()}"
+    run = new_run()
+    staging = f"{STAGING}/{run.tag}"
     staging_uri = hadoop_path(store, staging)
     moved: list[str] = []
+    observed = Observation(f"checkpoint-{run.token}")
     try:
         num_adds = adds.count()
+        num_removes = removes.count()
         if uuid_named:
             frame = file_frame.drop("_path") if args.sidecars <= 0 else file_frame.repartition(args.sidecars, "_path").drop("_path")
-            frame = frame.select("add", "remove")
+            frame = frame.select("add", "remove").observe(observed, F.count(F.lit(1)).alias("rows"))
             frame.write.option("compression", "uncompressed" if codec == "none" else codec).parquet(staging_uri)
-            staged = [s for s in store.list_dir(staging) if s.name.endswith(".parquet")]
+            rows_written = int(observed.get["rows"])
+            if rows_written != num_adds + num_removes:
+                raise JobFailed(f"{store.uri}: the write committed {rows_written} file actions, {num_adds + num_removes} were planned")
+            staged = _written_files(store, staging, rows_written)
             sidecar_rows = []
-            token = uuid.uuid4()
-            for i, s in enumerate(sorted(staged, key=lambda s: s.name), start=1):
-                name = f"{v:020d}.checkpoint.{i:010d}.{len(staged):010d}.{token}.parquet"
+            for i, s in enumerate(staged, start=1):
+                name = f"{v:020d}.checkpoint.{i:010d}.{len(staged):010d}.{run.tag}.parquet"
                 store.move(s.name, f"{SIDECAR_DIR}/{name}")
                 moved.append(f"{SIDECAR_DIR}/{name}")
                 stat = store.stat(f"{SIDECAR_DIR}/{name}")
-                sidecar_rows.append({"sidecar": {"path": name, "sizeInBytes": s.size, "modificationTime": stat.modification_time if stat else 0, "tags": None}})
+                if stat is None or stat.size != s.size:
+                    raise JobFailed(f"{store.display(SIDECAR_DIR + '/' + name)}: sidecar vanished or changed after the move")
+                sidecar_rows.append({"sidecar": {"path": name, "sizeInBytes": s.size, "modificationTime": stat.modification_time, "tags": None}})
             top_schema = pa.schema(
                 [pa.field(n, t) for n, t in [("txn", cs.TXN_TYPE), ("metaData", cs.METADATA_TYPE), ("protocol", cs.PROTOCOL_TYPE),
                                              ("domainMetadata", cs.DOMAIN_METADATA_TYPE), ("checkpointMetadata", cs.CHECKPOINT_METADATA_TYPE),
@@ -193,16 +228,22 @@ def _main(argv: Sequence[str] | None) -> int:
             pq.write_table(top, buf, compression=codec)
             final = uuid_checkpoint_name(v, str(uuid.uuid4()), "parquet")
             store.put_if_absent(final, buf.getvalue())
-            num_actions = len(rows) + num_adds + removes.count()
+            moved.append(final)  # ours alone: removed again if it cannot be read back
+            num_actions = len(rows) + num_adds + num_removes
             total = buf.tell() + sum(s.size for s in staged)
-            written = [*moved, final]
+            written = [*moved]
         else:
             nonfile = _non_file_frame(spark, rows, v2).withColumn("_k1", F.lit(0))
             files_df = file_frame.withColumn("_k1", F.lit(1)).withColumnRenamed("_path", "_k2")
             ordered = nonfile.unionByName(files_df, allowMissingColumns=True).orderBy("_k1", "_k2").coalesce(1).drop("_k1", "_k2")
             columns = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"] + (["checkpointMetadata"] if v2 else [])
-            ordered.select(*columns).write.option("compression", "uncompressed" if codec == "none" else codec).parquet(staging_uri)
-            staged = [s for s in store.list_dir(staging) if s.name.endswith(".parquet")]
+            ordered = ordered.select(*columns).observe(observed, F.count(F.lit(1)).alias("rows"))
+            ordered.write.option("compression", "uncompressed" if codec == "none" else codec).parquet(staging_uri)
+            rows_written = int(observed.get["rows"])
+            num_actions = len(rows) + num_adds + num_removes
+            if rows_written != num_actions:
+                raise JobFailed(f"{store.uri}: the write committed {rows_written} actions, {num_actions} were planned")
+            staged = _written_files(store, staging, rows_written)
             if len(staged) != 1:
                 raise JobFailed(f"expected one staged checkpoint file, found {len(staged)}")
             final = classic_checkpoint_name(v)
@@ -211,17 +252,22 @@ def _main(argv: Sequence[str] | None) -> int:
             except LogFileExistsError:
                 print(json.dumps({"version": v, "existed": True, "files": [final]}))
                 return 0
-            num_actions = pq.ParquetFile(io.BytesIO(store.read(final))).metadata.num_rows
+            moved.append(final)
             total = staged[0].size
             written = [final]
+        try:
+            read_back_checkpoint(store, [final], expected_actions=num_actions)
+        except DeltaLogError as exc:
+            raise JobFailed(f"the checkpoint cannot be read back, so it was removed again: {exc}") from exc
+        moved = []  # visible and verified: from here on nothing of it is removed
         update_last_checkpoint(store, LastCheckpointHint(version=v, size=num_actions, size_in_bytes=total, num_of_add_files=num_adds))
     except BaseException:
-        for name in moved:  # sidecars that no checkpoint references yet
+        for name in reversed(moved):  # this run's files: the top-level one first, then its sidecars
             store.delete(name)
         raise
     finally:
         store.delete_tree(staging)
-    _cleanup_strays(store, v, None)
+    _cleanup_strays(store)
     print(json.dumps({"version": v, "existed": False, "files": written, "num_actions": num_actions, "num_add_files": num_adds,
                       "size_bytes": total, "seconds": round(time.monotonic() - started, 3)}))
     return 0

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
-from airflow_delta_maintenance.deltalog.compaction import compaction_head
+from airflow_delta_maintenance.deltalog.compaction import check_compaction_supported, compaction_head
 from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.paths import compaction_name
@@ -53,10 +53,12 @@ def _main(argv: Sequence[str] | None) -> int:
     if any(c.version == args.start and c.end_version == args.end for c in files.compactions):
         print(json.dumps({"path": name, "created": False}))
         return 0
+    check_compaction_supported(store, files)  # the shared write gate, as on a single node
     commits = {c.version: c for c in files.commits}
-    missing = [v for v in range(args.start, args.end + 1) if v not in commits]
-    if missing:
-        raise JobFailed(f"{store.uri}: version {missing[0]} is not published; compactions cover published versions only")
+    present = sorted(v for v in commits if args.start <= v <= args.end)  # from the files, never the range
+    if len(present) != args.end - args.start + 1:
+        first = next((args.start + i for i, v in enumerate(present) if v != args.start + i), args.start + len(present))
+        raise JobFailed(f"{store.uri}: version {first} is not published; compactions cover published versions only")
 
     spark = spark_session(f"delta-compaction {store.uri}[{args.start},{args.end}]")
     paths = [hadoop_path(store, commits[v].name) for v in range(args.start, args.end + 1)]
@@ -67,6 +69,9 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     parsed = lines.withColumn("_a", F.from_json("value", _KEYS))
     is_file = F.col("_a.add.path").isNotNull() | F.col("_a.remove.path").isNotNull()
+    two = parsed.where(F.col("_a.add").isNotNull() & F.col("_a.remove").isNotNull()).select("_version").limit(1).collect()
+    if two:  # one action per line: nothing is written from a line holding two
+        raise JobFailed(f"{store.uri}: {commits[two[0]['_version']].name} has a line with more than one action")
 
     # Non-file actions are few: reconcile them on the driver in version order.
     protocol = metadata = None

@@ -6,54 +6,23 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
+from functools import cached_property
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from ..coordinators.errors import CoordinatorError
-from ..maintenance.sensing import observe_ratified_versions
-from ..maintenance.table import restore_table
+from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
+from ..hooks.storage import DeltaStorageHook
 
-__all__ = ["DeltaRatifiedVersionTrigger", "poll_once"]
-
-
-def poll_once(
-    table_uri: str,
-    *,
-    delta_coordinator_conn_id: str | None,
-    coordinator_spec: str | None,
-    delta_storage_conn_id: str | None,
-    target_version: int | None,
-    min_new_commits: int | None,
-    baseline_version: int | None,
-    table_conf: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """One coordinator call; shared by the sensor's ``poke`` and the trigger (in a thread).
-
-    ``coordinator_spec`` and ``table_conf`` are the table identity resolved once by the sensor
-    (``MaintainedTable.identity()``); the connection only supplies credentials here.
-    """
-    from ..hooks.coordinator import DeltaCoordinatorHook
-    from ..hooks.storage import DeltaStorageHook
-
-    if not coordinator_spec:
-        raise ValueError(f"{table_uri}: the ratified-version poll needs the table's resolved coordinator spec")
-    options = DeltaStorageHook(delta_storage_conn_id).get_storage_options(table_uri)
-    _, credentials = DeltaCoordinatorHook(delta_coordinator_conn_id).connection_spec()
-    table = restore_table(table_uri, coordinator_spec, table_conf or {}, options, credentials=credentials)
-    try:
-        return observe_ratified_versions(
-            table, target_version=target_version, min_new_commits=min_new_commits, baseline_version=baseline_version
-        ).to_dict()
-    finally:
-        table.close()
+__all__ = ["DeltaRatifiedVersionTrigger"]
 
 
 class DeltaRatifiedVersionTrigger(BaseTrigger):
     """Fires ``success`` when the ratified version reaches the target (or enough new commits),
-    ``timeout`` at ``end_time`` (epoch seconds), ``error`` on a permanent coordinator error.
-    Transient errors are logged and polled again. Only JSON primitives are serialised."""
+    ``timeout`` at ``end_time`` (epoch seconds, with the last observation's reason), ``error`` on
+    a permanent error. Transient errors are logged and polled again; an observation is logged only
+    when it changes. Connections are read once per trigger run. Only JSON primitives are serialised."""
 
     def __init__(
         self,
@@ -79,8 +48,8 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
         self.baseline_version = baseline_version
         self.poll_interval = poll_interval
         self.end_time = end_time
-        # the per-table coordinator conf read from the table by the sensor, kept as a JSON string
-        # so that every serialised kwarg is a primitive
+        # the sensor resolved the table identity (coordinator_spec, the per-table conf read from
+        # the table); the conf travels as a JSON string so that every serialised kwarg is a primitive
         self.table_conf = table_conf if isinstance(table_conf, str) else json.dumps(dict(table_conf or {}), sort_keys=True)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -100,38 +69,44 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
             },
         )
 
+    @cached_property
+    def _hooks(self) -> tuple[DeltaCoordinatorHook, dict[str, Any]]:
+        coordinator = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec)
+        return coordinator, DeltaStorageHook(self.delta_storage_conn_id).get_storage_options(self.table_uri)
+
     def _poll_once(self) -> dict[str, Any]:
-        return poll_once(
+        coordinator, options = self._hooks
+        return poll_ratified_versions(
+            coordinator,
+            options,
             self.table_uri,
-            delta_coordinator_conn_id=self.delta_coordinator_conn_id,
-            coordinator_spec=self.coordinator_spec,
-            delta_storage_conn_id=self.delta_storage_conn_id,
+            coordinator_spec=coordinator.resolve_spec()[0],
+            table_conf=json.loads(self.table_conf),
             target_version=self.target_version,
             min_new_commits=self.min_new_commits,
             baseline_version=self.baseline_version,
-            table_conf=json.loads(self.table_conf),
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        while True:
-            if self.end_time is not None and time.time() >= self.end_time:
-                yield TriggerEvent({"status": "timeout", "message": f"{self.table_uri}: ratified version not reached before the timeout"})
-                return
+        last_reason = "no successful poll"
+        while True:  # poll before looking at the clock: a timeout always carries an observation
             try:
                 observation = await sync_to_async(self._poll_once)()
-            except CoordinatorError as exc:
-                if not exc.retryable:
+            except Exception as exc:  # noqa: BLE001 - classified: transient ones poll again, the rest fail the task
+                if not is_transient(exc):
                     yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
                     return
-                self.log.warning("transient coordinator error, polling again: %s", exc)
-            except (OSError, ConnectionError, TimeoutError) as exc:
-                self.log.warning("transient error, polling again: %s", exc)
-            except Exception as exc:  # noqa: BLE001 - a broken configuration is permanent
-                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
-                return
+                self.log.warning("%s: transient error, polling again: %s", self.table_uri, exc)
+                last_reason = f"last poll failed transiently: {type(exc).__name__}: {exc}"
             else:
                 if observation["satisfied"]:
                     yield TriggerEvent({"status": "success", "message": observation["reason"], **observation})
                     return
-                self.log.info("%s", observation["reason"])
+                if observation["reason"] != last_reason:  # a line per change, not per poll
+                    self.log.info("%s: %s", self.table_uri, observation["reason"])
+                last_reason = observation["reason"]
+            if self.end_time is not None and time.time() >= self.end_time:
+                message = f"{self.table_uri}: nothing new before the timeout ({last_reason})"
+                yield TriggerEvent({"status": "timeout", "message": message, "reason": last_reason})
+                return
             await asyncio.sleep(self.poll_interval)

@@ -1,10 +1,11 @@
-"""Unity Catalog server fixture (pytest plugin, listed in ``tests/conftest.py``).
+"""The UC OpenAPI stand-in fixture (pytest plugin, listed in ``tests/conftest.py``).
 
-The Unity Catalog OSS server (``io.unitycatalog:unitycatalog-server``) is not on Maven Central, so
-``uc_server`` runs the **UC OpenAPI test server (not the OSS server)** from
-``tests/uc_openapi_server``: one process per session on 127.0.0.1 only (checked), with a bearer
-token and a storage root where it allocates managed-table locations, stopped by its process group
-at teardown. The terminal summary names it as the test server.
+The UC tests run on the real Unity Catalog OSS server (``tests/_infra/uc_oss``). ``uc_server`` runs
+the **UC OpenAPI stand-in (not the OSS server)** from ``tests/uc_openapi_server`` only for what the
+real server cannot be made to do on demand: injected 5xx, throttling and answers lost after the
+server applied a request. One process per session on 127.0.0.1 only (checked), with a bearer token
+and a storage root where it allocates managed-table locations, stopped by its process group at
+teardown. The terminal summary names it as the stand-in, and so do the ids of the tests using it.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def test_put_if_absent_on_s3_has_exactly_one_winner(s3_bucket: tuple[str, dict])
 def test_publish_and_read_a_table_on_s3(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
     bucket, options = s3_bucket
     uri = f"s3://{bucket}/tables/orders"
-    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true", options)
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 8):
         client.commit(uri, v, [add(f"f{v}")])
@@ -54,7 +54,7 @@ def test_publish_and_read_a_table_on_s3(s3_bucket: tuple[str, dict], tmp_path: P
 def test_spark_checkpoint_on_s3a(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
     bucket, options = s3_bucket
     uri = f"s3://{bucket}/tables/spark"
-    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true", options)
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 6):
         client.commit(uri, v, [add(f"f{v}")])
@@ -82,8 +82,74 @@ def test_cleanup_on_s3_deletes_in_bulk_and_keeps_every_retained_version(s3_bucke
     day = 86_400_000
     now = int(__import__("time").time() * 1000) + 40 * day  # every commit is older than 30 days then
     before = load_snapshot(store, 1055, now_ms=now).active_file_keys()
-    result = run_metadata_cleanup(bind_table(store), dry_run=False, retention_ms=30 * day, allow_shorter_retention=True, now_ms=now)
+    result = run_metadata_cleanup(
+        bind_table(store), dry_run=False, retention_ms=30 * day, allow_shorter_retention=True, now_ms=now, allow_future_now=True
+    )
     assert result.plan.cutoff_checkpoint == 1050 and result.deleted == 1050
     names = {p.rsplit("/", 1)[-1] for p in store.fs.ls(store.log_dir, detail=False, refresh=True)}
     assert min(int(n[:20]) for n in names if n.endswith(".json")) == 1050
     assert load_snapshot(open_table_storage(uri, options), 1055, now_ms=now).active_file_keys() == before
+
+
+def test_table_state_on_s3_equals_the_snapshot(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
+    """The light load opens the checkpoint for random access through s3fs (footer, then the
+    protocol/metaData column chunks): it must agree with the full load on S3 too."""
+    from airflow_delta_maintenance.deltalog.table_state import load_table_state
+
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/tables/state"
+    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client.commit(uri, 0, create_actions(ict=True))
+    for v in range(1, 5):
+        client.commit(uri, v, [add(f"f{v}")])
+    store = open_table_storage(uri, options)
+    publish_ratified_commits(bind_table(store, client))
+    write_checkpoint(store, load_snapshot(store, 3))
+    for version in (None, 3, 4):
+        state, snap = load_table_state(store, version), load_snapshot(store, version)
+        assert (state.version, state.protocol, state.metadata, state.properties, state.timestamp) == (
+            snap.version, snap.protocol, snap.metadata, snap.properties, snap.timestamp
+        )
+    assert load_table_state(store, 3).checkpoint_version == 3 and load_table_state(store).segment.checkpoint_version == 3
+
+
+def test_cleanup_on_s3_checks_in_commit_timestamps_and_skips_a_torn_anchor(s3_bucket: tuple[str, dict]) -> None:
+    """S3 cannot set mtimes: in-commit timestamps carry the ages. The ICT heads are range reads;
+    a torn checkpoint is passed over as the anchor; a non-monotonic ICT stops cleanup."""
+    import time
+
+    from airflow_delta_maintenance.deltalog.errors import NonMonotonicTimestampError
+    from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
+    from tests.unit.deltalog.logbuilder import LogBuilder, add as log_add, commit_info, metadata, protocol
+
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/tables/ict-cleanup"
+    store = open_table_storage(uri, options)
+    log = LogBuilder(store.fs, store.table_root)
+    day = 86_400_000
+    now = int(time.time() * 1000)
+    conf = {"delta.logRetentionDuration": "interval 10 days", "delta.enableInCommitTimestamps": "true",
+            "delta.inCommitTimestampEnablementVersion": "0"}
+    for v in range(30):
+        head = [protocol(1, 7, None, ["inCommitTimestamp"]), metadata(conf)] if v == 0 else []
+        log.commit(v, [commit_info(now - (30 - v) * day), *head, log_add(f"f{v}")])
+    for v in (5, 15, 25):
+        write_checkpoint(store, load_snapshot(store, v))
+    retained = {v: load_snapshot(store, v).active_file_keys() for v in range(19, 30)}
+    torn = f"{15:020d}.checkpoint.parquet"
+    store.fs.pipe_file(store.path(torn), store.read(torn)[:200])
+
+    bad = store.read(f"{27:020d}.json").split(b"\n")
+    first = json.loads(bad[0])
+    first["commitInfo"]["inCommitTimestamp"] = 1000
+    good = store.read(f"{27:020d}.json")
+    store.fs.pipe_file(store.path(f"{27:020d}.json"), b"\n".join([json.dumps(first).encode(), *bad[1:]]))
+    with pytest.raises(NonMonotonicTimestampError, match="version 27"):
+        run_metadata_cleanup(bind_table(store), dry_run=False)
+    assert store.exists(f"{0:020d}.json")
+    store.fs.pipe_file(store.path(f"{27:020d}.json"), good)
+
+    result = run_metadata_cleanup(bind_table(store), dry_run=False)
+    assert result.plan.cutoff_checkpoint == 5 and result.plan.unreadable_checkpoints and result.deleted == 5
+    for v, keys in retained.items():
+        assert load_snapshot(open_table_storage(uri, options), v).active_file_keys() == keys, v

@@ -43,6 +43,7 @@ from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.paths import LogFileType
 from airflow_delta_maintenance.deltalog.snapshot import Snapshot, load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
+from airflow_delta_maintenance.deltalog.table_state import load_table_state
 
 import deltalake  # the independent oracle: a test dependency, never skipped
 from deltalake import CommitProperties, TableFeatures, Transaction
@@ -399,10 +400,15 @@ def compare_every_version(h: History) -> dict[str, int]:
             with pytest.raises(MissingCommitError) as refused:
                 load_snapshot(h.path, v)
             assert refused.type is MissingCommitError and refused.value.version <= v, why
+            with pytest.raises(MissingCommitError):
+                load_table_state(h.path, v)
             stats["refused"] += 1
             continue
         ours = load_snapshot(h.path, v)
         assert_same_as_wheel(ours, table, why, check_partition_values=True)
+        state = load_table_state(h.path, v, now_ms=ours.now_ms)  # the light load agrees with the full one
+        assert (state.version, state.protocol, state.metadata, state.properties) == (ours.version, ours.protocol, ours.metadata, ours.properties), why
+        assert (state.timestamp, state.checkpoint_version) == (ours.timestamp, ours.checkpoint_version), why
         assert ours.checkpoint_version == _newest_checkpoint_at_or_below(log, v), f"not on the newest checkpoint: {why}"
         stats["versions"] += 1
         stats["via_compaction"] += _used_compaction(ours)

@@ -183,3 +183,54 @@ def test_spark_checkpoint_of_golden_tables_equals_the_single_node_writer(tmp_pat
     store_b = open_table_storage(b)
     write_checkpoint(store_b, load_snapshot(store_b, now_ms=NOW))
     assert actions_of_checkpoint(a) == actions_of_checkpoint(b)
+
+
+def _live_run_tag() -> str:
+    """A run tag of this (live) process, spelled out so the test also runs against older code."""
+    import hashlib
+    import socket
+
+    host = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+    return f"{int(time.time() * 1000):013d}-{host}-{os.getpid()}-{'ab' * 8}"
+
+
+def test_another_live_runs_staging_and_sidecars_survive_a_spark_checkpoint(tmp_path: Path) -> None:
+    """Why: "Stray cleanup at the end of one run deletes every other staging directory and every
+    unreferenced sidecar of the version, with no age or liveness check"."""
+    uri = synthetic(tmp_path / "t", v2=True)
+    log = Path(uri) / "_delta_log"
+    tag = _live_run_tag()
+    other_staging = log / "_spark_staging" / tag
+    other_staging.mkdir(parents=True)
+    (other_staging / "part-00000-00000000-0000-0000-0000-000000000000-c000.zstd.parquet").write_bytes(b"another run's task output")
+    # a single-node writer's sidecar, written just before its top-level file
+    other_sidecar = log / "_sidecars" / f"{11:020d}.checkpoint.{1:010d}.{1:010d}.{tag}.parquet"
+    other_sidecar.parent.mkdir()
+    other_sidecar.write_bytes(b"another run's sidecar")
+    run_spark_submit(checkpoint_job(uri, 11, sidecars=2))
+    verify_checkpoint(open_table_storage(uri), 11)
+    assert other_staging.exists() and any(other_staging.iterdir()), "a live run's staging directory was deleted"
+    assert other_sidecar.exists(), "a live run's sidecar was deleted"
+
+
+def test_a_spark_run_whose_staging_is_emptied_publishes_nothing(tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why: the run that "learns its output by listing its staging directory, then writes a
+    UUID-named V2 checkpoint with no sidecars and ``_last_checkpoint`` points at it"."""
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    from airflow_delta_maintenance.spark_jobs import checkpoint as job
+
+    uri = synthetic(tmp_path / "t", v2=True)
+    original = DataFrameWriter.parquet
+
+    def write_then_lose_output(self: Any, path: str, *args: Any, **kwargs: Any) -> None:
+        original(self, path, *args, **kwargs)
+        shutil.rmtree(path.removeprefix("file://"))  # another run's stray cleanup strikes here
+
+    monkeypatch.setattr(DataFrameWriter, "parquet", write_then_lose_output)
+    assert job.main(["--table-uri", uri, "--version", "11", "--sidecars", "2"]) != 0
+    store = open_table_storage(uri)
+    assert not list_log_files(store).checkpoints, "a checkpoint without its files became visible"
+    assert not store.exists("_last_checkpoint")
+    assert not store.list_log("_sidecars")
+    assert load_snapshot(uri).num_files == load_snapshot(uri, 11).num_files

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
+EXAMPLE_DAGS = REPO / "airflow_delta_maintenance" / "example_dags"  # what `delta-maintenance init-dags` copies
 
 
 def airflow_env(home: Path, dags: Path, **extra: str) -> dict[str, str]:
@@ -31,5 +32,5 @@ def airflow_env(home: Path, dags: Path, **extra: str) -> dict[str, str]:
 def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("airflow-home")
     airflow = Path(sys.executable).with_name("airflow")
-    subprocess.run([str(airflow), "db", "migrate"], env=airflow_env(home, REPO / "dags"), check=True, capture_output=True, timeout=300)
+    subprocess.run([str(airflow), "db", "migrate"], env=airflow_env(home, EXAMPLE_DAGS), check=True, capture_output=True, timeout=900)
     return home

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import REPO, airflow_env
+import pytest
+
+from .conftest import EXAMPLE_DAGS, airflow_env
 
 PARSE = r"""
 import json, socket, sys, builtins
@@ -21,7 +23,9 @@ def no_network(*a, **k):
     raise AssertionError("network access while parsing")
 socket.socket.connect = no_network
 bag = DagBag(dag_folder=sys.argv[1], include_examples=False) if "include_examples" in DagBag.__init__.__code__.co_varnames else DagBag(dag_folder=sys.argv[1])
-print("RESULT " + json.dumps({"dags": sorted(bag.dag_ids), "errors": {k: str(v) for k, v in bag.import_errors.items()}, "opened": opened}))
+print("RESULT " + json.dumps({"dags": sorted(bag.dag_ids), "errors": {k: str(v) for k, v in bag.import_errors.items()}, "opened": opened,
+                              "meta": {d: {"description": bag.dags[d].description, "tags": sorted(bag.dags[d].tags), "tasks": sorted(bag.dags[d].task_ids),
+                                           "schedule": str(getattr(bag.dags[d].timetable, "description", ""))} for d in bag.dag_ids}}))
 """
 
 
@@ -32,10 +36,59 @@ def test_dag_file_parses_without_touching_tables_or_coordinators(tmp_path: Path)
         "tables:\n  - name: a\n    uri: s3://no-such-bucket/a\n  - name: b\n    uri: /nonexistent/table\n"
         "    coordinator: dynamodb://ddb?region=us-east-1&endpoint=http://10.255.255.1:8000\n"
     )
-    env = airflow_env(tmp_path / "home", REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config))
-    out = subprocess.run([sys.executable, "-c", PARSE, str(REPO / "dags" / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=300)
+    env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
+    out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=600)
     line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
     assert result["errors"] == {} and result["dags"] == ["delta_maintenance__a", "delta_maintenance__b"]
     touched = [p for p in result["opened"] if "nonexistent" in p or "coordinator.db" in p]
     assert touched == [] and not Path("/nonexistent").exists()
+
+
+def parse(tmp_path: Path, config_text: str) -> dict:
+    config = tmp_path / "tables.yaml"
+    config.write_text(config_text)
+    env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
+    out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=600)
+    line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, out.stdout[-3000:] + out.stderr[-3000:]
+    return json.loads(line[len("RESULT "):])
+
+
+def test_an_invalid_table_gets_a_failing_placeholder_and_the_others_still_load(tmp_path: Path) -> None:
+    result = parse(
+        tmp_path,
+        "defaults:\n  coordinator: local:///data/coordinator.db\n"
+        "tables:\n"
+        "  - {name: good, uri: /t/good, schedule: '30m'}\n"
+        "  - {name: every_hour, uri: /t/b, schedule: every hour}\n"
+        "  - {name: relative, uri: /t/c, coordinator: 'local://tmp/coordinator.db'}\n"
+        "  - {name: 'bad name!', uri: /t/d}\n"
+        "  - {name: good, uri: /t/duplicate}\n"
+        "  - {name: cron, uri: /t/e, schedule: '15 */2 * * *'}\n",
+    )
+    assert result["errors"] == {}, "one bad table must not make the whole file an import error"
+    meta = result["meta"]
+    assert sorted(meta) == ["delta_maintenance__cron", "delta_maintenance__every_hour", "delta_maintenance__good",
+                            "delta_maintenance__invalid_3", "delta_maintenance__invalid_4", "delta_maintenance__relative"]
+    assert "invalid-config" not in meta["delta_maintenance__good"]["tags"] and "publish" in meta["delta_maintenance__good"]["tasks"]
+    assert meta["delta_maintenance__good"]["description"] == "Delta log maintenance of good (/t/good)"
+    for dag_id, needle in (("every_hour", "schedule: 'every hour' is not a cron expression"), ("relative", "must be absolute"),
+                           ("invalid_3", "tables[3].name"), ("invalid_4", "duplicate table name")):
+        entry = meta[f"delta_maintenance__{dag_id}"]
+        assert "invalid-config" in entry["tags"] and entry["tasks"] == ["invalid_configuration"], entry
+        assert entry["description"].startswith("INVALID CONFIGURATION: ") and needle in entry["description"], entry
+
+
+def test_the_placeholder_task_fails_with_the_error(tmp_path: Path) -> None:
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_delta_maintenance.dag_factory import build_dags
+
+    config = tmp_path / "tables.yaml"
+    config.write_text("defaults: {publish: false}\ntables:\n  - {name: x, uri: /t/x, schedule: every hour}\n")
+    dag = build_dags(config)["delta_maintenance__x"]
+    task = dag.get_task("invalid_configuration")
+    assert task.retries == 0
+    with pytest.raises(AirflowFailException, match="table 'x': schedule: 'every hour' is not a cron expression"):
+        task.execute({})

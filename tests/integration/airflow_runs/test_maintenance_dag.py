@@ -17,18 +17,18 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 
-from .conftest import REPO, airflow_env
+from .conftest import EXAMPLE_DAGS, airflow_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1800)]  # above the run deadline below
 
 
 def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(REPO / "dags" / "delta_maintenance.py"), json.dumps(conf or {})],
-        env=airflow_env(home, REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config)),
+        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(EXAMPLE_DAGS / "delta_maintenance.py"), json.dumps(conf or {})],
+        env=airflow_env(home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config)),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1500,  # a generous deadline: a Spark checkpoint on a busy machine
     )
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -41,7 +41,7 @@ def log_state(uri: str) -> dict[str, tuple[int, int]]:
 
 def test_generated_dag_runs_end_to_end_and_a_second_run_changes_nothing(airflow_home: Path, tmp_path: Path) -> None:
     spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "table")
-    client = open_coordinator(spec)
+    client = open_coordinator(spec + "?create=true")  # the DAG's spec requires it to exist
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 25):
         client.commit(uri, v, [{"add": {"path": f"f{v}", "partitionValues": {"region": "x"}, "size": 10, "modificationTime": 1, "dataChange": True}}])

@@ -2,8 +2,10 @@
 
 - ``local``: the embedded SQLite coordinator;
 - ``dynamodb``: DynamoDB Local (official jar), one fresh coordinator table per test;
-- ``uc-v1`` / ``uc-preview``: the UC OpenAPI test server (NOT the Unity Catalog OSS server, which
-  is not on Maven Central), Delta API v1 and preview commits API.
+- ``uc-oss-<version>[-auth]-<api>``: the real Unity Catalog OSS server (0.6.0, 0.5.1; authorization
+  off, or on with the admin's token), Delta API v1 and preview commits API (``tests/_infra/uc_oss``);
+- ``uc-standin-<api>``: the UC OpenAPI stand-in (``tests/uc_openapi_server``), only for the faults
+  the real server cannot be made to produce (lost answers, 5xx, throttling).
 """
 
 from __future__ import annotations
@@ -21,7 +23,18 @@ from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import normalize_table_uri
 from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
 
-KINDS = ["local", "dynamodb", "uc-v1", "uc-preview"]
+from tests._infra.uc_oss import SERVERS, server_id
+
+APIS = ("v1", "preview")
+UC_OSS_KINDS = [f"uc-{server_id(v, auth)}-{api}" for v, auth in SERVERS for api in APIS]
+UC_STANDIN_KINDS = [f"uc-standin-{api}" for api in APIS]
+KINDS = ["local", "dynamodb", *UC_OSS_KINDS]
+
+
+def uc_server_of(kind: str) -> tuple[str, bool] | None:
+    """(version, authorization) of an ``uc-oss-…`` kind; ``None`` for the stand-in."""
+    middle = kind.removeprefix("uc-").rsplit("-", 1)[0]
+    return next(((v, auth) for v, auth in SERVERS if server_id(v, auth) == middle), None)
 
 
 @dataclass
@@ -55,14 +68,20 @@ def add(path: str, size: int = 1) -> dict[str, Any]:
 
 def make_spec(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> str:
     if kind == "local":
-        return f"local://{tmp_path}/coordinator.db"
+        return f"local://{tmp_path}/coordinator.db?create=true"
     if kind == "dynamodb":
         endpoint = request.getfixturevalue("dynamodb_endpoint")
         request.getfixturevalue("aws_env")
         return f"dynamodb://{request.getfixturevalue('dynamodb_table_name')}?region=us-east-1&endpoint={endpoint}"
-    server = request.getfixturevalue("uc_server")
-    request.getfixturevalue("monkeypatch").setenv(UC_TOKEN_ENV, server.token)
-    return f"unity-catalog://{server.host}/main.default.t{uuid.uuid4().hex[:10]}?api={kind.split('-')[1]}&tls=false"
+    api = kind.rsplit("-", 1)[1]
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    real = uc_server_of(kind)
+    server = request.getfixturevalue("uc_oss_servers").get(*real) if real else request.getfixturevalue("uc_server")
+    if server.token:  # what a user configures: the token in the environment (or the connection's password)
+        monkeypatch.setenv(UC_TOKEN_ENV, server.token)
+    else:
+        monkeypatch.delenv(UC_TOKEN_ENV, raising=False)
+    return f"unity-catalog://{server.host}/main.default.t{uuid.uuid4().hex[:10]}?api={api}&tls=false"
 
 
 def create_table(kind: str, client: Any, tmp_path: Path) -> str:

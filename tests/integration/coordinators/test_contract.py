@@ -1,6 +1,6 @@
 """One coordinator contract, run unchanged against every coordinator (see ``_targets``):
-embedded SQLite, DynamoDB Local, and Unity Catalog's v1 and preview APIs on the UC OpenAPI test
-server (not the OSS server)."""
+embedded SQLite, DynamoDB Local, and Unity Catalog's v1 and preview APIs on the real UC OSS
+server, 0.6.0 and 0.5.1, each with authorization off and on (the test id names the server)."""
 
 from __future__ import annotations
 
@@ -196,6 +196,6 @@ def test_a_staged_commit_altered_after_ratification_is_never_published(
     alter(Path(target.table_uri) / "_delta_log" / two.file_name)
     code = main(["publish", target.table_uri, "--coordinator", target.spec])
     err = capsys.readouterr().err
-    assert code == 2 and "StagedCommitError" in err and two.file_name.rsplit("/", 1)[-1] in err, err
+    assert code == 2 and ("StagedCommitError" in err or "SymlinkInLogError" in err) and two.file_name.rsplit("/", 1)[-1] in err, err
     assert [c.version for c in list_log_files(open_table_storage(target.table_uri)).commits] == [0]
     assert versions(target) == [1, 2, 3]

@@ -1,4 +1,6 @@
-"""Unity Catalog specifics, on the UC OpenAPI test server (not the OSS server), both APIs."""
+"""Unity Catalog specifics, both APIs. On the real OSS server (0.6.0, 0.5.1, authorization off and
+on) unless the test needs a fault the real server cannot be made to produce (5xx, throttling,
+a lost answer decided server-side): those run on the UC OpenAPI stand-in, and their ids say so."""
 
 from __future__ import annotations
 
@@ -10,27 +12,33 @@ from airflow_delta_maintenance.coordinators.errors import CommitLimitReachedErro
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from tests.integration.coordinators._targets import Target, add, create_table, make_spec, table_conf_of
+from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
+from tests.integration.coordinators._targets import UC_OSS_KINDS, UC_STANDIN_KINDS, Target, add, create_table, make_spec, table_conf_of
 
 pytestmark = pytest.mark.integration
 
 MAX_UNPUBLISHED = 10  # the OSS server's MAX_NUM_COMMITS_PER_TABLE
 
 
-@pytest.fixture(params=["uc-v1", "uc-preview"])
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def uc(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target:
+def _target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target:
     spec = make_spec(request, kind, tmp_path)
     client = open_coordinator(spec)
     table_uri = create_table(kind, client, tmp_path)
     return Target(kind, spec, table_uri, client, table_conf_of(table_uri), [client])
+
+
+@pytest.fixture(params=UC_OSS_KINDS)
+def uc(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """A new table on a real UC OSS server."""
+    return _target(request, str(request.param), tmp_path)
+
+
+@pytest.fixture(params=UC_STANDIN_KINDS)
+def standin(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """A new table on the UC OpenAPI stand-in (fault injection only)."""
+    return _target(request, str(request.param), tmp_path)
 
 
 def test_version_zero_carries_the_catalog_managed_contract(uc: Target) -> None:
@@ -68,58 +76,46 @@ def test_every_unpublished_commit_is_listed_across_pages(uc: Target) -> None:
     assert snap.version == 15 and len(list(snap.active_file_keys())) == 15
 
 
-def test_transient_server_errors_are_retried(uc: Target, uc_server) -> None:  # noqa: ANN001
-    uc_server.inject_fault(count=2, code="INTERNAL", method="POST")
-    uc.client.commit(uc.table_uri, 1, [add("a")], uc.table_conf)
-    uc_server.inject_fault(count=1, status=429, error_type="TooManyRequestsException")
-    assert uc.client.latest_ratified_version(uc.table_uri, uc.table_conf) == 1
-
-
-def test_a_lost_answer_is_resent_and_counted_once(uc: Target, uc_server) -> None:  # noqa: ANN001
-    uc_server.inject_fault(count=1, after=True, code="COMMIT_STATE_UNKNOWN", method="POST")  # ratified, answer lost
-    ratified = uc.client.commit(uc.table_uri, 1, [add("a")], uc.table_conf)  # the resend is an idempotent replay
-    resp = uc.client.get_commits(uc.table_uri, 0, None, uc.table_conf)
-    assert [(c.version, c.file_name) for c in resp.commits] == [(1, ratified.file_name)]
-
-
-def test_a_lost_answer_is_recognised_by_reloading(uc: Target, uc_server) -> None:  # noqa: ANN001
-    client: UnityCatalogCoordinator = uc.client  # type: ignore[assignment]
-    client._http.max_attempts = 1  # no resend: recovery must reload and find its own file name
-    uc_server.inject_fault(count=1, after=True, code="COMMIT_STATE_UNKNOWN", method="POST")
-    ratified = client.commit(uc.table_uri, 1, [add("a")], uc.table_conf)
-    assert [c.file_name for c in client.get_commits(uc.table_uri, 0, None, uc.table_conf).commits] == [ratified.file_name]
-    uc_server.inject_fault(count=1, code="COMMIT_STATE_UNKNOWN", method="POST")  # refused, not ratified
-    with pytest.raises(CoordinatorError) as err:
-        client.commit(uc.table_uri, 2, [add("b")], uc.table_conf)
-    assert err.value.retryable and client.latest_ratified_version(uc.table_uri, uc.table_conf) == 1
-
-
 def test_recovery_compares_bytes_once_the_commit_was_published_and_forgotten(uc: Target) -> None:
     client: UnityCatalogCoordinator = uc.client  # type: ignore[assignment]
     ratified = client.commit(uc.table_uri, 1, [add("a")], uc.table_conf)
+    client.commit(uc.table_uri, 2, [add("b")], uc.table_conf)
     store = open_table_storage(uc.table_uri)
     publish_ratified_commits(bind_table(store, client))
+    assert 1 not in [c.version for c in client.get_commits(uc.table_uri, 0, None, uc.table_conf).commits]  # purged
     data, bare = store.read(ratified.file_name), ratified.file_name.rsplit("/", 1)[-1]
     writer = client.writer_factory(uc.table_uri)  # type: ignore[misc]
     assert client._was_accepted(uc.table_uri, uc.table_conf, 1, bare, data, writer)
     assert not client._was_accepted(uc.table_uri, uc.table_conf, 1, bare, data + b"\n", writer)
-    assert not client._was_accepted(uc.table_uri, uc.table_conf, 2, bare, data, writer)
+    assert not client._was_accepted(uc.table_uri, uc.table_conf, 3, bare, data, writer)
 
 
-def test_requests_without_the_token_are_refused_and_not_retried(uc: Target, uc_server) -> None:  # noqa: ANN001
-    anonymous = UnityCatalogCoordinator(uc_server.host, uc.client.full_name, api=uc.client.api, tls=False)  # type: ignore[attr-defined]
+def test_a_table_must_be_created_where_the_catalog_says(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    for api in ("v1", "preview"):
+        client = open_coordinator(make_spec(request, f"uc-oss-0.6.0-{api}", tmp_path))
+        with pytest.raises(CoordinatorError, match="Unity Catalog chooses managed locations") as err:
+            client.commit(str(tmp_path / "mine"), 0, [])
+        assert not err.value.retryable and not (tmp_path / "mine" / "_delta_log").exists()
+
+
+# ---- faults the real server cannot be made to produce: the stand-in ----------------------------
+
+
+def test_transient_server_errors_are_retried(standin: Target, uc_server) -> None:  # noqa: ANN001
+    uc_server.inject_fault(count=2, code="INTERNAL", method="POST")
+    standin.client.commit(standin.table_uri, 1, [add("a")], standin.table_conf)
+    uc_server.inject_fault(count=1, status=429, error_type="TooManyRequestsException")
+    assert standin.client.latest_ratified_version(standin.table_uri, standin.table_conf) == 1
+
+
+def test_a_lost_answer_is_recognised_by_reloading(standin: Target, uc_server) -> None:  # noqa: ANN001
+    client: UnityCatalogCoordinator = standin.client  # type: ignore[assignment]
+    client._http.max_attempts = 1  # no resend: recovery must reload and find its own file name
+    uc_server.inject_fault(count=1, after=True, code="COMMIT_STATE_UNKNOWN", method="POST")
+    ratified = client.commit(standin.table_uri, 1, [add("a")], standin.table_conf)
+    assert [c.file_name for c in client.get_commits(standin.table_uri, 0, None, standin.table_conf).commits] == [ratified.file_name]
+    uc_server.inject_fault(count=1, code="COMMIT_STATE_UNKNOWN", method="POST")  # refused, not ratified
     with pytest.raises(CoordinatorError) as err:
-        anonymous.latest_ratified_version(uc.table_uri, uc.table_conf)
-    assert "401" in str(err.value) and not err.value.retryable
-    assert uc_server.token not in str(err.value)
-
-
-def test_a_table_must_be_created_where_the_catalog_says(uc_server, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    from airflow_delta_maintenance.demo.sample_table import create_actions
-    from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
-
-    monkeypatch.setenv(UC_TOKEN_ENV, uc_server.token)
-    client = open_coordinator(f"unity-catalog://{uc_server.host}/main.default.elsewhere_{kind[3:]}_{tmp_path.name[-6:]}?api={kind[3:]}&tls=false")
-    with pytest.raises(CoordinatorError, match="Unity Catalog chooses managed locations") as err:
-        client.commit(str(tmp_path / "mine"), 0, create_actions(ict=True))
-    assert not err.value.retryable and not (tmp_path / "mine" / "_delta_log").exists()
+        client.commit(standin.table_uri, 2, [add("b")], standin.table_conf)
+    assert err.value.retryable and not err.value.conflict
+    assert client.latest_ratified_version(standin.table_uri, standin.table_conf) == 1

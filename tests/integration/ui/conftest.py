@@ -21,7 +21,9 @@ from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from tests._infra.servers import free_port, stop, wait_for_port
 
 REPO = Path(__file__).resolve().parents[3]
+EXAMPLE_DAGS = REPO / "airflow_delta_maintenance" / "example_dags"  # what `delta-maintenance init-dags` copies
 USER, PASSWORD = "admin", "ui-test-password"
+INVALID_DAG = "delta_maintenance__broken"
 
 
 @dataclass
@@ -34,16 +36,17 @@ class Deployment:
     def token(self) -> str:
         req = urllib.request.Request(f"{self.url}/auth/token", data=json.dumps({"username": USER, "password": PASSWORD}).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=120) as resp:
             return json.loads(resp.read())["access_token"]
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
         req = urllib.request.Request(f"{self.url}/api/v2{path}", data=json.dumps(body).encode() if body is not None else None, method=method,
                                      headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token()}"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=120) as resp:
             return json.loads(resp.read() or b"{}")
 
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 300) -> dict:
+    # Deadlines are generous (the machine may be busy); polling stops as soon as the condition holds.
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 900) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
@@ -52,7 +55,7 @@ class Deployment:
             time.sleep(2)
         raise AssertionError(f"{dag_id}/{run_id} did not finish in {timeout}s")
 
-    def wait_for_dag(self, dag_id: str, timeout: float = 180) -> None:
+    def wait_for_dag(self, dag_id: str, timeout: float = 600) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -65,7 +68,7 @@ class Deployment:
 
 def make_table(root: Path, name: str, commits: int) -> tuple[str, str]:
     spec, uri = f"local://{root}/coordinator.db", str(root / "tables" / name)
-    client = open_coordinator(spec)
+    client = open_coordinator(spec + "?create=true")  # the DAGs' spec requires it to exist
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, commits + 1):
         client.commit(uri, v, [add_action_for(uri, data_batch(v * 10, 10, "emea"), "emea")])
@@ -85,12 +88,14 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
         uri, spec = make_table(root, name, 12)
         tables[f"delta_maintenance__{name}"] = (uri, spec)
         lines += [f"  - name: {name}", f"    uri: {uri}", f"    coordinator: {spec}"]
+    # an invalid table: it must get its own failing placeholder DAG and hide nothing else
+    lines += ["  - name: broken", "    uri: /nowhere/broken", "    schedule: every hour"]
     (root / "tables.yaml").write_text("\n".join(lines) + "\n")
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(
         AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+        AIRFLOW__CORE__DAGS_FOLDER=str(EXAMPLE_DAGS),
         AIRFLOW__CORE__LOAD_EXAMPLES="false",
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="false",
@@ -103,12 +108,13 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
         AIRFLOW__API__SECRET_KEY="ui-test-only-secret",
         AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
         AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
+        AIRFLOW__CORE__TEST_CONNECTION="Enabled",  # the connection form's Test button
         DELTA_MAINTENANCE_CONFIG=str(root / "tables.yaml"),
         SPARK_LOCAL_IP="127.0.0.1",
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     airflow = str(Path(sys.executable).with_name("airflow"))
-    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=900)
     commands = {
         "api-server": [airflow, "api-server", "--host", "127.0.0.1", "--port", str(port)],
         "scheduler": [airflow, "scheduler", "--skip-serve-logs"],
@@ -120,10 +126,10 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
         for name, cmd in commands.items():
             log = open(root / f"{name}.log", "wb")
             procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        wait_for_port(port, procs[0], 120, root / "api-server.log")
+        wait_for_port(port, procs[0], 600, root / "api-server.log")
         deployment = Deployment(f"http://127.0.0.1:{port}", home, tables, REPO / "test-artifacts")
         deployment.artifacts.mkdir(exist_ok=True)
-        for dag_id in tables:
+        for dag_id in [*tables, INVALID_DAG]:
             deployment.wait_for_dag(dag_id)
         yield deployment
     finally:

@@ -3,6 +3,7 @@ the REST API (/api/v2); each is asserted on the table's _delta_log afterwards.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -11,9 +12,12 @@ from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from tests._infra.servers import LOOPBACK, listening_addresses
 
-from .conftest import PASSWORD, USER, Deployment
+from .conftest import INVALID_DAG, PASSWORD, USER, Deployment
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]  # the deployment fixture may take long on a busy machine
+
+# Every UI wait is on a condition, with a deadline generous enough for a busy machine.
+UI_DEADLINE_MS = 120_000
 
 
 def assert_maintained(uri: str, *, latest: int) -> None:
@@ -28,6 +32,17 @@ def test_servers_listen_on_loopback_only(airflow_deployment: Deployment) -> None
     assert listening_addresses(port) <= LOOPBACK
 
 
+def _new_page(p: Any) -> tuple[Any, Any]:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=UI_DEADLINE_MS)
+    browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(UI_DEADLINE_MS)
+    page.set_default_navigation_timeout(UI_DEADLINE_MS)
+    return browser, page
+
+
 def _sign_in(page: Any, url: str) -> None:
     """Log in through SimpleAuthManager's form and wait until its redirect has landed: a goto
     issued while the post-login navigation is under way is aborted (net::ERR_ABORTED)."""
@@ -35,7 +50,7 @@ def _sign_in(page: Any, url: str) -> None:
     page.get_by_label("Username").fill(USER)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(lambda current: "login" not in current, timeout=60_000)
+    page.wait_for_url(lambda current: "login" not in current, timeout=UI_DEADLINE_MS)
     page.wait_for_load_state("networkidle")
 
 
@@ -46,8 +61,7 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
     uri, _ = airflow_deployment.tables[dag_id]
     shot = airflow_deployment.artifacts / "ui-trigger.png"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        browser, page = _new_page(p)
         try:
             _sign_in(page, airflow_deployment.url)
             page.goto(f"{airflow_deployment.url}/dags/{dag_id}")
@@ -60,7 +74,7 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
             control.click()  # a param changed in the form (a switch), validated by its schema
             expect(switch).to_be_checked()
             dialog.get_by_role("button", name="Trigger").last.click()
-            expect(page.get_by_text("Dag run has been successfully triggered")).to_be_visible()
+            expect(page.get_by_text("Dag run has been successfully triggered").first).to_be_visible()  # the toast may render twice
             page.screenshot(path=str(airflow_deployment.artifacts / "ui-triggered.png"), full_page=True)
         except Exception:
             page.screenshot(path=str(airflow_deployment.artifacts / "ui-failure.png"), full_page=True)
@@ -74,8 +88,7 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
     assert run["conf"]["force_checkpoint"] is True and run["conf"]["dry_run"] is True
     assert_maintained(uri, latest=12)
     with sync_playwright() as p:  # keep a screenshot of the finished run
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        browser, page = _new_page(p)
         _sign_in(page, airflow_deployment.url)
         page.goto(f"{airflow_deployment.url}/dags/{dag_id}/runs/{run['dag_run_id']}")
         expect(page.get_by_text("Success").first).to_be_visible()
@@ -93,3 +106,59 @@ def test_trigger_with_params_through_the_rest_api(airflow_deployment: Deployment
     assert_maintained(uri, latest=12)
     with pytest.raises(Exception):  # schema validation: a wrong type is refused before any run
         airflow_deployment.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {"target_version": "twelve"}})
+
+
+def test_an_invalid_table_leaves_the_other_dags_visible(airflow_deployment: Deployment) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    assert airflow_deployment.api("GET", "/importErrors")["total_entries"] == 0, "one bad table is not an import error of the file"
+    broken = airflow_deployment.api("GET", f"/dags/{INVALID_DAG}")
+    assert "invalid-config" in [t["name"] for t in broken["tags"]]
+    assert broken["description"].startswith("INVALID CONFIGURATION: schedule: 'every hour' is not a cron expression")
+    with sync_playwright() as p:
+        browser, page = _new_page(p)
+        try:
+            _sign_in(page, airflow_deployment.url)
+            page.goto(f"{airflow_deployment.url}/dags")
+            for dag_id in [*airflow_deployment.tables, INVALID_DAG]:
+                expect(page.get_by_text(dag_id, exact=True).first).to_be_visible()
+            page.screenshot(path=str(airflow_deployment.artifacts / "ui-dag-list-with-invalid-table.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def test_the_connection_test_button_answers_truthfully(airflow_deployment: Deployment) -> None:
+    """Good and wrong connections of both types, created through the REST API and tested with each
+    row's Test button (the UI's only one); the answer is our hooks' real, read-only call."""
+    from playwright.sync_api import expect, sync_playwright
+
+    uri, spec = airflow_deployment.tables["delta_maintenance__ui_orders"]
+    cases = {
+        # Airflow 3.3's row button sends port 0 for an unset port, which the server compares with
+        # the stored NULL and refuses ("differs from the stored connection"); port 0 sidesteps that
+        "coordinator_good": ({"conn_type": "delta_coordinator", "host": spec}, True, "readable, 2 table(s) registered"),
+        "coordinator_typo": ({"conn_type": "delta_coordinator", "host": spec.replace("coordinator.db", "coordinatr.db")}, False,
+                             "the coordinator database does not exist"),
+        "storage_good": ({"conn_type": "delta_storage", "extra": json.dumps({"test_location": f"file://{uri}"})}, True, "/_delta_log: "),
+        "storage_missing": ({"conn_type": "delta_storage", "extra": json.dumps({"test_location": "file:///nowhere/orders"})}, False,
+                            "listing file:///nowhere/orders: FileNotFoundError"),
+    }
+    for conn_id, (fields, _, _) in cases.items():
+        airflow_deployment.api("POST", "/connections", {"connection_id": conn_id, "port": 0, **fields})
+    answers: dict[str, dict] = {}
+    with sync_playwright() as p:
+        browser, page = _new_page(p)
+        try:
+            _sign_in(page, airflow_deployment.url)
+            page.goto(f"{airflow_deployment.url}/connections")
+            for conn_id, (_, ok, needle) in cases.items():
+                with page.expect_response(lambda r: r.url.endswith("/connections/test")) as response:
+                    page.get_by_role("row").filter(has_text=conn_id).get_by_role("button", name="Test Connection").click()
+                answers[conn_id] = response.value.json()
+                expect(page.get_by_text(needle).last).to_be_visible()
+                expect(page.get_by_text("Test Connection Successful" if ok else "Test Connection Failed").last).to_be_visible()
+                page.screenshot(path=str(airflow_deployment.artifacts / f"ui-connection-test-{conn_id}.png"), full_page=True)
+                page.mouse.move(5, 5)  # away from the row's tooltip
+        finally:
+            browser.close()
+    assert {k: v["status"] for k, v in answers.items()} == {k: ok for k, (_, ok, _) in cases.items()}, answers

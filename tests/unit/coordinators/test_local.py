@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CoordinatorError, TableNotFoundError
+from airflow_delta_maintenance.coordinators.errors import (
+    CommitConflictError,
+    CoordinatorError,
+    CoordinatorNotFoundError,
+    TableNotFoundError,
+)
 from airflow_delta_maintenance.coordinators.local import INLINE_LIMIT, LocalCoordinator
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
@@ -32,7 +37,7 @@ def _racer(spec: str, table: str, name: str, rounds: int, queue: multiprocessing
 
 
 def test_processes_racing_on_one_database_ratify_each_version_once(tmp_path: Path) -> None:
-    spec, table = f"local://{tmp_path}/c.db", str(tmp_path / "t")
+    spec, table = f"local://{tmp_path}/c.db?create=true", str(tmp_path / "t")
     open_coordinator(spec).commit(table, 0, create_actions(ict=True))
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
@@ -48,7 +53,7 @@ def test_processes_racing_on_one_database_ratify_each_version_once(tmp_path: Pat
 
 
 def test_small_commits_are_kept_inline_until_published(tmp_path: Path) -> None:
-    client = open_coordinator(f"local://{tmp_path}/c.db")
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true")
     table = str(tmp_path / "t")
     client.commit(table, 0, create_actions(ict=True))
     small = client.commit(table, 1, [add("a")])
@@ -60,7 +65,7 @@ def test_small_commits_are_kept_inline_until_published(tmp_path: Path) -> None:
 
 
 def test_an_existing_table_is_registered_at_its_current_version(tmp_path: Path) -> None:
-    client = open_coordinator(f"local://{tmp_path}/c.db")
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true")
     table = str(tmp_path / "t")
     with pytest.raises(TableNotFoundError):
         client.commit(table, 6, [add("a")])
@@ -72,14 +77,14 @@ def test_an_existing_table_is_registered_at_its_current_version(tmp_path: Path) 
 
 
 def test_uris_are_normalised_so_spellings_share_one_table(tmp_path: Path) -> None:
-    client = open_coordinator(f"local://{tmp_path}/c.db")
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true")
     client.commit(str(tmp_path / "t"), 0, create_actions(ict=True))
     assert client.latest_ratified_version(f"file://{tmp_path}/t/") == 0
 
 
 def test_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "c.db"
-    LocalCoordinator(str(db))
+    LocalCoordinator(str(db), create=True)
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(CoordinatorError, match="schema version 99"):
@@ -87,6 +92,30 @@ def test_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_database_runs_in_wal_mode(tmp_path: Path) -> None:
-    LocalCoordinator(str(tmp_path / "c.db"))
+    LocalCoordinator(str(tmp_path / "c.db"), create=True)
     with sqlite3.connect(tmp_path / "c.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_missing_database_is_an_error_unless_create_is_asked(tmp_path: Path) -> None:
+    missing = tmp_path / "typo" / "nope.db"
+    with pytest.raises(CoordinatorNotFoundError, match=r"nope.db: the coordinator database does not exist.*\?create=true"):
+        open_coordinator(f"local://{missing}")
+    assert not missing.parent.exists(), "a mistyped path must not create anything"
+    created = open_coordinator(f"local://{missing}?create=true")
+    created.commit(str(tmp_path / "t"), 0, create_actions(ict=True))
+    assert open_coordinator(f"local://{missing}").latest_ratified_version(str(tmp_path / "t")) == 0
+
+
+@pytest.mark.parametrize("content", [b"", b"not sqlite at all", None])
+def test_a_file_that_is_not_a_coordinator_database_is_refused(tmp_path: Path, content: bytes | None) -> None:
+    db = tmp_path / "other.db"
+    if content is None:
+        with sqlite3.connect(db) as conn:  # a SQLite database of something else
+            conn.execute("CREATE TABLE unrelated (x)")
+    else:
+        db.write_bytes(content)
+    before = db.read_bytes()
+    with pytest.raises(CoordinatorNotFoundError, match="not a coordinator database"):
+        open_coordinator(f"local://{db}")
+    assert db.read_bytes() == before, "refusing must not write"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open
     ("spec", "kind", "target", "name", "params"),
     [
         ("local:///var/lib/c.db", "local", "/var/lib/c.db", "", {}),
-        ("local://rel/c.db", "local", "rel/c.db", "", {}),
+        ("local:///var/lib/c.db?create=true", "local", "/var/lib/c.db", "", {"create": "true"}),
         ("dynamodb://delta_commits?region=eu-west-1", "dynamodb", "delta_commits", "", {"region": "eu-west-1"}),
         ("dynamodb://t?region=us-east-1&endpoint=http://127.0.0.1:8000&table_id=abc", "dynamodb", "t", "",
          {"region": "us-east-1", "endpoint": "http://127.0.0.1:8000", "table_id": "abc"}),
@@ -41,6 +40,9 @@ def test_specs_parse(spec: str, kind: str, target: str, name: str, params: dict[
         ("local://", "database path is missing"),
         ("local:///var/lib/", "database path is missing"),
         ("local:///c.db?mode=ro", "unknown parameter 'mode' for local"),
+        ("local://rel/c.db", "must be absolute: local:///rel/c.db"),
+        ("local://tmp/coordinator.db?create=true", "must be absolute"),
+        ("local:///c.db?create=yes", "create must be true or false"),
         ("dynamodb://t", "region parameter is required"),
         ("dynamodb://?region=x", "expected dynamodb://<dynamodb-table>"),
         ("dynamodb://t/extra?region=x", "expected dynamodb://<dynamodb-table>"),
@@ -74,11 +76,12 @@ def test_secrets_in_a_spec_are_refused_and_never_echoed(spec: str) -> None:
 
 
 def test_open_coordinator_builds_each_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    local = open_coordinator(f"local://{tmp_path}/c.db")
+    local = open_coordinator(f"local://{tmp_path}/c.db?create=true")
     assert isinstance(local, LocalCoordinator) and local.database == f"{tmp_path}/c.db"
     monkeypatch.chdir(tmp_path)
-    relative = open_coordinator("local://state/c.db")  # relative to the working directory
-    assert isinstance(relative, LocalCoordinator) and relative.database == os.path.join(tmp_path, "state", "c.db")
+    with pytest.raises(InvalidCoordinatorSpecError, match="must be absolute"):
+        open_coordinator("local://state/c.db?create=true")  # never a database in a worker's working directory
+    assert not (tmp_path / "state").exists()
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     ddb = open_coordinator("dynamodb://commits?region=eu-west-1&endpoint=http://127.0.0.1:1")

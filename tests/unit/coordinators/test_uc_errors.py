@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from airflow_delta_maintenance.coordinators.errors import (
+    AuthenticationError,
     CommitConflictError,
     CommitLimitReachedError,
     CoordinatorError,
+    PermissionDeniedError,
     TableNotFoundError,
 )
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
@@ -27,7 +29,7 @@ from airflow_delta_maintenance.maintenance.coordinator import StoreFileWriter
 
 SECRET = "dapi-super-secret-token-0123456789"
 TID = "11111111-2222-3333-4444-555555555555"
-Reply = tuple[int, dict[str, Any], dict[str, str]]
+Reply = tuple[int, Any, dict[str, str]]  # a JSON body, or raw bytes
 
 
 class Scripted(BaseHTTPRequestHandler):
@@ -45,7 +47,7 @@ class Scripted(BaseHTTPRequestHandler):
         Scripted.seen.append({"method": self.command, "path": self.path, "body": json.loads(raw) if raw else None,
                               "auth": self.headers.get("Authorization", "")})
         status, body, headers = Scripted.script.pop(0)
-        data = json.dumps(body).encode()
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -172,7 +174,10 @@ def test_connection_errors_are_retried_and_bounded() -> None:
 def test_a_commit_conflict_is_typed(server: str, tmp_path: Path, api: str, conflict: Reply) -> None:
     table = tmp_path / "t"
     first = load(0, location=f"file://{table}") if api == "v1" else ok({"commits": [], "latest_table_version": 0})
-    Scripted.script = [first, conflict]
+    theirs = {"version": 1, "timestamp": 5, "file_name": "00000000000000000001.other.json", "file_size": 9, "file_modification_timestamp": 1}
+    reload = (load(1, [{k.replace("_", "-"): v for k, v in theirs.items()}], f"file://{table}") if api == "v1"
+              else ok({"commits": [theirs], "latest_table_version": 1}))
+    Scripted.script = [first, conflict, reload]  # the 409 is judged by content: UC tracks another file as version 1
     with pytest.raises(CommitConflictError) as e:
         client(server, api, tmp_path).commit(str(table), 1, [{"add": {"path": "a"}}])
     assert e.value.retryable and e.value.conflict and e.value.version == 1
@@ -264,3 +269,41 @@ def test_a_server_without_v1_is_a_clear_error(server: str, reply: Reply, needle:
     with pytest.raises(CoordinatorError, match=needle) as e:
         UnityCatalogCoordinator(server, "main.s.t", tls=False, table_id=TID).latest_ratified_version("/t")
     assert not e.value.retryable
+
+
+TEXT_OK: Reply = (200, b"200 OK", {"Content-Type": "text/plain; charset=utf-8"})  # the OSS server's commit answer
+
+
+@pytest.mark.parametrize("api", ["v1", "preview"])
+def test_a_report_answered_200_text_plain_is_success_in_one_request(server: str, api: str) -> None:
+    Scripted.script = [TEXT_OK]
+    client(server, api).report_published("/t", 2)
+    assert len(Scripted.seen) == 1
+
+
+def test_a_read_answered_2xx_without_json_is_retried_not_taken_as_empty(server: str) -> None:
+    Scripted.script = [TEXT_OK, load(7)]
+    assert client(server).latest_ratified_version("/t") == 7 and len(Scripted.seen) == 2
+
+
+def test_401_and_403_are_typed_and_403_names_the_privilege(server: str) -> None:
+    Scripted.script = [uc_err(401, "UNAUTHENTICATED", "Invalid access token.")]
+    with pytest.raises(AuthenticationError, match="not valid for this server"):
+        client(server).latest_ratified_version("/t")
+    Scripted.script = [uc_err(403, "PERMISSION_DENIED", "Access denied.")]
+    with pytest.raises(PermissionDeniedError, match="needs USE CATALOG on catalog main, USE SCHEMA on schema main.s and MODIFY on table main.s.t"):
+        client(server, "preview").report_published("/t", 2)
+    Scripted.script = [uc_err(403, "PERMISSION_DENIED", "Access denied.")]
+    with pytest.raises(PermissionDeniedError, match="SELECT or MODIFY on table main.s.t"):
+        client(server).latest_ratified_version("/t")
+
+
+@pytest.mark.parametrize(("reply", "missing"), [
+    (uc_err(404, "CATALOG_NOT_FOUND", "Catalog not found: main"), "catalog"),
+    (v1_err(404, "NoSuchCatalogException", "Catalog not found: main"), "catalog"),
+])
+def test_a_missing_catalog_on_config_is_not_a_missing_v1(server: str, reply: Reply, missing: str) -> None:
+    Scripted.script = [reply]
+    with pytest.raises(TableNotFoundError, match="the catalog 'main' does not exist") as e:
+        UnityCatalogCoordinator(server, "main.s.t", tls=False, table_id=TID).latest_ratified_version("/t")
+    assert e.value.missing == missing and "Delta API v1" not in str(e.value)

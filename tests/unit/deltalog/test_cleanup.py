@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
@@ -164,9 +166,10 @@ def test_only_unreferenced_old_sidecars_are_deleted(log: LogBuilder) -> None:
     log.checkpoint(15, [{"checkpointMetadata": {"version": 15}}, v2, metadata(conf), *[add(f"f{i}") for i in range(16)]])  # classic-named V2
     log.sidecar("orphan-old.parquet", [add("x")])
     log.sidecar("orphan-new.parquet", [add("y")])
-    log.set_mtime("_sidecars/orphan-old.parquet", NOW - 3 * DAY)
-    log.set_mtime("_sidecars/orphan-new.parquet", NOW - 1000)  # younger than a day: may belong to a checkpoint in progress
-    log.set_mtime("_sidecars/used.parquet", NOW - 3 * DAY)
+    real = int(time.time() * 1000)  # sidecar ages are storage mtimes against the real clock, never `now`
+    log.set_mtime("_sidecars/orphan-old.parquet", real - 3 * DAY)
+    log.set_mtime("_sidecars/orphan-new.parquet", real - 1000)  # younger than a day: may belong to a checkpoint in progress
+    log.set_mtime("_sidecars/used.parquet", real - 3 * DAY)
     _, p = plan()
     sidecars = [n for n in p.paths if n.startswith("_sidecars/")]
     assert sidecars == ["_sidecars/orphan-old.parquet"]

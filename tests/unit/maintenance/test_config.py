@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.maintenance.config import ConfigError, load_config, parse_config
+from airflow_delta_maintenance.maintenance.config import ConfigError, load_config, parse_config, parse_config_entries
 
 GOOD = {
     "defaults": {"coordinator": "local:///tmp/c.db", "checkpoint": {"interval": 10, "engine": "spark"}, "cleanup": {"mode": "dry-run"}},
@@ -54,6 +55,12 @@ def variant(path: list[str], value: object) -> dict:
         ({"defaults": {}, "tables": [{"name": "x", "uri": "/t"}]}, "table 'x': publish: publishing needs a coordinator"),
         ({"defaults": {"name": "x"}, "tables": [{"name": "x", "uri": "/t"}]}, "defaults: name and uri belong to each table"),
         ({**GOOD, "tables": GOOD["tables"] * 2}, "table 'orders': name: duplicate table name"),
+        (variant(["tables", "0", "schedule"], "every hour"), "table 'orders': schedule: 'every hour' is not a cron expression"),
+        (variant(["tables", "0", "schedule"], "@sometimes"), "schedule: '@sometimes' is not a cron expression"),
+        (variant(["tables", "0", "schedule"], "0 25 * * *"), "schedule: '0 25 * * *' is not a cron expression"),
+        (variant(["tables", "0", "schedule"], "0m"), "schedule: '0m': a duration must be positive"),
+        (variant(["tables", "0", "coordinator"], "local://tmp/c.db"), "coordinator: coordinator spec 'local://tmp/c.db': the database path must be absolute"),
+        (variant(["tables", "0", "sensor"], {"deferrable": "yes"}), "sensor.deferrable: expected bool"),
     ],
 )
 def test_mistakes_name_the_file_table_and_key(data: dict, needle: str) -> None:
@@ -78,3 +85,23 @@ def test_shorter_retention_than_the_table_needs_an_override(tmp_path: Path) -> N
     with pytest.raises(RetentionTooShortError, match="delta.logRetentionDuration"):
         run_metadata_cleanup(bind_table(store), retention_ms=86_400_000)
     assert run_metadata_cleanup(bind_table(store), retention_ms=86_400_000, allow_shorter_retention=True).dry_run
+
+
+@pytest.mark.parametrize(
+    ("schedule", "expected"),
+    [("@hourly", "@hourly"), ("@continuous", "@continuous"), ("*/15 * * * *", "*/15 * * * *"), ("30m", timedelta(minutes=30)),
+     ("2h", timedelta(hours=2)), ("1d", timedelta(days=1)), (None, None)],
+)
+def test_schedules_are_validated_and_durations_become_timedeltas(schedule: str | None, expected: object) -> None:
+    (t,) = parse_config(variant(["tables", "0", "schedule"], schedule))
+    assert t.airflow_schedule == expected
+
+
+def test_each_table_is_validated_on_its_own() -> None:
+    data = {**GOOD, "tables": [*GOOD["tables"], {"name": "b", "uri": "/b", "schedule": "every hour"}, {"name": "c", "uri": "/c"}, "oops"]}
+    good, bad = parse_config_entries(data, "t.yaml")
+    assert [t.name for t in good] == ["orders", "c"]
+    assert [(e.name, e.dag_id) for e in bad] == [("b", "delta_maintenance__b"), ("tables[3]", "delta_maintenance__invalid_3")]
+    assert "schedule" in str(bad[0].error) and "tables[3]: expected a mapping" in str(bad[1].error)
+    with pytest.raises(ConfigError, match="table 'b': schedule"):
+        parse_config(data, "t.yaml")  # the strict form stops at the first

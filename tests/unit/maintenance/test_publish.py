@@ -31,7 +31,7 @@ def add(path: str) -> dict[str, Any]:
 
 @pytest.fixture
 def table(tmp_path: Path) -> tuple[str, str]:
-    spec = f"local://{tmp_path}/c.db"
+    spec = f"local://{tmp_path}/c.db?create=true"
     uri = str(tmp_path / "t")
     client = open_coordinator(spec)
     client.commit(uri, 0, create_actions(ict=True))
@@ -71,7 +71,7 @@ def test_a_different_published_file_is_a_fork_and_nothing_is_reported(table: tup
 
 @pytest.mark.parametrize("damage", ["missing", "not-json", "altered-ict"])
 def test_a_bad_staged_file_is_a_clear_error_and_nothing_is_reported(tmp_path: Path, damage: str) -> None:
-    spec, uri = f"local://{tmp_path}/c.db", str(tmp_path / "t")
+    spec, uri = f"local://{tmp_path}/c.db?create=true", str(tmp_path / "t")
     client = open_coordinator(spec)
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 4):

@@ -16,7 +16,7 @@ def add(path: str) -> dict[str, Any]:
 @pytest.fixture
 def coordinated_table(tmp_path: Path) -> tuple[str, str]:
     """A table on the embedded coordinator with versions 1..12 ratified and unpublished."""
-    spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "table")
+    spec, uri = f"local://{tmp_path}/coordinator.db?create=true", str(tmp_path / "table")
     client = open_coordinator(spec)
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 13):

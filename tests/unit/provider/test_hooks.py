@@ -18,10 +18,10 @@ def test_storage_connection_becomes_s3fs_options(monkeypatch: pytest.MonkeyPatch
 
 
 def test_coordinator_connection_spec_and_override(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_DELTA_COORDINATOR_DEFAULT", json.dumps({"conn_type": "delta_coordinator", "host": f"local://{tmp_path}/c.db"}))
+    monkeypatch.setenv("AIRFLOW_CONN_DELTA_COORDINATOR_DEFAULT", json.dumps({"conn_type": "delta_coordinator", "host": f"local://{tmp_path}/c.db?create=true"}))
     client = DeltaCoordinatorHook().get_client()
     assert isinstance(client, LocalCoordinator) and client.database == f"{tmp_path}/c.db"
-    other = DeltaCoordinatorHook(spec=f"local://{tmp_path}/d.db").get_client()
+    other = DeltaCoordinatorHook(spec=f"local://{tmp_path}/d.db?create=true").get_client()
     assert other.database == f"{tmp_path}/d.db"
 
 
@@ -29,3 +29,14 @@ def test_missing_spec_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_DELTA_COORDINATOR_DEFAULT", json.dumps({"conn_type": "delta_coordinator"}))
     with pytest.raises(ValueError, match="coordinator spec"):
         DeltaCoordinatorHook().get_client()
+
+
+def test_the_storage_connection_is_read_once_per_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    from unittest import mock
+
+    monkeypatch.setenv("AIRFLOW_CONN_DELTA_STORAGE_DEFAULT", json.dumps({"conn_type": "delta_storage", "login": "AKID", "password": "s3cr3t"}))
+    hook = DeltaStorageHook()
+    with mock.patch.object(DeltaStorageHook, "get_connection", side_effect=DeltaStorageHook.get_connection) as lookups:
+        for i in range(3):
+            assert hook.get_storage_options(f"s3://bucket/t{i}")["key"] == "AKID"
+    assert lookups.call_count == 1

@@ -50,15 +50,16 @@ def test_publish_fork_fails_permanently(coordinated_table: tuple[str, str]) -> N
 def test_local_checkpoint_compaction_and_dry_run_cleanup(coordinated_table: tuple[str, str]) -> None:
     spec, uri = coordinated_table
     DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec).execute({})
-    not_due = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=20).execute({})
-    assert not_due["skipped"] and "only 13 commits" in not_due["reason"]
-    written = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10).execute({})
-    assert written["checkpoint_version"] == 12 and not written["skipped"]
-    again = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10).execute({})
-    assert again["skipped"]
-    compacted = DeltaLogCompactionOperator(task_id="k", table_uri=uri, interval=5).execute({})
+    coord = {"coordinator_spec": spec}
+    compacted = DeltaLogCompactionOperator(task_id="k", table_uri=uri, interval=5, **coord).execute({})
     assert [(w["start"], w["end"]) for w in compacted["written"]] == [(1, 5), (6, 10)]
-    cleanup = DeltaLogCleanupOperator(task_id="d", table_uri=uri).execute({})
+    not_due = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=20, **coord).execute({})
+    assert not_due["skipped"] and "only 13 commits" in not_due["reason"]
+    written = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10, **coord).execute({})
+    assert written["checkpoint_version"] == 12 and not written["skipped"]
+    again = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10, **coord).execute({})
+    assert again["skipped"]
+    cleanup = DeltaLogCleanupOperator(task_id="d", table_uri=uri, **coord).execute({})
     assert cleanup["dry_run"] and "delete" not in cleanup
     assert len(list_log_files(open_table_storage(uri)).commits) == 13
 
@@ -83,6 +84,6 @@ def test_spark_checkpoint_submits_through_the_spark_provider_and_verifies(coordi
 def test_openlineage_facets_name_the_table(coordinated_table: tuple[str, str]) -> None:
     spec, uri = coordinated_table
     lineage = DeltaLogCompactionOperator(task_id="k", table_uri="s3://lake/tables/orders").get_openlineage_facets_on_complete(None)
-    assert [(d.namespace, d.name) for d in lineage.inputs] == [("s3://lake", "/tables/orders")] == [(d.namespace, d.name) for d in lineage.outputs]
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("s3://lake", "tables/orders")] == [(d.namespace, d.name) for d in lineage.outputs]
     local = DeltaLogCompactionOperator(task_id="k", table_uri=uri).get_openlineage_facets_on_complete(None)
     assert local.outputs[0].namespace == "file" and local.outputs[0].name == uri

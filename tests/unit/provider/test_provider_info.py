@@ -34,13 +34,13 @@ def test_form_fields_are_declared_the_same_way_twice() -> None:
 
     by_type = {c["connection-type"]: c for c in get_provider_info()["connection-types"]}
     assert set(by_type["delta_storage"]["conn-fields"]) == set(STORAGE_FIELDS)
-    assert "conn-fields" not in by_type["delta_coordinator"] and DeltaCoordinatorHook.get_connection_form_widgets() == {}
-    try:  # Airflow 2's form widgets need Flask-AppBuilder, which Airflow 3 does not install
-        widgets = DeltaStorageHook.get_connection_form_widgets()
-    except ModuleNotFoundError:
-        widgets = None
-    if widgets is not None:
-        assert set(widgets) == set(STORAGE_FIELDS)
+    assert set(by_type["delta_coordinator"]["conn-fields"]) == {"aws_conn_id"}
+    for hook in (DeltaStorageHook, DeltaCoordinatorHook):
+        try:  # the legacy form widgets need Flask-AppBuilder, which Airflow 3 does not install
+            widgets = hook.get_connection_form_widgets()
+        except ModuleNotFoundError:
+            continue
+        assert set(widgets) == set(by_type[hook.conn_type]["conn-fields"])
     for hook in (DeltaStorageHook, DeltaCoordinatorHook):
         entry = by_type[hook.conn_type]
         behaviour = hook.get_ui_field_behaviour()
@@ -65,3 +65,18 @@ def test_airflow_providers_list_shows_the_provider(tmp_path) -> None:
     out = subprocess.run([str(Path(sys.executable).with_name("airflow")), "providers", "list", "-o", "json"], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert any(p["package_name"] == "airflow-delta-maintenance" for p in json.loads(out.stdout))
+
+
+def test_extra_fields_show_their_examples_in_airflow_3s_connection_form() -> None:
+    """What the UI's connection form receives (the hook-meta service of the REST API): every extra
+    field of both connection types has a title and a description with an example."""
+    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+
+    meta = {m.connection_type: m for m in HookMetaService.hook_meta_data()}
+    for conn_type, fields in (("delta_storage", ("endpoint_url", "role_arn", "aws_conn_id", "test_location")), ("delta_coordinator", ("aws_conn_id",))):
+        extra = meta[conn_type].extra_fields
+        for name in fields:
+            field = extra[name]
+            assert field["schema"]["title"] and "e.g. " in field["description"], (conn_type, name, field)
+            assert field["schema"]["examples"][0] in field["description"]
+    assert meta["delta_coordinator"].standard_fields.host.placeholder.startswith("local:///")

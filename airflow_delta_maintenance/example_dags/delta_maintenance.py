@@ -2,7 +2,10 @@
 
 The configuration file comes from the environment variable ``DELTA_MAINTENANCE_CONFIG``, else the
 Airflow Variable ``delta_maintenance_config``, else ``tables.yaml`` next to this file. Parsing this
-file reads only the configuration: no table or coordinator is touched.
+file reads only the configuration: no table or coordinator is touched. A table with an invalid
+configuration gets a failing placeholder DAG (tag ``invalid-config``) that states the error; the
+other tables' DAGs load regardless. Check a file before deploying it with
+``delta-maintenance validate-config tables.yaml``.
 """
 
 from __future__ import annotations
@@ -10,8 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from airflow_delta_maintenance.dag_factory import build_maintenance_dag
-from airflow_delta_maintenance.maintenance.config import load_config
+from airflow_delta_maintenance.dag_factory import build_dags
 
 
 def _config_path() -> Path:
@@ -27,10 +29,9 @@ def _config_path() -> Path:
     return Path(value) if value else Path(__file__).with_name("tables.yaml")
 
 
-for _table in load_config(_config_path()):
-    globals()[_table.dag_id] = build_maintenance_dag(_table)
+globals().update(build_dags(_config_path()))
 
 
-if __name__ == "__main__":
-    for _table in load_config(_config_path()):
-        globals()[_table.dag_id].test()
+if __name__ == "__main__":  # run every table's DAG once, in-process: python delta_maintenance.py
+    for _dag in build_dags(_config_path()).values():
+        _dag.test()

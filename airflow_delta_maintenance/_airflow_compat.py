@@ -1,0 +1,64 @@
+"""The Airflow names the provider uses, from where each Airflow 3 minor keeps them.
+
+``airflow.providers.common.compat.sdk`` does the same, but recent common-compat releases only
+have it; Airflow 3.0.x and 3.1.0 constraint files pin common-compat 1.7.x, which has no ``sdk``
+module, and requiring a newer one would make this package uninstallable there. Task-SDK names come from ``airflow.sdk`` (all of Airflow 3);
+exceptions and ``conf`` from ``airflow.sdk`` where 3.2+ keeps them, else from core.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import DAG, BaseOperator, BaseSensorOperator, Connection, Context, Param, PokeReturnValue
+
+try:
+    from airflow.sdk import BaseHook
+except ImportError:  # pragma: no cover - Airflow 3.0 keeps it in core
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,assignment]
+
+try:  # Airflow ≥ 3.2 moved the task exceptions into the SDK (core's names are deprecated there)
+    from airflow.sdk.exceptions import (
+        AirflowException,
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        TaskDeferred,
+    )
+except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
+    from airflow.exceptions import (  # type: ignore[no-redef]
+        AirflowException,
+        AirflowFailException,
+        AirflowNotFoundException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        TaskDeferred,
+    )
+
+try:
+    from airflow.sdk import TriggerRule
+except ImportError:  # pragma: no cover - Airflow 3.0
+    from airflow.utils.trigger_rule import TriggerRule  # type: ignore[no-redef]
+
+try:
+    from airflow.sdk.configuration import conf
+except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
+    from airflow.configuration import conf  # type: ignore[no-redef]
+
+__all__ = [
+    "DAG",
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowNotFoundException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
+    "BaseHook",
+    "BaseOperator",
+    "BaseSensorOperator",
+    "Connection",
+    "Context",
+    "Param",
+    "PokeReturnValue",
+    "TaskDeferred",
+    "TriggerRule",
+    "conf",
+]

@@ -1,0 +1,48 @@
+"""``delta-maintenance validate-config FILE [--check-tables]``: the YAML configuration checked as the
+DAG file will load it — for CI, before a deployment. Exit 0 when every table is valid (and, with
+``--check-tables``, every check passed), 2 otherwise; one line per table."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import add_storage_options, emit_json, run_guarded, storage_options
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("validate-config", help="validate a tables.yaml as the DAG file loads it (exit 2 on any invalid table)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--check-tables", action="store_true",
+                   help="also read each table (read-only): its _delta_log, its coordinator, its retention")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_storage_options(p)
+    p.set_defaults(handler=lambda a: run_guarded(lambda: _run(a)))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..maintenance.config import load_config_entries
+    from ..maintenance.config_check import check_table
+
+    tables, invalid = load_config_entries(args.file)
+    opts = storage_options(args) if args.check_tables else {}
+    rows: list[dict[str, Any]] = []
+    for table in tables:
+        row: dict[str, Any] = {"name": table.name, "dag_id": table.dag_id, "valid": True, "problems": [], "notes": []}
+        if args.check_tables:
+            check = check_table(table, opts)
+            row["problems"], row["notes"] = check.problems, check.notes
+        rows.append(row)
+    for entry in invalid:
+        rows.append({"name": entry.name, "dag_id": entry.dag_id, "valid": False, "problems": [f"{entry.error.key}: {entry.error.detail}"], "notes": []})
+    failed = [r for r in rows if not r["valid"] or r["problems"]]
+    if args.json:
+        emit_json({"file": args.file, "tables": rows, "ok": not failed})
+    else:
+        for r in rows:
+            state = "INVALID" if not r["valid"] else ("FAILED" if r["problems"] else "ok")
+            print(f"{state:<8} {r['name']}: " + ("; ".join(r["problems"]) or f"DAG {r['dag_id']}"))
+            for note in r["notes"]:
+                print(f"         {r['name']}: {note}")
+        print(f"{args.file}: {len(rows)} table(s), {len(failed)} with problems")
+    return 2 if failed else 0

@@ -1,0 +1,336 @@
+"""``TableState``: protocol, metadata and properties of one version without replaying file actions.
+
+What cleanup planning, status, checkpoint due-ness and every feature gate need is a handful of
+small actions, not the table's files. As delta-kernel-rs's protocol/metadata replay, the log is
+read from the newest end backwards: the segment's commits (and compactions) after the checkpoint,
+newest first, skipping ``add``/``remove`` lines unparsed, until both a ``protocol`` and a
+``metaData`` action have been seen; only then the checkpoint, and of it only the ``protocol`` and
+``metaData`` columns of the row groups that can hold them (a Parquet part is opened for random
+access: footer plus those column chunks, never the ``add``/``remove`` columns). A V2 checkpoint is
+read at its top-level file only; sidecars hold file actions alone and are never opened.
+
+The result equals ``load_snapshot``'s protocol, metadata and properties at every version (the
+golden and differential suites check it). It validates less: file actions it skips are not parsed,
+so a malformed ``add`` line that ``load_snapshot`` would refuse goes unnoticed here, and a
+compaction file is used even when ``load_snapshot`` would fall back to the plain commits because
+the compaction repeats a logical file (its protocol and metadata lines are still the newest).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .actions import Metadata, Protocol
+from .errors import CorruptLogError, ProtocolViolationError
+from .features import check_read_supported, in_commit_timestamps_enabled
+from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
+from .log_segment import CatalogCommit, JsonSource, LogSegment, build_log_segment
+from .memory import uses_log_operation_memory
+from .paths import LogFileType, ParsedLogPath
+from .replay import in_commit_timestamp
+from .snapshot import _timestamp_at
+from .storage import LogStore, open_table_storage
+from .table_properties import TableProperties
+
+__all__ = ["TableState", "load_table_state", "referenced_sidecar_names"]
+
+_FILE_ACTION_PREFIXES = (b'{"add":', b'{"remove":')
+_PM_COLUMNS = ("protocol", "metaData")
+_PM_BATCH_ROWS = 16_384
+# Leaf columns that are non-null exactly when the action is present (required fields).
+_PM_PROBES = {"protocol": "protocol.minReaderVersion", "metaData": "metaData.id", "sidecar": "sidecar.path"}
+
+
+@dataclass(frozen=True)
+class TableState:
+    """Protocol, metadata and properties of a table at ``version``, and the listing they came from.
+
+    A drop-in for ``Snapshot`` wherever only these are read (``plan_log_cleanup``, status, gates):
+    it has the same ``table_uri``, ``version``, ``protocol``, ``metadata``, ``properties``,
+    ``segment``, ``timestamp``, ``now_ms``, ``checkpoint_version``, ``latest_checkpoint_version``
+    and ``in_commit_timestamps_enabled``; it has no files, tombstones, txns or domain metadata.
+    """
+
+    table_uri: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    properties: TableProperties
+    segment: LogSegment
+    timestamp: int  # in-commit timestamp where enabled, else the commit's modification time
+    now_ms: int
+    bytes_read: int = 0  # log bytes read to build this state (for benchmarks and tests)
+
+    @property
+    def checkpoint_version(self) -> int:
+        """Version of the checkpoint the segment starts from (-1 if none)."""
+        return self.segment.checkpoint_version
+
+    @property
+    def latest_checkpoint_version(self) -> int:
+        """Newest complete checkpoint in the log, whatever version was loaded (-1 if none)."""
+        complete = self.segment.files.complete_checkpoints()
+        return complete[-1].version if complete else -1
+
+    @property
+    def in_commit_timestamps_enabled(self) -> bool:
+        return in_commit_timestamps_enabled(self.protocol, dict(self.metadata.configuration))
+
+    @property
+    def ict_enablement_version(self) -> int | None:
+        """First version with in-commit timestamps (0 when enabled at creation), None if disabled."""
+        return (self.properties.ict_enablement_version or 0) if self.in_commit_timestamps_enabled else None
+
+
+class _Finder:
+    """Collects the newest protocol and metadata while sources are fed newest first."""
+
+    def __init__(self) -> None:
+        self.protocol: Protocol | None = None
+        self.metadata: Metadata | None = None
+        self.bytes_read = 0
+
+    @property
+    def done(self) -> bool:
+        return self.protocol is not None and self.metadata is not None
+
+    def take(self, actions: Sequence[tuple[int, dict[str, Any]]], name: str) -> None:
+        """``actions`` of ONE source as ``(line, action)`` in file order: its last one of a kind wins
+        (as in a forward replay), and only if no newer source already supplied that kind."""
+        protocol = metadata = None
+        for line, action in actions:
+            try:
+                if (p := action.get("protocol")) is not None:
+                    protocol = Protocol.from_dict(p)
+                elif (m := action.get("metaData")) is not None:
+                    metadata = Metadata.from_dict(m)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise CorruptLogError(f"{name}: line {line}: malformed action {exc!s}", path=name, line=line or None) from None
+        if self.protocol is None:
+            self.protocol = protocol
+        if self.metadata is None:
+            self.metadata = metadata
+
+
+def _non_file_lines(data: bytes, name: str) -> list[tuple[int, dict[str, Any]]]:
+    """Every action of an NDJSON file except canonical ``add``/``remove`` lines (not parsed)."""
+    out = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.startswith(_FILE_ACTION_PREFIXES) or not raw.strip():
+            continue
+        try:
+            action = json.loads(raw)
+        except ValueError as exc:
+            raise CorruptLogError(f"{name}: line {number} is not valid JSON ({exc})", path=name, line=number) from None
+        if not isinstance(action, dict):
+            raise CorruptLogError(f"{name}: line {number} is not a JSON object", path=name, line=number)
+        out.append((number, action))
+    return out
+
+
+def _source_bytes(store: LogStore, source: JsonSource) -> tuple[str, bytes]:
+    if isinstance(source, CatalogCommit):
+        if source.inline_content is not None:
+            return source.source_name, source.inline_content
+        return store.display(source.file_name), store.read(source.file_name)
+    return store.display(source.name), store.read(source.name)
+
+
+def _parquet_pm(
+    store: LogStore, part: ParsedLogPath, finder: _Finder, columns: Sequence[str] = _PM_COLUMNS
+) -> list[tuple[int, dict[str, Any]]]:
+    """Non-null rows of ``columns`` (default ``protocol``/``metaData``) of a Parquet checkpoint part,
+    read by column projection from the row groups whose statistics do not rule them out."""
+    name = store.display(part.name)
+    found: list[tuple[int, dict[str, Any]]] = []
+    try:
+        with store.fs.open(store.path(part.name), "rb") as raw:
+            counted = _CountingReader(raw)
+            pf = pq.ParquetFile(counted)
+            present = [c for c in columns if c in pf.schema_arrow.names]
+            if present:
+                leaves = {pf.schema.column(i).path: i for i in range(pf.metadata.num_columns)}
+                row_base = 0
+                for rg in range(pf.metadata.num_row_groups):
+                    meta = pf.metadata.row_group(rg)
+                    wanted = [c for c in present if _may_hold(meta, leaves.get(_PM_PROBES[c]))]
+                    # in slices: a checkpoint's row group can hold millions of (null) rows
+                    batch_base = row_base
+                    for batch in pf.iter_batches(_PM_BATCH_ROWS, row_groups=[rg], columns=wanted, use_threads=False) if wanted else ():
+                        for column in wanted:
+                            col = batch.column(column)
+                            if col.null_count < len(col):
+                                found.extend((batch_base + i, {column: v}) for i, v in enumerate(col.to_pylist()) if v is not None)
+                        batch_base += batch.num_rows
+                    row_base += meta.num_rows
+            finder.bytes_read += counted.bytes_read
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptLogError(f"{name}: not a readable Parquet checkpoint ({exc})", path=name) from None
+    found.sort(key=lambda t: t[0])
+    return found
+
+
+def _may_hold(meta: pq.RowGroupMetaData, leaf: int | None) -> bool:
+    """False only when the row group's statistics prove the probe column is null in every row."""
+    if leaf is None:
+        return True  # column without the probe leaf (odd writer): read it
+    stats = meta.column(leaf).statistics
+    if stats is None or not stats.has_null_count:
+        return True
+    return stats.null_count < meta.num_rows
+
+
+class _CountingReader:
+    """A read-only file wrapper that counts the bytes pyarrow reads through it."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.bytes_read = 0
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        self.bytes_read += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+    @property
+    def size(self) -> int:
+        return self._raw.size
+
+
+def _read_checkpoint_pm(store: LogStore, group: CheckpointGroup, finder: _Finder) -> None:
+    """Protocol and metadata of a checkpoint: every part (a multi-part set may hold them anywhere),
+    parts in order and rows in order so that the last row of a kind wins as in a forward replay."""
+    actions: list[tuple[int, dict[str, Any]]] = []
+    for part in group.files:
+        if part.extension == "json":  # V2 checkpoint in JSON: the top-level file only
+            data = store.read(part.name)
+            finder.bytes_read += len(data)
+            actions.extend(_non_file_lines(data, store.display(part.name)))
+        else:
+            actions.extend(_parquet_pm(store, part, finder))
+    finder.take(actions, store.display(group.files[0].name))
+
+
+@uses_log_operation_memory
+def referenced_sidecar_names(store: LogStore, checkpoints: Sequence[ParsedLogPath]) -> set[str]:
+    """File names of the sidecars these checkpoint files reference, reading only their ``sidecar``
+    column (Parquet: footer plus that column's chunks) or non-file lines (JSON); a multi-part
+    (V1) checkpoint never references sidecars. For cleanup, which must keep them."""
+    names: set[str] = set()
+    finder = _Finder()
+    for c in checkpoints:
+        if c.type is LogFileType.CHECKPOINT_MULTIPART:
+            continue
+        if c.extension == "json":
+            rows = _non_file_lines(store.read(c.name), store.display(c.name))
+        else:
+            rows = _parquet_pm(store, c, finder, ("sidecar",))
+        for _, action in rows:
+            sidecar = action.get("sidecar")
+            if isinstance(sidecar, Mapping) and sidecar.get("path"):
+                names.add(str(sidecar["path"]).rsplit("/", 1)[-1])
+    return names
+
+
+def _target_timestamp(
+    store: LogStore, segment: LogSegment, files: LogSegmentFiles, target_info: Mapping[str, Any] | None, ict_from: int | None
+) -> int:
+    """The timestamp ``load_snapshot`` reports for ``segment.version`` (same rules, same sources)."""
+    source = segment.commit_sources.get(segment.version)
+    if source is None:
+        return _timestamp_at(store, files, segment.version, ict_from)
+    ict = in_commit_timestamp(target_info) if ict_from is not None and segment.version >= ict_from else None
+    if ict is None and isinstance(source, CatalogCommit):
+        ict = source.timestamp if source.timestamp >= 0 else source.modification_time
+    return ict if ict is not None else source.modification_time
+
+
+@uses_log_operation_memory
+def load_table_state(
+    table: str | LogStore,
+    version: int | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    catalog_commits: Sequence[CatalogCommit] = (),
+    latest_ratified_version: int | None = None,
+    files: LogSegmentFiles | None = None,
+    now_ms: int | None = None,
+) -> TableState:
+    """Protocol, metadata and properties at ``version`` (default latest), with one LIST of ``_delta_log``.
+
+    Takes the same arguments as ``load_snapshot``: ``catalog_commits``/``latest_ratified_version``
+    come from a coordinator (ratified commits not yet published win over published files, and
+    nothing above the ratified version is read). Raises what ``load_snapshot`` raises for a
+    missing commit, an incomplete checkpoint, a missing protocol or metadata, or an unsupported
+    reader feature.
+    """
+    store = table if isinstance(table, LogStore) else open_table_storage(table, storage_options)
+    files = files if files is not None else list_log_files(store)
+    segment = build_log_segment(
+        files, version, catalog_commits=catalog_commits, latest_ratified_version=latest_ratified_version, table=store.uri
+    )
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    finder = _Finder()
+    target_info: dict[str, Any] | None = None
+    target_read = False
+    # Newest first: the target's commit is always read (its commitInfo gives the timestamp).
+    for source in reversed(segment.deltas):
+        if finder.done and target_read:
+            break
+        name, data = _source_bytes(store, source)
+        finder.bytes_read += len(data)
+        actions = _non_file_lines(data, name)
+        del data
+        if not target_read:
+            target_read = True
+            if isinstance(source, CatalogCommit) or source.end_version == source.version:
+                target_info = next((a["commitInfo"] for _, a in actions if a.get("commitInfo") is not None), None)
+        finder.take(actions, name)
+    if not finder.done and segment.checkpoint is not None:
+        _read_checkpoint_pm(store, segment.checkpoint, finder)
+    if finder.protocol is None:
+        raise ProtocolViolationError(f"{store.uri}: no protocol action in versions ≤ {segment.version}", path=store.log_dir)
+    if finder.metadata is None:
+        raise ProtocolViolationError(f"{store.uri}: no metaData action in versions ≤ {segment.version}", path=store.log_dir)
+    check_read_supported(finder.protocol, path=store.uri)
+    properties = TableProperties.from_configuration(finder.metadata.configuration)
+    ict_from: int | None = None
+    if in_commit_timestamps_enabled(finder.protocol, dict(finder.metadata.configuration)):
+        ict_from = properties.ict_enablement_version or 0
+    return TableState(
+        table_uri=store.uri,
+        version=segment.version,
+        protocol=finder.protocol,
+        metadata=finder.metadata,
+        properties=properties,
+        segment=segment,
+        timestamp=_target_timestamp(store, segment, files, target_info, ict_from),
+        now_ms=now,
+        bytes_read=finder.bytes_read,
+    )

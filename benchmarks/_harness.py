@@ -1,0 +1,138 @@
+"""Shared measuring rules of the benchmarks, so that every figure is honest in the same way.
+
+- **Fresh processes, own memory.** Every measured run is a new process started through
+  ``/usr/bin/time`` (a small C program): its peak RSS is the measured process's own. A process
+  started directly by a big Python parent would report the parent's size as its own peak (Linux
+  carries the pre-``exec`` RSS into ``ru_maxrss``), which is how an earlier script reported 1.00×.
+  Tables are built in separate processes too, so the parent stays small anyway.
+- **Interleaved repeats.** Engines alternate run by run (A B B A A B …), so a burst of load from
+  the other agents on this shared machine falls on both engines, not on one of them.
+- **Every figure with its spread and the load.** Median of ``n`` runs, min–max, and the 1-minute
+  load average (``os.getloadavg``) sampled before each run (mean and max). The machine has 2
+  cores shared with other agents: a load above 2 means the runs competed for CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TIME = shutil.which("time", path="/usr/bin:/bin") or "/usr/bin/time"
+PYTHON = sys.executable
+CLI = os.path.join(os.path.dirname(PYTHON), "delta-maintenance")
+
+
+@dataclass
+class Runs:
+    """Measurements of one engine on one case."""
+
+    seconds: list[float] = field(default_factory=list)
+    peak_mib: list[float] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
+    reported: list[dict[str, Any]] = field(default_factory=list)  # what the process printed (JSON)
+
+    def add(self, seconds: float, peak_mib: float, load: float, reported: dict[str, Any]) -> None:
+        self.seconds.append(seconds)
+        self.peak_mib.append(peak_mib)
+        self.load.append(load)
+        self.reported.append(reported)
+
+    def values(self, key: str) -> list[float]:
+        return [float(r[key]) for r in self.reported] if key not in ("seconds", "peak_mib") else getattr(self, key)
+
+    def summary(self, key: str = "seconds") -> dict[str, float]:
+        v = self.values(key)
+        return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seconds": self.summary("seconds"),
+            "peak_mib": self.summary("peak_mib"),
+            "load_mean": round(statistics.mean(self.load), 2),
+            "load_max": round(max(self.load), 2),
+            "raw_seconds": [round(s, 3) for s in self.seconds],
+            "raw_peak_mib": [round(m, 1) for m in self.peak_mib],
+        }
+
+
+def load1() -> float:
+    return os.getloadavg()[0]
+
+
+def run_measured(cmd: Sequence[str], env: dict[str, str] | None = None, timeout: float = 3600) -> tuple[float, float, dict[str, Any]]:
+    """Run ``cmd`` as a fresh process under ``/usr/bin/time``: (wall seconds, peak RSS MiB, the
+    last JSON line it printed on stdout, or {})."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as t:
+        started = time.perf_counter()
+        p = subprocess.run([TIME, "-o", t.name, "-f", "%M", *cmd], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+        wall = time.perf_counter() - started
+        lines = [x for x in t.read().strip().splitlines() if x.strip().isdigit()]
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])}… failed ({p.returncode}): {p.stderr[-1500:]}")
+    reported: dict[str, Any] = {}
+    for line in reversed(p.stdout.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                reported = json.loads(line)
+                break
+            except ValueError:
+                continue
+    return wall, int(lines[-1]) / 1024, reported
+
+
+def interleaved(
+    engines: Sequence[str], repeat: int, run_one: Callable[[str, int], tuple[float, float, dict[str, Any]]]
+) -> dict[str, Runs]:
+    """``run_one(engine, i)`` for every engine, ``repeat`` times, alternating the order each round."""
+    out = {e: Runs() for e in engines}
+    for i in range(repeat):
+        order = list(engines) if i % 2 == 0 else list(reversed(engines))
+        for engine in order:
+            load = load1()
+            seconds, peak, reported = run_one(engine, i)
+            out[engine].add(seconds, peak, load, reported)
+            print(f"    {engine} run {i + 1}/{repeat}: {seconds:.2f}s {peak:.0f} MiB (load {load:.2f})", file=sys.stderr, flush=True)
+    return out
+
+
+def in_subprocess(code: str, *args: str) -> str:
+    """Run a helper (e.g. building a table) in its own process; returns its stdout."""
+    p = subprocess.run([PYTHON, "-c", code, *args], capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-2000:])
+    return p.stdout
+
+
+def build_log_in_subprocess(root: str, commits: int, files: int, configuration: dict[str, str] | None = None) -> None:
+    code = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); from snapshot_load import build_log; "
+        "build_log(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), configuration=json.loads(sys.argv[4]))"
+    )
+    in_subprocess(code, root, str(commits), str(files), json.dumps(configuration or {}))
+
+
+def fmt(s: dict[str, float], unit: str = "s", digits: int = 2) -> str:
+    return f"{s['median']:.{digits}f}{unit} [{s['min']:.{digits}f}–{s['max']:.{digits}f}]"
+
+
+def ratio_line(label: str, ours: Runs, peer: Runs) -> str:
+    o, p = ours.to_dict(), peer.to_dict()
+    t = o["seconds"]["median"] / p["seconds"]["median"]
+    m = o["peak_mib"]["median"] / p["peak_mib"]["median"]
+    loads = ours.load + peer.load
+    return (
+        f"{label:<34} ours {fmt(o['seconds'])} {o['peak_mib']['median']:.0f} MiB | delta-rs {fmt(p['seconds'])} "
+        f"{p['peak_mib']['median']:.0f} MiB | time {t:.2f}x  memory {m:.2f}x | n={o['seconds']['n']}+{p['seconds']['n']} "
+        f"load {statistics.mean(loads):.1f} (max {max(loads):.1f})"
+    )

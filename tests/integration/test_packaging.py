@@ -1,0 +1,175 @@
+"""The package as a user gets it: a wheel built from the repository, installed into a fresh venv
+(dependencies from uv's cache, pinned by the dev lock), with nothing of the repository on the
+path. The DAG file and the demo ship in it; the [spark] extra adds no pyspark."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+UV = str(Path(sys.executable).with_name("uv"))
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kwargs)  # type: ignore[call-overload]
+    assert out.returncode == 0, f"{cmd}: {out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+def copy_repo(dest: Path) -> Path:
+    """The repository's tracked and new files, without the venv, caches or build output."""
+    for name in run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO).stdout.split():
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throwaway venv with the wheel installed; returns its bin directory."""
+    root = tmp_path_factory.mktemp("wheel")
+    source = copy_repo(root / "source")  # the build must not write into the worktree
+    run([UV, "build", "--wheel", "-q", "-o", str(root / "dist"), str(source)])
+    (wheel,) = (root / "dist").glob("airflow_delta_maintenance-*.whl")
+    venv = root / "venv"
+    run([UV, "venv", "-q", str(venv), "--python", sys.executable])
+    run([UV, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--offline", "-c", str(REPO / "requirements" / "dev.lock"), f"{wheel}[spark]"])
+    return venv / "bin"
+
+
+def clean_env(bin_dir: Path, home: Path) -> dict[str, str]:
+    """No repository, no dev venv, no Spark distribution on any path."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHON", "SPARK", "DELTA_"))}
+    env.update(PATH=f"{bin_dir}{os.pathsep}/usr/bin:/bin", HOME=str(home), SPARK_LOCAL_IP="127.0.0.1")
+    return env
+
+
+def test_the_spark_extra_installs_no_pyspark_next_to_pyspark_client(installed: Path) -> None:
+    listed = run([UV, "pip", "list", "--python", str(installed / "python"), "--format", "freeze"]).stdout
+    names = {line.split("==")[0].lower() for line in listed.splitlines()}
+    assert "pyspark-client" in names and "pyspark" not in names, sorted(n for n in names if "spark" in n)
+
+
+def test_init_dags_and_validate_config_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    env = clean_env(installed, tmp_path)
+    out = run([str(installed / "delta-maintenance"), "init-dags", str(tmp_path / "dags")], env=env, cwd=tmp_path)
+    assert sorted(p.name for p in (tmp_path / "dags").iterdir()) == ["delta_maintenance.py", "tables.yaml"], out.stdout
+    run([str(installed / "delta-maintenance"), "validate-config", str(tmp_path / "dags" / "tables.yaml")], env=env, cwd=tmp_path)
+    again = subprocess.run([str(installed / "delta-maintenance"), "init-dags", str(tmp_path / "dags")], env=env, capture_output=True, text=True)
+    assert again.returncode == 2 and "already exist" in again.stderr, "never overwrites without --force"
+
+
+def test_the_demo_runs_from_a_pip_install(installed: Path, tmp_path: Path) -> None:
+    env = clean_env(installed, tmp_path)
+    env["DELTA_DEMO_DIR"] = str(tmp_path / "demo")
+    out = run([str(installed / "python"), "-m", "airflow_delta_maintenance.demo"], env=env, cwd=tmp_path)
+    assert "no spark-submit found" in out.stdout, out.stdout[-3000:]
+    assert "run success" in out.stdout or "run DagRunState.SUCCESS" in out.stdout, out.stdout[-3000:]
+    assert "published versions 1..36" in out.stdout, out.stdout[-3000:]
+
+
+# The official constraint files live on GitHub (not reachable from the test machines); each is a
+# snapshot of PyPI when that Airflow was released, which uv reproduces with --exclude-newer.
+SNAPSHOTS = [("3.0.0", "2025-04-25"), ("3.0.6", "2025-09-10"), ("3.1.0", "2025-09-30"), ("3.3.2", "2026-11-23")]
+
+
+@pytest.mark.parametrize(("airflow", "as_of"), SNAPSHOTS)
+def test_resolves_with_the_providers_of_each_airflow_release(airflow: str, as_of: str, tmp_path: Path) -> None:
+    req = tmp_path / "requirements.in"
+    req.write_text(f"apache-airflow=={airflow}\nairflow-delta-maintenance[spark] @ {REPO.as_uri()}\n")
+    out = subprocess.run([UV, "pip", "compile", "-q", str(req), "--python-version", "3.11", "--exclude-newer", as_of, "-o", str(tmp_path / "out.txt")],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0 and ("Failed to fetch" in out.stderr or "dns error" in out.stderr.lower() or "network" in out.stderr.lower()):
+        pytest.skip(f"PyPI unreachable: {out.stderr.strip().splitlines()[-1]}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    pins = dict(line.split("==", 1) for line in (tmp_path / "out.txt").read_text().splitlines() if "==" in line and not line.startswith(" "))
+    assert pins["apache-airflow"] == airflow
+    assert not ("pyspark" in pins and "pyspark-client" in pins), "never both distributions of the pyspark package"
+
+
+SMOKE = r'''
+import os, sys, tempfile
+from pathlib import Path
+from airflow_delta_maintenance._airflow_compat import AirflowFailException, AirflowSkipException
+from airflow_delta_maintenance.cli.init_dags_cmd import copy_example_dags
+from airflow_delta_maintenance.demo.sample_table import create_actions
+from airflow_delta_maintenance.get_provider_info import get_provider_info
+from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+import importlib
+for section in ("operators", "sensors", "triggers", "hooks"):
+    for entry in get_provider_info()[section]:
+        for module in entry["python-modules"]:
+            importlib.import_module(module)
+from airflow_delta_maintenance.sensors.ratified_version import DeltaRatifiedVersionSensor
+d = Path(tempfile.mkdtemp())
+spec, uri = f"local://{d}/c.db", str(d / "t")
+client = open_coordinator(spec + "?create=true")
+client.commit(uri, 0, create_actions(ict=True))
+copy_example_dags(d / "dags")
+(d / "tables.yaml").write_text(f"defaults: {{coordinator: '{spec}', sensor: {{timeout_minutes: 0, poke_interval_seconds: 1, mode: poke}}}}\n"
+                               f"tables:\n  - {{name: good, uri: '{uri}'}}\n  - {{name: bad, uri: /x, schedule: every hour}}\n")
+os.environ["DELTA_MAINTENANCE_CONFIG"] = str(d / "tables.yaml")
+from airflow.models.dagbag import DagBag
+bag = DagBag(dag_folder=str(d / "dags"), include_examples=False)
+assert sorted(bag.dag_ids) == ["delta_maintenance__bad", "delta_maintenance__good"] and not bag.import_errors, (bag.dag_ids, bag.import_errors)
+sensor = bag.dags["delta_maintenance__good"].get_task("wait_for_ratified_commits")
+sensor.target_version, sensor.skip = None, False
+try:
+    sensor.execute({})
+    raise SystemExit("no skip")
+except AirflowSkipException as exc:
+    assert "nothing new" in str(exc)
+try:
+    DeltaRatifiedVersionSensor(task_id="x", table_uri=str(d / "typo"), coordinator_spec=spec).poke({})
+    raise SystemExit("no failure")
+except AirflowFailException as exc:
+    assert "has no _delta_log" in str(exc)
+from airflow.providers_manager import ProvidersManager
+assert "airflow-delta-maintenance" in ProvidersManager().providers
+# that release's Spark provider builds a YARN command without any secret in it
+import json
+os.environ["AIRFLOW_CONN_SPARK_YARN"] = json.dumps({"conn_type": "spark", "host": "yarn"})
+from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
+from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job
+job = checkpoint_job("s3://lake/t", 3, {"key": "AKIAFAKEKEY", "secret": "FAKESECRETVALUE"})
+# (only defined connections: outside a task, 3.1.0's lookup of a missing one fails on the
+# supervisor import instead of "not found", upstream's own hook included)
+for conn_id, master in (("spark_yarn", "yarn"),):
+    hook = DeltaSparkSubmitHook(conn_id=conn_id, name="x", **job.hook_kwargs())
+    cmd = " ".join(hook._build_spark_submit_command(job.application))
+    hook.remove_credentials()
+    assert hook.master == master and "FAKESECRETVALUE" not in cmd and "AKIAFAKEKEY" not in cmd, cmd
+import airflow
+print("SMOKE OK", airflow.__version__)
+'''
+
+
+@pytest.mark.parametrize(("airflow", "as_of"), [("3.0.6", "2025-09-10"), ("3.1.0", "2025-09-30")])
+def test_works_with_the_providers_of_older_airflow_releases(airflow: str, as_of: str, tmp_path: Path) -> None:
+    """Installed with what that release's era resolves to (pyspark left out: 400 MB the smoke
+    test does not use), the package imports, parses its DAGs, and its sensor decides as on 3.3."""
+    req = tmp_path / "requirements.in"
+    req.write_text(f"apache-airflow=={airflow}\nairflow-delta-maintenance @ {REPO.as_uri()}\n")
+    pinned = tmp_path / "pinned.txt"
+    out = subprocess.run([UV, "pip", "compile", "-q", str(req), "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+                          "--exclude-newer", as_of, "-o", str(pinned)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0 and ("Failed to fetch" in out.stderr or "dns error" in out.stderr.lower()):
+        pytest.skip(f"PyPI unreachable: {out.stderr.strip().splitlines()[-1]}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    deps = [line for line in pinned.read_text().splitlines() if "==" in line and not line.startswith((" ", "#", "pyspark=="))]
+    (tmp_path / "deps.txt").write_text("\n".join(deps) + "\n")
+    venv = tmp_path / "venv"
+    run([UV, "venv", "-q", str(venv), "--python", sys.executable])
+    python = str(venv / "bin" / "python")
+    run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "-r", str(tmp_path / "deps.txt")])
+    run([UV, "pip", "install", "-q", "--python", python, "--no-deps", str(copy_repo(tmp_path / "source"))])
+    result = run([python, "-c", SMOKE], env=clean_env(venv / "bin", tmp_path) | {"AIRFLOW_HOME": str(tmp_path / "home")}, cwd=tmp_path)
+    assert f"SMOKE OK {airflow}" in result.stdout, result.stdout[-2000:]

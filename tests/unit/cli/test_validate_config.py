@@ -1,0 +1,68 @@
+"""``delta-maintenance validate-config`` through the installed console script, on files a user writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from airflow_delta_maintenance.demo.sample_table import create_actions, create_sample_table
+from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+
+CLI = str(Path(sys.executable).with_name("delta-maintenance"))
+
+
+def validate(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, "validate-config", str(config), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_each_invalid_table_is_reported_and_the_exit_code_is_non_zero(tmp_path: Path) -> None:
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "defaults: {coordinator: 'local:///data/c.db'}\n"
+        "tables:\n  - {name: good, uri: /t/a}\n  - {name: hourly, uri: /t/b, schedule: every hour}\n"
+        "  - {name: rel, uri: /t/c, coordinator: 'local://tmp/c.db'}\n"
+    )
+    out = validate(config)
+    assert out.returncode == 2, out
+    lines = out.stdout.splitlines()
+    assert lines[0] == "ok       good: DAG delta_maintenance__good"
+    assert lines[1].startswith("INVALID  hourly: schedule: 'every hour' is not a cron expression")
+    assert lines[2].startswith("INVALID  rel: coordinator: coordinator spec 'local://tmp/c.db': the database path must be absolute")
+    assert lines[3] == f"{config}: 3 table(s), 2 with problems"
+    config.write_text("tables:\n  - {name: good, uri: /t/a, publish: false, schedule: 30m}\n")
+    assert validate(config).returncode == 0
+
+
+def test_a_file_that_is_not_yaml_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "tables.yaml"
+    config.write_text("tables: [\n")
+    out = validate(config)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "not valid YAML" in out.stderr, out
+
+
+def test_check_tables_reads_each_table(tmp_path: Path) -> None:
+    spec, coordinated = f"local://{tmp_path}/c.db", str(tmp_path / "coordinated")
+    open_coordinator(spec + "?create=true").commit(coordinated, 0, create_actions(ict=True))
+    plain = str(tmp_path / "plain")
+    create_sample_table(plain, commits=2)
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        f"tables:\n  - {{name: coordinated, uri: '{coordinated}', coordinator: 'local://{tmp_path}/c.db'}}\n"
+        f"  - {{name: plain, uri: '{plain}', publish: false, cleanup: {{retention_days: 40}}}}\n"
+    )
+    out = validate(config, "--check-tables")
+    assert out.returncode == 0, out
+    config.write_text(
+        f"tables:\n  - {{name: typo, uri: '{tmp_path}/coordinatd', coordinator: 'local://{tmp_path}/c.db'}}\n"
+        f"  - {{name: nodb, uri: '{coordinated}', coordinator: 'local://{tmp_path}/other.db'}}\n"
+        f"  - {{name: short, uri: '{plain}', publish: false, cleanup: {{retention_days: 2}}}}\n"
+    )
+    out = validate(config, "--check-tables", "--json")
+    assert out.returncode == 2, out
+    rows = {r["name"]: r for r in json.loads(out.stdout)["tables"]}
+    assert rows["typo"]["problems"] == [f"no _delta_log at {tmp_path}/coordinatd/_delta_log and unknown to the coordinator"]
+    assert "coordinator database does not exist" in rows["nodb"]["problems"][0]
+    assert "shorter than the table's delta.logRetentionDuration (30 days)" in rows["short"]["problems"][0]
+    assert not (tmp_path / "other.db").exists()
