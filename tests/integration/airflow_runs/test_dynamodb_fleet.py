@@ -25,7 +25,7 @@ from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
-from .conftest import REPO, airflow_env
+from .conftest import EXAMPLE_DAGS, airflow_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -77,8 +77,8 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def run_dag(home: Path, config: Path, dag_id: str, env: dict[str, str]) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(REPO / "dags" / "delta_maintenance.py"), "{}", dag_id],
-        env=airflow_env(home, REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config), **env),
+        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(EXAMPLE_DAGS / "delta_maintenance.py"), "{}", dag_id],
+        env=airflow_env(home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config), **env),
         capture_output=True,
         text=True,
         timeout=600,
