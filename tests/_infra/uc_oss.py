@@ -206,13 +206,6 @@ def uc_oss_servers(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytes
         servers.stop_all()
 
 
-@pytest.fixture(scope="session", params=SERVERS, ids=[server_id(v, a) for v, a in SERVERS])
-def uc_oss(request: pytest.FixtureRequest, uc_oss_servers: OSSServers) -> OSSServer:
-    """Each real server in turn (tests using it run once per version and authorization mode)."""
-    version, auth = request.param
-    return uc_oss_servers.get(version, auth)
-
-
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     reason = missing_reason()
     if reason:
