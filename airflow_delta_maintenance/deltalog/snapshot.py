@@ -21,12 +21,13 @@ from .reader import ORDER
 from .replay import UnreadableCheckpointError, UnreconciledCompactionError, in_commit_timestamp, replay_actions
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
+from .version_facts import VersionFacts
 
 __all__ = ["Snapshot", "load_snapshot"]
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Snapshot(VersionFacts):
     """State of a table at ``version``.
 
     ``files`` holds the live ``add`` actions (one row per ``(path, dv_unique_id)``, in replay order);
@@ -57,21 +58,6 @@ class Snapshot:
     def size_bytes(self) -> int:
         total = pc.sum(self.files.column("size")).as_py()
         return int(total or 0)
-
-    @property
-    def checkpoint_version(self) -> int:
-        """Version of the checkpoint this snapshot was loaded from (-1 if none)."""
-        return self.segment.checkpoint_version
-
-    @property
-    def latest_checkpoint_version(self) -> int:
-        """Newest complete checkpoint in the log, whatever version was loaded (-1 if none)."""
-        complete = self.segment.files.complete_checkpoints()
-        return complete[-1].version if complete else -1
-
-    @property
-    def in_commit_timestamps_enabled(self) -> bool:
-        return in_commit_timestamps_enabled(self.protocol, dict(self.metadata.configuration))
 
     def file_list(self) -> list[dict[str, Any]]:
         """Active files as ``{"path", "size"}`` sorted by path (for display, not for hot paths)."""

@@ -38,6 +38,7 @@ from .replay import in_commit_timestamp
 from .snapshot import _timestamp_at
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
+from .version_facts import VersionFacts
 
 __all__ = ["TableState", "load_table_state", "referenced_sidecar_names"]
 
@@ -49,7 +50,7 @@ _PM_PROBES = {"protocol": "protocol.minReaderVersion", "metaData": "metaData.id"
 
 
 @dataclass(frozen=True)
-class TableState:
+class TableState(VersionFacts):
     """Protocol, metadata and properties of a table at ``version``, and the listing they came from.
 
     A drop-in for ``Snapshot`` wherever only these are read (``plan_log_cleanup``, status, gates):
@@ -67,26 +68,6 @@ class TableState:
     timestamp: int  # in-commit timestamp where enabled, else the commit's modification time
     now_ms: int
     bytes_read: int = 0  # log bytes read to build this state (for benchmarks and tests)
-
-    @property
-    def checkpoint_version(self) -> int:
-        """Version of the checkpoint the segment starts from (-1 if none)."""
-        return self.segment.checkpoint_version
-
-    @property
-    def latest_checkpoint_version(self) -> int:
-        """Newest complete checkpoint in the log, whatever version was loaded (-1 if none)."""
-        complete = self.segment.files.complete_checkpoints()
-        return complete[-1].version if complete else -1
-
-    @property
-    def in_commit_timestamps_enabled(self) -> bool:
-        return in_commit_timestamps_enabled(self.protocol, dict(self.metadata.configuration))
-
-    @property
-    def ict_enablement_version(self) -> int | None:
-        """First version with in-commit timestamps (0 when enabled at creation), None if disabled."""
-        return (self.properties.ict_enablement_version or 0) if self.in_commit_timestamps_enabled else None
 
 
 class _Finder:

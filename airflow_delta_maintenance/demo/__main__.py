@@ -126,7 +126,7 @@ def main() -> int:
 
     banner("3. the cleanup plan once the log has expired (dry run at now + 31 days)")
     later = int(time.time() * 1000) + 31 * DAY_MS
-    plan = run_metadata_cleanup(maintained, dry_run=True, now_ms=later).plan
+    plan = run_metadata_cleanup(maintained, dry_run=True, now_ms=later, allow_future_now=True).plan  # a preview of the future
     maintained.close()
     print(f"cutoff {plan.cutoff_timestamp} → cutOffCommit {plan.cutoff_commit}, "
           f"anchor checkpoint {plan.cutoff_checkpoint}: would delete {len(plan.deletions)} file(s), {plan.bytes} bytes")

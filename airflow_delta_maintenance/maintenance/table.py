@@ -16,7 +16,7 @@ version are durably published.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,6 +152,15 @@ class MaintainedTable:
     def report_published(self, version: int) -> None:
         assert self.coordinator is not None
         self.coordinator.report_published(self.uri, version, table_conf=self.table_conf)
+
+    def latest_ratified_version(self) -> int:
+        assert self.coordinator is not None
+        return self.coordinator.latest_ratified_version(self.uri, table_conf=self.table_conf)
+
+    def commit(self, version: int, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
+        """Ratify ``actions`` as ``version`` through the table's coordinator (writers, tests, the demo)."""
+        assert self.coordinator is not None
+        return self.coordinator.commit(self.uri, version, actions, table_conf=self.table_conf)
 
     def catalog_view(self, response: CommitsResponse | None = None) -> CatalogView:
         """One coordinator call (unless ``response`` is given), then one LIST."""

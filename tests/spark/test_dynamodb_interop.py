@@ -36,18 +36,18 @@ def test_delta_spark_reads_our_unpublished_commits_and_commits_on_top(spark: Any
     client = open_coordinator(f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}")
     client.create_dynamodb_table()  # type: ignore[attr-defined]
     client.commit(uri, 0, create_actions(ict=True))
-    conf = dict(load_snapshot(uri).properties.coordinator_table_conf)
+    table = bind_table(open_table_storage(uri), client)  # the tableId version 0 recorded in the table
     for v in range(1, 4):
-        client.commit(uri, v, [add_action_for(uri, data_batch(v * 10, 10, "emea"), "emea")], conf)
+        table.commit(v, [add_action_for(uri, data_batch(v * 10, 10, "emea"), "emea")])
     assert [c.version for c in list_log_files(open_table_storage(uri)).commits] == [0]  # nothing published
-    ours = load_ratified_snapshot(bind_table(open_table_storage(uri), client))
+    ours = load_ratified_snapshot(table)
     assert ours.version == 3
     # delta-spark, through its DynamoDB coordinator, sees the three unpublished versions
     assert spark.read.format("delta").load(uri).count() == 30
     assert spark_files(spark, uri) == {f["path"] for f in ours.file_list()}
     spark.sql(f"INSERT INTO delta.`{uri}` VALUES (999, 1.0, 'amer')")
     # delta-spark ratified version 4 with our client's conditions and backfilled everything
-    assert client.latest_ratified_version(uri, conf) == 4
+    assert table.latest_ratified_version() == 4
     after = load_ratified_snapshot(bind_table(open_table_storage(uri), client))
     assert after.version == 4 and spark_files(spark, uri) == {f["path"] for f in after.file_list()}
 
@@ -62,9 +62,9 @@ def test_we_publish_what_delta_spark_ratified(spark: Any, dynamodb_endpoint: str
     for i in range(1, 5):
         spark.sql(f"INSERT INTO delta.`{uri}` VALUES ({i}, 'r{i % 2}')")
     store = open_table_storage(uri)
-    table_conf = dict(load_snapshot(uri).properties.coordinator_table_conf)
     client = open_coordinator(f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}")
-    assert client.latest_ratified_version(uri, table_conf) == 4
+    table = bind_table(store, client)  # the tableId comes from delta-spark's table properties
+    assert table.latest_ratified_version() == 4
     # delta-spark backfills right after ratifying (batch size 1). Rewind to the moment before its
     # backfill of 2..4: put its staged commits back into the item and remove the published copies.
     ddb = boto3.client("dynamodb", endpoint_url=dynamodb_endpoint, region_name="us-east-1")
@@ -79,11 +79,11 @@ def test_we_publish_what_delta_spark_ratified(spark: Any, dynamodb_endpoint: str
                               "fsLength": {"N": str(len(data))},
                               "fsTimestamp": {"N": str(int((Path(uri) / "_delta_log" / "_staged_commits" / staged[v]).stat().st_mtime * 1000))}}})
         (Path(uri) / "_delta_log" / f"{v:020d}.json").unlink()
-    ddb.update_item(TableName=dynamodb_table_name, Key={"tableId": {"S": table_conf["tableId"]}},
+    ddb.update_item(TableName=dynamodb_table_name, Key={"tableId": {"S": table.table_conf["tableId"]}},
                     AttributeUpdates={"commits": {"Value": {"L": entries}, "Action": "PUT"}})
-    result = publish_ratified_commits(bind_table(store, client))
+    result = publish_ratified_commits(table)
     assert result.published == [2, 3, 4] and result.reported_version == 4
     assert all((Path(uri) / "_delta_log" / f"{v:020d}.json").read_bytes() == published[v] for v in (2, 3, 4))
-    assert client.get_commits(uri, 0, None, table_conf).commits == ()
+    assert table.get_commits().commits == ()
     assert {f["path"] for f in load_snapshot(uri).file_list()} == spark_files(spark, uri)
     assert spark.read.format("delta").load(uri).count() == 4

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,10 @@ import pytest
 
 from airflow_delta_maintenance.coordinators.base import CommitCoordinatorClient
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
-from airflow_delta_maintenance.deltalog.storage import normalize_table_uri
+
+from airflow_delta_maintenance.deltalog.storage import normalize_table_uri, open_table_storage
 from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
+from airflow_delta_maintenance.maintenance.table import MaintainedTable, bind_table
 
 from tests._infra.uc_oss import SERVERS, server_id
 
@@ -43,23 +44,22 @@ class Target:
     spec: str
     table_uri: str
     client: CommitCoordinatorClient
-    table_conf: dict[str, str]
     opened: list[CommitCoordinatorClient]
+    table: MaintainedTable = field(init=False)
+
+    def __post_init__(self) -> None:
+        # the table's identity as production builds it: the per-table conf read from the table
+        self.table = self.bound(self.client)
+
+    def bound(self, client: CommitCoordinatorClient) -> MaintainedTable:
+        """The table's identity over ``client`` (the conf is read from the table, never typed)."""
+        return bind_table(open_table_storage(self.table_uri), client)
 
     def open(self) -> CommitCoordinatorClient:
         """Another client of the same coordinator (as another process would have)."""
         client = open_coordinator(self.spec)
         self.opened.append(client)
         return client
-
-
-def table_conf_of(table_uri: str) -> dict[str, str]:
-    """What the maintenance layer passes: the coordinator tableConf and the UC table id, from the table."""
-    props = load_snapshot(table_uri).properties
-    conf = dict(props.coordinator_table_conf)
-    if props.uc_table_id:
-        conf["io.unitycatalog.tableId"] = props.uc_table_id
-    return conf
 
 
 def add(path: str, size: int = 1) -> dict[str, Any]:

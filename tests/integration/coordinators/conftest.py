@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from tests.integration.coordinators._targets import KINDS, Target, create_table, make_spec, table_conf_of
+from tests.integration.coordinators._targets import KINDS, Target, create_table, make_spec
 
 
 @pytest.fixture(params=KINDS)
@@ -17,7 +17,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     spec = make_spec(request, kind, tmp_path)
     client = open_coordinator(spec)
     table_uri = create_table(kind, client, tmp_path)
-    t = Target(kind, spec, table_uri, client, table_conf_of(table_uri), [client])
+    t = Target(kind, spec, table_uri, client, [client])
     yield t
     for c in t.opened:
         c.close()

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 
 def versions(target: Target, start: int | None = 0, end: int | None = None) -> list[int]:
-    return [c.version for c in target.client.get_commits(target.table_uri, start, end, target.table_conf).commits]
+    return [c.version for c in target.table.get_commits(start, end).commits]
 
 
 def commit_info(target: Target, file_name: str) -> dict:
@@ -36,10 +36,10 @@ def commit_info(target: Target, file_name: str) -> dict:
 
 
 def test_a_new_table_has_version_zero_published_and_nothing_ratified(target: Target) -> None:
-    latest = target.client.latest_ratified_version(target.table_uri, target.table_conf)
+    latest = target.table.latest_ratified_version()
     # -1 until the first coordinated commit (delta-spark's DynamoDB semantics); 0 for the catalogs
     assert latest == (-1 if target.kind == "dynamodb" else 0)
-    resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
+    resp = target.table.get_commits(0, None)
     assert resp.commits == () and resp.latest_table_version == latest
     assert load_snapshot(target.table_uri).version == 0
     assert "inCommitTimestamp" in commit_info(target, "00000000000000000000.json")
@@ -47,20 +47,20 @@ def test_a_new_table_has_version_zero_published_and_nothing_ratified(target: Tar
 
 def test_version_zero_is_created_once(target: Target) -> None:
     with pytest.raises(CommitConflictError) as err:
-        target.client.commit(target.table_uri, 0, create_actions(ict=True), target.table_conf)
+        target.table.commit(0, create_actions(ict=True))
     assert err.value.version == 0 and not err.value.retryable
 
 
 def test_commits_are_ratified_in_order_and_listed_until_published(target: Target) -> None:
     for v in range(1, 5):
-        ratified = target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
+        ratified = target.table.commit(v, [add(f"f{v}")])
         assert ratified.version == v and ratified.file_name.startswith(f"_staged_commits/{v:020d}.")
         info = commit_info(target, ratified.file_name)  # commitInfo first, carrying the ICT
         assert info["inCommitTimestamp"] == ratified.commit_timestamp and info["txnId"]
-    resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
+    resp = target.table.get_commits(0, None)
     assert resp.latest_table_version == 4 and [c.version for c in resp.commits] == [1, 2, 3, 4]
     assert all(c.file_size > 0 and c.file_modification_time > 0 for c in resp.commits)
-    assert target.client.latest_ratified_version(target.table_uri, target.table_conf) == 4
+    assert target.table.latest_ratified_version() == 4
     assert versions(target, 2, 3) == [2, 3]
     assert versions(target, 3, None) == [3, 4]
     assert versions(target, None, 1) == [1]
@@ -69,53 +69,53 @@ def test_commits_are_ratified_in_order_and_listed_until_published(target: Target
 
 
 def test_a_taken_version_is_a_conflict_and_a_gap_is_refused(target: Target) -> None:
-    target.client.commit(target.table_uri, 1, [add("a")], target.table_conf)
+    target.table.commit(1, [add("a")])
     with pytest.raises(CommitConflictError) as err:
-        target.client.commit(target.table_uri, 1, [add("b")], target.table_conf)
+        target.table.commit(1, [add("b")])
     assert err.value.conflict and err.value.retryable and err.value.version == 1
     with pytest.raises(CoordinatorError) as gap:
-        target.client.commit(target.table_uri, 3, [add("c")], target.table_conf)
+        target.table.commit(3, [add("c")])
     assert not gap.value.conflict and not gap.value.retryable
     assert versions(target) == [1]  # neither attempt was ratified
 
 
 def test_in_commit_timestamps_increase_even_when_the_clock_goes_back(target: Target, frozen_clock: Callable[[int], None]) -> None:
-    first = target.client.commit(target.table_uri, 1, [add("a")], target.table_conf)
+    first = target.table.commit(1, [add("a")])
     frozen_clock(1_000)  # far in the past
-    second = target.client.commit(target.table_uri, 2, [add("b")], target.table_conf)
+    second = target.table.commit(2, [add("b")])
     assert second.commit_timestamp == first.commit_timestamp + 1
     publish_ratified_commits(bind_table(open_table_storage(target.table_uri), target.client))
     assert versions(target) == []  # forgotten by the coordinator: the next ICT comes from <2>.json
-    third = target.client.commit(target.table_uri, 3, [add("c")], target.table_conf)
+    third = target.table.commit(3, [add("c")])
     assert third.commit_timestamp == second.commit_timestamp + 1
 
 
 def test_report_published_drops_rows_keeps_the_latest_version_and_is_idempotent(target: Target) -> None:
     for v in range(1, 4):
-        target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
+        target.table.commit(v, [add(f"f{v}")])
     store = open_table_storage(target.table_uri)
     result = publish_ratified_commits(bind_table(store, target.client), up_to=2)
     assert result.published == [1, 2] and result.reported_version == 2
-    resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
+    resp = target.table.get_commits(0, None)
     assert [c.version for c in resp.commits] == [3] and resp.latest_table_version == 3
-    target.client.report_published(target.table_uri, 2, target.table_conf)  # again: a no-op
-    target.client.report_published(target.table_uri, 1, target.table_conf)  # older: a no-op
+    target.table.report_published(2)  # again: a no-op
+    target.table.report_published(1)  # older: a no-op
     assert versions(target) == [3]
     result = publish_ratified_commits(bind_table(store, target.client))
     assert result.published == [3] and result.latest_published_version == 3
-    target.client.report_published(target.table_uri, 3, target.table_conf)
-    resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
+    target.table.report_published(3)
+    resp = target.table.get_commits(0, None)
     assert resp.commits == () and resp.latest_table_version == 3  # the latest version is remembered
     assert load_snapshot(store).version == 3 and load_snapshot(store).num_files == 3
     with pytest.raises(CoordinatorError):
-        target.client.report_published(target.table_uri, 4, target.table_conf)  # nothing ratified there
-    target.client.commit(target.table_uri, 4, [add("f4")], target.table_conf)
+        target.table.report_published(4)  # nothing ratified there
+    target.table.commit(4, [add("f4")])
     assert versions(target) == [4]
 
 
 def test_snapshot_includes_the_unpublished_tail(target: Target) -> None:
     for v in range(1, 4):
-        target.client.commit(target.table_uri, v, [add(f"f{v}")], target.table_conf)
+        target.table.commit(v, [add(f"f{v}")])
     store = open_table_storage(target.table_uri)
     snap = load_ratified_snapshot(bind_table(store, target.client))
     assert snap.version == 3 and {p for p, _ in snap.active_file_keys()} == {"f1", "f2", "f3"}
@@ -123,16 +123,17 @@ def test_snapshot_includes_the_unpublished_tail(target: Target) -> None:
 
 
 def test_another_client_sees_the_same_state(target: Target) -> None:
-    target.client.commit(target.table_uri, 1, [add("a")], target.table_conf)
+    target.table.commit(1, [add("a")])
     other = target.open()
-    assert other.latest_ratified_version(target.table_uri, target.table_conf) == 1
-    other.commit(target.table_uri, 2, [add("b")], target.table_conf)
+    assert target.bound(other).latest_ratified_version() == 1
+    target.bound(other).commit(2, [add("b")])
     assert versions(target) == [1, 2]
 
 
 def test_concurrent_committers_get_each_version_exactly_once(target: Target) -> None:
     writers, rounds = 3, 4
     clients = [target.open() for _ in range(writers)]
+    tables = [target.bound(c) for c in clients]  # each writer process knows its table
     outcomes: dict[int, list[str]] = {}
     lock = threading.Lock()
     start = threading.Barrier(writers)
@@ -141,7 +142,7 @@ def test_concurrent_committers_get_each_version_exactly_once(target: Target) -> 
         for r in range(rounds):
             start.wait()  # every writer proposes version r + 1 at the same moment
             try:
-                clients[i].commit(target.table_uri, r + 1, [add(f"w{i}-{r}")], target.table_conf)
+                tables[i].commit(r + 1, [add(f"w{i}-{r}")])
                 result = "won"
             except CommitConflictError:
                 result = "conflict"
@@ -154,7 +155,7 @@ def test_concurrent_committers_get_each_version_exactly_once(target: Target) -> 
     for t in threads:
         t.join(timeout=120)
     assert {v: sorted(o) for v, o in outcomes.items()} == {v: ["conflict"] * (writers - 1) + ["won"] for v in range(1, rounds + 1)}
-    resp = target.client.get_commits(target.table_uri, 0, None, target.table_conf)
+    resp = target.table.get_commits(0, None)
     assert [c.version for c in resp.commits] == list(range(1, rounds + 1)) and resp.latest_table_version == rounds
     snap = load_ratified_snapshot(bind_table(open_table_storage(target.table_uri), target.client))
     assert snap.version == rounds and len(list(snap.active_file_keys())) == rounds
@@ -191,8 +192,8 @@ def test_a_staged_commit_altered_after_ratification_is_never_published(
 
     padding = {"padding": "x" * 70_000}  # no coordinator keeps it inline: the staged file is the only copy
     for v in (1, 2, 3):
-        target.client.commit(target.table_uri, v, [{"add": {**add(f"f{v}")["add"], "tags": padding}}, add(f"g{v}")], target.table_conf)
-    two = next(c for c in target.client.get_commits(target.table_uri, 0, None, target.table_conf).commits if c.version == 2)
+        target.table.commit(v, [{"add": {**add(f"f{v}")["add"], "tags": padding}}, add(f"g{v}")])
+    two = next(c for c in target.table.get_commits(0, None).commits if c.version == 2)
     alter(Path(target.table_uri) / "_delta_log" / two.file_name)
     code = main(["publish", target.table_uri, "--coordinator", target.spec])
     err = capsys.readouterr().err

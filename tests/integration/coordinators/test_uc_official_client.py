@@ -21,7 +21,7 @@ from airflow_delta_maintenance.maintenance.coordinator import StoreFileWriter, o
 from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from tests._infra.jars import classpath
-from tests.integration.coordinators._targets import add, create_table, make_spec, table_conf_of
+from tests.integration.coordinators._targets import add, create_table, make_spec
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +33,7 @@ def test_the_official_java_client_ratifies_and_lists_through_the_test_server(req
     spec = make_spec(request, kind, tmp_path)
     ours = open_coordinator(spec)
     table_uri = create_table(kind, ours, tmp_path)
-    conf = table_conf_of(table_uri)
+    uc_table_id = load_snapshot(table_uri).properties.uc_table_id  # what the Java writer knows of its table
     writer = StoreFileWriter(open_table_storage(table_uri))
     staged, ict = [], None
     for v in (1, 2, 3):
@@ -42,7 +42,7 @@ def test_the_official_java_client_ratifies_and_lists_through_the_test_server(req
         staged.append(f"{v}:{written.file_name.split('/')[-1]}:{written.size}:{written.modification_time}:{ict}")
     host, port = uc_server.host.split(":")
     cmd = ["java", "-XX:TieredStopAtLevel=1", "-cp", classpath("unitycatalog"), str(CHECKER), kind[3:], host, port, uc_server.token,
-           ours.full_name, conf["io.unitycatalog.tableId"], f"file://{table_uri}", *staged]  # type: ignore[attr-defined]
+           ours.full_name, uc_table_id, f"file://{table_uri}", *staged]  # type: ignore[attr-defined]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
@@ -52,9 +52,10 @@ def test_the_official_java_client_ratifies_and_lists_through_the_test_server(req
     assert expected_conflict in lines
     assert "LISTED 3,2,1 LATEST 3" in lines  # newest first, as the APIs say
 
-    resp = ours.get_commits(table_uri, 0, None, conf)
+    table = bind_table(open_table_storage(table_uri), ours)  # our side reads the id from the table
+    resp = table.get_commits()
     assert [(c.version, c.file_name.split("/")[-1]) for c in resp.commits] == [(int(s.split(":")[0]), s.split(":")[1]) for s in staged]
     result = publish_ratified_commits(bind_table(open_table_storage(table_uri), ours))
     assert result.published == [1, 2, 3] and result.reported_version == 3
-    assert ours.commit(table_uri, 4, [add("ours-4")], conf).commit_timestamp > (ict or 0)
+    assert table.commit(4, [add("ours-4")]).commit_timestamp > (ict or 0)
     assert load_snapshot(table_uri).version == 3

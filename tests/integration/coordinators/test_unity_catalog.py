@@ -15,7 +15,7 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
-from tests.integration.coordinators._targets import UC_OSS_KINDS, UC_STANDIN_KINDS, Target, add, create_table, make_spec, table_conf_of
+from tests.integration.coordinators._targets import UC_OSS_KINDS, UC_STANDIN_KINDS, Target, add, create_table, make_spec
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +26,7 @@ def _target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target
     spec = make_spec(request, kind, tmp_path)
     client = open_coordinator(spec)
     table_uri = create_table(kind, client, tmp_path)
-    return Target(kind, spec, table_uri, client, table_conf_of(table_uri), [client])
+    return Target(kind, spec, table_uri, client, [client])
 
 
 @pytest.fixture(params=UC_OSS_KINDS)
@@ -46,31 +46,31 @@ def test_version_zero_carries_the_catalog_managed_contract(uc: Target) -> None:
     assert snap.protocol.min_reader_version == 3 and snap.protocol.min_writer_version == 7
     assert {"catalogManaged", "deletionVectors", "v2Checkpoint", "vacuumProtocolCheck"} <= set(snap.protocol.reader_features or ())
     assert "inCommitTimestamp" in (snap.protocol.writer_features or ())
-    assert snap.properties.uc_table_id == uc.table_conf["io.unitycatalog.tableId"]
+    assert snap.properties.uc_table_id == uc.table.table_conf["io.unitycatalog.tableId"]
     assert snap.properties.raw["delta.enableInCommitTimestamps"] == "true"
 
 
 def test_the_unpublished_limit_is_a_commit_limit_until_published(uc: Target) -> None:
     for v in range(1, MAX_UNPUBLISHED + 1):
-        uc.client.commit(uc.table_uri, v, [add(f"f{v}")], uc.table_conf)
+        uc.table.commit(v, [add(f"f{v}")])
     with pytest.raises(CommitLimitReachedError) as err:
-        uc.client.commit(uc.table_uri, MAX_UNPUBLISHED + 1, [add("over")], uc.table_conf)
+        uc.table.commit(MAX_UNPUBLISHED + 1, [add("over")])
     assert err.value.retryable and err.value.version == MAX_UNPUBLISHED + 1
     result = publish_ratified_commits(bind_table(open_table_storage(uc.table_uri), uc.client))
     assert result.published == list(range(1, MAX_UNPUBLISHED + 1)) and result.reported_version == MAX_UNPUBLISHED
-    uc.client.commit(uc.table_uri, MAX_UNPUBLISHED + 1, [add("now")], uc.table_conf)
-    assert uc.client.latest_ratified_version(uc.table_uri, uc.table_conf) == MAX_UNPUBLISHED + 1
+    uc.table.commit(MAX_UNPUBLISHED + 1, [add("now")])
+    assert uc.table.latest_ratified_version() == MAX_UNPUBLISHED + 1
 
 
 def test_every_unpublished_commit_is_listed_across_pages(uc: Target) -> None:
     """After a full backfill the server keeps the latest row flagged, so 10 new commits span 11 rows;
     the preview API answers at most 10 versions per request and the client must follow the pages."""
     for v in range(1, 6):
-        uc.client.commit(uc.table_uri, v, [add(f"f{v}")], uc.table_conf)
+        uc.table.commit(v, [add(f"f{v}")])
     publish_ratified_commits(bind_table(open_table_storage(uc.table_uri), uc.client))
     for v in range(6, 6 + MAX_UNPUBLISHED):
-        uc.client.commit(uc.table_uri, v, [add(f"f{v}")], uc.table_conf)
-    resp = uc.client.get_commits(uc.table_uri, 0, None, uc.table_conf)
+        uc.table.commit(v, [add(f"f{v}")])
+    resp = uc.table.get_commits(0, None)
     assert [c.version for c in resp.commits] == list(range(6, 6 + MAX_UNPUBLISHED)) and resp.latest_table_version == 15
     snap = load_ratified_snapshot(bind_table(open_table_storage(uc.table_uri), uc.client))
     assert snap.version == 15 and len(list(snap.active_file_keys())) == 15
@@ -78,16 +78,16 @@ def test_every_unpublished_commit_is_listed_across_pages(uc: Target) -> None:
 
 def test_recovery_compares_bytes_once_the_commit_was_published_and_forgotten(uc: Target) -> None:
     client: UnityCatalogCoordinator = uc.client  # type: ignore[assignment]
-    ratified = client.commit(uc.table_uri, 1, [add("a")], uc.table_conf)
-    client.commit(uc.table_uri, 2, [add("b")], uc.table_conf)
+    ratified = uc.bound(client).commit(1, [add("a")])
+    uc.bound(client).commit(2, [add("b")])
     store = open_table_storage(uc.table_uri)
     publish_ratified_commits(bind_table(store, client))
-    assert 1 not in [c.version for c in client.get_commits(uc.table_uri, 0, None, uc.table_conf).commits]  # purged
+    assert 1 not in [c.version for c in uc.bound(client).get_commits(0, None).commits]  # purged
     data, bare = store.read(ratified.file_name), ratified.file_name.rsplit("/", 1)[-1]
     writer = client.writer_factory(uc.table_uri)  # type: ignore[misc]
-    assert client._was_accepted(uc.table_uri, uc.table_conf, 1, bare, data, writer)
-    assert not client._was_accepted(uc.table_uri, uc.table_conf, 1, bare, data + b"\n", writer)
-    assert not client._was_accepted(uc.table_uri, uc.table_conf, 3, bare, data, writer)
+    assert client._was_accepted(uc.table_uri, uc.table.table_conf, 1, bare, data, writer)
+    assert not client._was_accepted(uc.table_uri, uc.table.table_conf, 1, bare, data + b"\n", writer)
+    assert not client._was_accepted(uc.table_uri, uc.table.table_conf, 3, bare, data, writer)
 
 
 def test_a_table_must_be_created_where_the_catalog_says(request: pytest.FixtureRequest, tmp_path: Path) -> None:
@@ -103,19 +103,19 @@ def test_a_table_must_be_created_where_the_catalog_says(request: pytest.FixtureR
 
 def test_transient_server_errors_are_retried(standin: Target, uc_server) -> None:  # noqa: ANN001
     uc_server.inject_fault(count=2, code="INTERNAL", method="POST")
-    standin.client.commit(standin.table_uri, 1, [add("a")], standin.table_conf)
+    standin.table.commit(1, [add("a")])
     uc_server.inject_fault(count=1, status=429, error_type="TooManyRequestsException")
-    assert standin.client.latest_ratified_version(standin.table_uri, standin.table_conf) == 1
+    assert standin.table.latest_ratified_version() == 1
 
 
 def test_a_lost_answer_is_recognised_by_reloading(standin: Target, uc_server) -> None:  # noqa: ANN001
     client: UnityCatalogCoordinator = standin.client  # type: ignore[assignment]
     client._http.max_attempts = 1  # no resend: recovery must reload and find its own file name
     uc_server.inject_fault(count=1, after=True, code="COMMIT_STATE_UNKNOWN", method="POST")
-    ratified = client.commit(standin.table_uri, 1, [add("a")], standin.table_conf)
-    assert [c.file_name for c in client.get_commits(standin.table_uri, 0, None, standin.table_conf).commits] == [ratified.file_name]
+    ratified = standin.bound(client).commit(1, [add("a")])
+    assert [c.file_name for c in standin.bound(client).get_commits(0, None).commits] == [ratified.file_name]
     uc_server.inject_fault(count=1, code="COMMIT_STATE_UNKNOWN", method="POST")  # refused, not ratified
     with pytest.raises(CoordinatorError) as err:
-        client.commit(standin.table_uri, 2, [add("b")], standin.table_conf)
+        standin.bound(client).commit(2, [add("b")])
     assert err.value.retryable and not err.value.conflict
-    assert client.latest_ratified_version(standin.table_uri, standin.table_conf) == 1
+    assert standin.bound(client).latest_ratified_version() == 1

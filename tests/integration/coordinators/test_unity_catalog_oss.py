@@ -32,7 +32,7 @@ from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open
 from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from tests._infra.uc_oss import OSSServer, OSSServers, server_id
-from tests.integration.coordinators._targets import UC_OSS_KINDS, Target, add, create_table, make_spec, table_conf_of, uc_server_of
+from tests.integration.coordinators._targets import UC_OSS_KINDS, Target, add, create_table, make_spec, uc_server_of
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,7 @@ def _target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target
     spec = make_spec(request, kind, tmp_path)
     client = open_coordinator(spec)
     table_uri = create_table(kind, client, tmp_path)
-    return Target(kind, spec, table_uri, client, table_conf_of(table_uri), [client])
+    return Target(kind, spec, table_uri, client, [client])
 
 
 @pytest.fixture(params=UC_OSS_KINDS)
@@ -98,23 +98,23 @@ def requests_seen(monkeypatch: pytest.MonkeyPatch, *, lose_first: Callable[[urll
 def test_a_commit_answered_200_text_plain_is_success_at_once(uc: Target, monkeypatch: pytest.MonkeyPatch) -> None:
     """Preview commits are answered ``200 text/plain "200 OK"``: one request, no retry, no recovery."""
     seen = requests_seen(monkeypatch)
-    ratified = uc.client.commit(uc.table_uri, 1, [add("a")], uc.table_conf)
+    ratified = uc.table.commit(1, [add("a")])
     assert [s for s in seen if s[0] == "POST commit"] == [("POST commit", 200)]
-    listed = uc.client.get_commits(uc.table_uri, 0, None, uc.table_conf).commits
+    listed = uc.table.get_commits(0, None).commits
     assert [(c.version, c.file_name) for c in listed] == [(1, ratified.file_name)]
 
 
 def test_cli_publish_exits_0_after_the_server_applied_the_report(uc: Target, capsys: pytest.CaptureFixture[str]) -> None:
     """The backfill report is answered ``200 text/plain`` too: ``delta-maintenance publish`` must succeed."""
     for v in (1, 2):
-        uc.client.commit(uc.table_uri, v, [add(f"f{v}")], uc.table_conf)
+        uc.table.commit(v, [add(f"f{v}")])
     code = cli_main(["publish", uc.table_uri, "--coordinator", uc.spec, "--json"])
     out = capsys.readouterr()
     assert code == 0, out.err
     result = json.loads(out.out)
     assert result["published"] == [1, 2] and result["reported_version"] == 2
     assert load_snapshot(uc.table_uri).version == 2
-    assert [c.version for c in uc.client.get_commits(uc.table_uri, 0, None, uc.table_conf).commits] in ([], [2])
+    assert [c.version for c in uc.table.get_commits(0, None).commits] in ([], [2])
 
 
 # ---- replays after a lost answer, per release ---------------------------------------------------
@@ -124,10 +124,10 @@ def test_a_lost_commit_answer_is_resent_and_recognised_as_ours(uc: Target, monke
     """0.6.0 answers the resend 200 (still tracked); 0.5.1 answers 409 COMMIT_VERSION_CONFLICT,
     which is ours by its tracked file name. The returned commit is what the server recorded."""
     seen = requests_seen(monkeypatch, lose_first=is_commit)
-    ratified = uc.client.commit(uc.table_uri, 1, [add("a")], uc.table_conf)
+    ratified = uc.table.commit(1, [add("a")])
     resend = [s for s in seen if s[0] == "POST commit"][1]
     assert resend == ("POST commit", 409 if "0.5.1" in uc.kind else 200)
-    listed = uc.client.get_commits(uc.table_uri, 0, None, uc.table_conf)
+    listed = uc.table.get_commits(0, None)
     assert listed.latest_table_version == 1
     assert [(c.version, c.file_name, c.file_size, c.file_modification_time) for c in listed.commits] == [
         (1, ratified.file_name, ratified.file_size, ratified.file_modification_time)]
@@ -140,15 +140,15 @@ def test_a_lost_commit_answer_is_ours_after_another_process_published_and_purged
     store = open_table_storage(uc.table_uri)
 
     def meanwhile() -> None:  # another process commits 2 and publishes 1..2: UC forgets version 1
-        other.commit(uc.table_uri, 2, [add("theirs")], uc.table_conf)
+        uc.bound(other).commit(2, [add("theirs")])
         assert publish_ratified_commits(bind_table(store, other)).reported_version == 2
 
     seen = requests_seen(monkeypatch, lose_first=is_commit, between=meanwhile)
-    ratified = uc.client.commit(uc.table_uri, 1, [add("ours")], uc.table_conf)
+    ratified = uc.table.commit(1, [add("ours")])
     assert ratified.version == 1
     assert [s for s in seen if s[0] == "POST commit"][-1] == ("POST commit", 409)  # the resend of 1
     assert store.read("00000000000000000001.json") == store.read(ratified.file_name)
-    assert uc.client.latest_ratified_version(uc.table_uri, uc.table_conf) == 2  # nothing committed twice
+    assert uc.table.latest_ratified_version() == 2  # nothing committed twice
     assert {p for p, _ in load_snapshot(store).active_file_keys()} == {"ours", "theirs"}
 
 
@@ -161,12 +161,12 @@ def test_a_409_for_a_version_another_writer_won_is_a_conflict(uc: Target, monkey
     def urlopen(req: urllib.request.Request, *args: Any, **kwargs: Any) -> Any:
         if is_commit(req) and not raced.is_set():
             raced.set()
-            other.commit(uc.table_uri, 1, [add("theirs")], uc.table_conf)  # wins version 1 first
+            uc.bound(other).commit(1, [add("theirs")])  # wins version 1 first
         return real(req, *args, **kwargs)
 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     with pytest.raises(CommitConflictError) as err:
-        uc.client.commit(uc.table_uri, 1, [add("ours")], uc.table_conf)
+        uc.table.commit(1, [add("ours")])
     assert err.value.retryable and err.value.version == 1 and "another writer" in str(err.value)
 
 
@@ -181,6 +181,7 @@ def test_concurrent_commits_lose_with_a_conflict_even_when_0_5_answers_500(reque
     clients: list[UnityCatalogCoordinator] = [target.open() for _ in range(writers)]  # type: ignore[misc]
     for c in clients:
         c._http.max_attempts = 1  # a 500 must be decided, not hidden by a resend
+    tables = [target.bound(c) for c in clients]
     seen = requests_seen(monkeypatch, gate=threading.Barrier(writers))
     outcomes: dict[int, list[str]] = {}
     race_500 = kind == "uc-oss-0.5.1-preview"  # 0.5.1's preview commits have no table lock (its v1 path did not 500 here)
@@ -189,7 +190,7 @@ def test_concurrent_commits_lose_with_a_conflict_even_when_0_5_answers_500(reque
 
         def write(i: int, v: int = version) -> None:
             try:
-                clients[i].commit(target.table_uri, v, [add(f"w{i}-{v}")], target.table_conf)
+                tables[i].commit(v, [add(f"w{i}-{v}")])
                 results.append("won")
             except CommitConflictError:
                 results.append("conflict")
@@ -211,7 +212,7 @@ def test_concurrent_commits_lose_with_a_conflict_even_when_0_5_answers_500(reque
         assert 500 in statuses, f"0.5.1 never answered 500 in {len(outcomes)} rounds: the race under test did not happen"
     elif "0.6.0" in kind:
         assert 500 not in statuses  # 0.6.0 locks the table row: losers get a clean 409
-    latest = target.client.get_commits(target.table_uri, 0, None, target.table_conf).latest_table_version
+    latest = target.table.get_commits(0, None).latest_table_version
     assert latest == len(outcomes)
 
 
@@ -264,11 +265,11 @@ def test_401_and_403_say_what_is_wrong_and_which_privilege_is_missing(request: p
     reader = open_coordinator(target.spec)
     assert reader.latest_ratified_version(target.table_uri) == 0  # reads need no more than SELECT
     with pytest.raises(PermissionDeniedError) as no_modify:
-        reader.commit(target.table_uri, 1, [add("a")], target.table_conf)
+        target.bound(reader).commit(1, [add("a")])
     assert f"MODIFY on table {table}" in str(no_modify.value)
     server.grant("table", table, email, "MODIFY")
-    open_coordinator(target.spec).commit(target.table_uri, 1, [add("a")], target.table_conf)
-    assert target.client.latest_ratified_version(target.table_uri, target.table_conf) == 1
+    target.bound(open_coordinator(target.spec)).commit(1, [add("a")])
+    assert target.table.latest_ratified_version() == 1
 
 
 def test_every_server_ran(uc_oss_servers: OSSServers) -> None:
