@@ -112,7 +112,7 @@ def _build(table: Table, rng: random.Random, env: dict[str, str]) -> None:
     proc = _cli(["checkpoint", table.uri, "--version", str(OLD_VERSIONS - 1), *table.cli_options], env)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
-    client = open_coordinator(table.coordinator, table.options)
+    client = open_coordinator(table.coordinator + "?create=true", table.options)  # the coordinator starts here
     client.register_table(table.uri, OLD_VERSIONS - 1, base + (OLD_VERSIONS - 1) * 1000)
     client.close()
 

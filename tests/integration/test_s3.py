@@ -98,7 +98,7 @@ def test_table_state_on_s3_equals_the_snapshot(s3_bucket: tuple[str, dict], tmp_
 
     bucket, options = s3_bucket
     uri = f"s3://{bucket}/tables/state"
-    client = open_coordinator(f"local://{tmp_path}/c.db", options)
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true", options)
     client.commit(uri, 0, create_actions(ict=True))
     for v in range(1, 5):
         client.commit(uri, v, [add(f"f{v}")])

@@ -178,7 +178,7 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
     # the published versions (0-7): anchored on the checkpoint at 5, it deletes what only 0-4 need.
     tomorrow = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2 * 86400))
     assert cli_main(["cleanup", uri, "--execute", "--allow-catalog-managed", "--allow-shorter-retention", "--retention-days", "0",
-                     "--now", tomorrow, "--json"]) == 0
+                     "--now", tomorrow, "--allow-future-now", "--json"]) == 0
     cleaned = json.loads(capsys.readouterr().out)
     assert cleaned["deleted"] > 0 and not cleaned["dry_run"], cleaned
     files = list_log_files(open_table_storage(uri))
