@@ -96,3 +96,11 @@ def create_table(kind: str, client: Any, tmp_path: Path) -> str:
     return table_uri
 
 
+
+
+def new_target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target:
+    """A new table with version 0 on a coordinator of ``kind``, and its identity."""
+    spec = make_spec(request, kind, tmp_path)
+    client = open_coordinator(spec)
+    table_uri = create_table(kind, client, tmp_path)
+    return Target(kind, spec, table_uri, client, [client])

@@ -7,17 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from tests.integration.coordinators._targets import KINDS, Target, create_table, make_spec
+from tests.integration.coordinators._targets import KINDS, Target, new_target
 
 
 @pytest.fixture(params=KINDS)
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
-    kind = request.param
-    spec = make_spec(request, kind, tmp_path)
-    client = open_coordinator(spec)
-    table_uri = create_table(kind, client, tmp_path)
-    t = Target(kind, spec, table_uri, client, [client])
+    t = new_target(request, request.param, tmp_path)
     yield t
     for c in t.opened:
         c.close()

@@ -15,7 +15,7 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
-from tests.integration.coordinators._targets import UC_OSS_KINDS, UC_STANDIN_KINDS, Target, add, create_table, make_spec
+from tests.integration.coordinators._targets import UC_OSS_KINDS, UC_STANDIN_KINDS, Target, add, make_spec, new_target
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +23,7 @@ MAX_UNPUBLISHED = 10  # the OSS server's MAX_NUM_COMMITS_PER_TABLE
 
 
 def _target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target:
-    spec = make_spec(request, kind, tmp_path)
-    client = open_coordinator(spec)
-    table_uri = create_table(kind, client, tmp_path)
-    return Target(kind, spec, table_uri, client, [client])
+    return new_target(request, kind, tmp_path)
 
 
 @pytest.fixture(params=UC_OSS_KINDS)

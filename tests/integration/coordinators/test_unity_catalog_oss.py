@@ -32,7 +32,7 @@ from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open
 from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from tests._infra.uc_oss import OSSServer, OSSServers, server_id
-from tests.integration.coordinators._targets import UC_OSS_KINDS, Target, add, create_table, make_spec, uc_server_of
+from tests.integration.coordinators._targets import UC_OSS_KINDS, Target, add, make_spec, uc_server_of, new_target
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +40,7 @@ PLAIN_KINDS = [k for k in UC_OSS_KINDS if "-auth-" not in k]  # the race needs n
 
 
 def _target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target:
-    spec = make_spec(request, kind, tmp_path)
-    client = open_coordinator(spec)
-    table_uri = create_table(kind, client, tmp_path)
-    return Target(kind, spec, table_uri, client, [client])
+    return new_target(request, kind, tmp_path)
 
 
 @pytest.fixture(params=UC_OSS_KINDS)
