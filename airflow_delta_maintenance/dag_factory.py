@@ -106,9 +106,16 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
             for u in upstream:
                 u >> publish
             upstream = [publish]
-        parallel = []
+        # Compaction, then the checkpoint: a checkpoint covers every window before it (compaction
+        # skips covered windows), so running them side by side would make the outcome depend on
+        # which task happens to run first.
+        writers = []
+        if table.compaction.enabled:
+            writers.append(
+                DeltaLogCompactionOperator(task_id="compact_log", **common, **coord, interval=table.compaction.interval, max_window_bytes=table.compaction.max_window_bytes)
+            )
         if table.checkpoint.enabled:
-            parallel.append(
+            writers.append(
                 DeltaCheckpointOperator(
                     task_id="checkpoint",
                     **common,
@@ -122,13 +129,10 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                     spark_packages=table.checkpoint.spark_packages,
                 )
             )
-        if table.compaction.enabled:
-            parallel.append(
-                DeltaLogCompactionOperator(task_id="compact_log", **common, **coord, interval=table.compaction.interval, max_window_bytes=table.compaction.max_window_bytes)
-            )
-        for task in parallel:
+        for task in writers:
             for u in upstream:
                 u >> task
+            upstream = [task]
         if table.cleanup.enabled:
             cleanup = DeltaLogCleanupOperator(
                 task_id="cleanup",
@@ -141,7 +145,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 # after the writers whatever they did, but never after a failure upstream
                 trigger_rule=TriggerRule.NONE_FAILED,
             )
-            for u in parallel or upstream:
+            for u in upstream:
                 u >> cleanup
     return dag
 
