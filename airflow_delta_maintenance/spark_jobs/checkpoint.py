@@ -218,8 +218,17 @@ def _main(argv: Sequence[str] | None) -> int:
                 if stat is None or stat.size != s.size:
                     raise JobFailed(f"{store.display(SIDECAR_DIR + '/' + name)}: sidecar vanished or changed after the move")
                 sidecar_rows.append({"sidecar": {"path": name, "sizeInBytes": s.size, "modificationTime": stat.modification_time, "tags": None}})
+            # delta-spark reads a V2 top-level file through the checkpoint schema and needs its add
+            # and remove columns even when every file action lives in sidecars: the sidecars' own
+            # types (null here), so both files of the checkpoint agree.
+            file_types = {"add": cs.ADD_TYPE, "remove": cs.REMOVE_TYPE}
+            if sidecar_rows:
+                with store.fs.open(store.path(f"{SIDECAR_DIR}/{sidecar_rows[0]['sidecar']['path']}"), "rb") as fh:
+                    side = pq.read_schema(fh)
+                file_types.update({n: side.field(n).type for n in file_types if n in side.names})
             top_schema = pa.schema(
-                [pa.field(n, t) for n, t in [("txn", cs.TXN_TYPE), ("metaData", cs.METADATA_TYPE), ("protocol", cs.PROTOCOL_TYPE),
+                [pa.field(n, t) for n, t in [("txn", cs.TXN_TYPE), ("add", file_types["add"]), ("remove", file_types["remove"]),
+                                             ("metaData", cs.METADATA_TYPE), ("protocol", cs.PROTOCOL_TYPE),
                                              ("domainMetadata", cs.DOMAIN_METADATA_TYPE), ("checkpointMetadata", cs.CHECKPOINT_METADATA_TYPE),
                                              ("sidecar", cs.SIDECAR_TYPE)]]
             )
