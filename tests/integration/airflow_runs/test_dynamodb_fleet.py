@@ -150,7 +150,7 @@ def test_one_shared_spec_and_auto_maintain_every_delta_spark_table(
     uri = uris["orders"]
     before = {v: spark_files(spark, uri, v) for v in range(ROWS, ROWS + 1)}
     later = "2100-01-01T00:00:00Z"
-    out = cli("cleanup", uri, "--coordinator", "auto", "--execute", "--now", later, "--json", *_future_now_flag(), env=env)
+    out = cli("cleanup", uri, "--coordinator", "auto", "--execute", "--now", later, "--allow-future-now", "--json", env=env)
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert plan["cutoff_checkpoint_version"] == ROWS and plan["counts"]["commits"] == ROWS, plan
@@ -158,14 +158,6 @@ def test_one_shared_spec_and_auto_maintain_every_delta_spark_table(
     assert spark_files(spark, uri, ROWS) == before[ROWS]
     spark.sql(f"INSERT INTO delta.`{uri}` VALUES (99, 'r1')")
     assert spark.read.format("delta").load(uri).count() == ROWS + 1
-
-
-def _future_now_flag() -> list[str]:
-    """A `--now` later than the real clock needs an explicit override once the CLI has one."""
-    from airflow_delta_maintenance.cli import build_parser
-
-    cleanup = build_parser()._subparsers._group_actions[0].choices["cleanup"]  # type: ignore[union-attr]
-    return ["--allow-future-now"] if any("--allow-future-now" in a.option_strings for a in cleanup._actions) else []
 
 
 def test_a_spec_that_contradicts_the_table_is_refused_naming_both(
