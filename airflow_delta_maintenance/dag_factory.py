@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule
-
 from .maintenance.config import ConfigError, TableConfig, TableConfigError, load_config_entries
 from .operators.checkpoint import DeltaCheckpointOperator
 from .operators.cleanup import DeltaLogCleanupOperator

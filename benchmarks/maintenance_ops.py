@@ -32,7 +32,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import CLI, PYTHON, Runs, build_log_in_subprocess, in_subprocess, interleaved, ratio_line, run_measured  # noqa: E402
+from _harness import CLI, PYTHON, Runs, build_log_in_subprocess, in_subprocess, interleaved, ratio_line, run_measured
 
 # Both writers put the same columns in a checkpoint: stats as JSON and as a struct, and typed
 # partition values (delta-rs writes the struct forms only when the table asks for them).
@@ -103,7 +103,7 @@ def measure(op: str, source: str, work: str, commits: int, repeat: int, engines:
     described: dict[str, dict] = {}
     before = len(os.listdir(os.path.join(source, "_delta_log")))
 
-    def one(engine: str, i: int):  # noqa: ANN202
+    def one(engine: str, i: int):
         copy = os.path.join(work, f"{op}-{engine}-{i}")
         shutil.copytree(source, copy)
         try:

@@ -34,7 +34,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import PYTHON, Runs, build_log_in_subprocess, fmt, in_subprocess, interleaved, run_measured  # noqa: E402
+from _harness import PYTHON, Runs, build_log_in_subprocess, fmt, in_subprocess, interleaved, run_measured
 
 # The measured code, in a fresh process: prints {"seconds", "files", "maxrss_kb", "base_kb"}.
 CHILD = r"""

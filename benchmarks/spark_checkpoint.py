@@ -22,9 +22,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from snapshot_load import build_log  # noqa: E402
+from snapshot_load import build_log
 
-from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job  # noqa: E402
+from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job
 
 LOCAL = r"""
 import sys

@@ -35,7 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import CLI, PYTHON, Runs, in_subprocess, interleaved, run_measured  # noqa: E402
+from _harness import CLI, PYTHON, Runs, in_subprocess, interleaved, run_measured
 
 BUILD = r"""
 import json, os, sys, time, uuid

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from .common import add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
 
-
 if TYPE_CHECKING:
     from ..maintenance.inspect import InspectResult
 

@@ -28,7 +28,6 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from .memory import uses_log_operation_memory
 from . import checkpoint_schema as cs
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .checkpoint_readback import read_back_checkpoint
@@ -45,6 +44,7 @@ from .features import SUPPORTED_WRITER_FEATURES, check_write_supported as check_
 from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit
+from .memory import uses_log_operation_memory
 from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
 from .run_identity import new_run
 from .schema import partition_values_type, stats_parse_plan
@@ -314,7 +314,7 @@ def _take_rows(pending: list[pa.RecordBatch], batches: Iterator[pa.RecordBatch],
 
 def _ensure_published(store: LogStore, snapshot: Snapshot, files: LogSegmentFiles) -> None:
     unpublished = [d.version for d in snapshot.segment.deltas if isinstance(d, CatalogCommit)]
-    if unpublished or snapshot.version > files.latest_commit_version and snapshot.version != snapshot.checkpoint_version:
+    if unpublished or (snapshot.version > files.latest_commit_version and snapshot.version != snapshot.checkpoint_version):
         version = unpublished[0] if unpublished else snapshot.version
         raise UnpublishedVersionError(
             f"{store.uri}: version {version} is not published (no {version:020d}.json); "

@@ -39,13 +39,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .checkpoint_check import newest_readable_checkpoint, verify_checkpoint
 from .abandoned import Leftover, abandoned_sidecars, find_abandoned, remove_leftovers
-from .memory import uses_log_operation_memory
+from .checkpoint_check import newest_readable_checkpoint, verify_checkpoint
 from .errors import CorruptLogError, DeltaLogError, InvalidOptionError, NonMonotonicTimestampError
 from .features import check_write_supported, is_catalog_managed
 from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
+from .memory import uses_log_operation_memory
 from .paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
 from .replay import in_commit_timestamp
 from .snapshot import Snapshot

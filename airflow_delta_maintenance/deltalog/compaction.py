@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .memory import release_free_memory, uses_log_operation_memory
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .checkpoint_check import verify_checkpoint
 from .compaction_lines import LineRuns, collect_winning_lines
@@ -27,6 +26,7 @@ from .errors import CorruptLogError, DeltaLogError, LogFileExistsError, MissingC
 from .features import check_write_supported
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import LogSegment, build_log_segment
+from .memory import release_free_memory, uses_log_operation_memory
 from .paths import ParsedLogPath, compaction_name
 from .reader import ORDER, parse_ndjson, read_parquet_actions
 from .replay import DV_ID, replay_actions

@@ -11,12 +11,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .memory import uses_log_operation_memory
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .errors import DeltaLogError, ProtocolViolationError
 from .features import check_read_supported, in_commit_timestamps_enabled
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, LogSegment, build_log_segment
+from .memory import uses_log_operation_memory
 from .reader import ORDER
 from .replay import UnreadableCheckpointError, UnreconciledCompactionError, in_commit_timestamp, replay_actions
 from .storage import LogStore, open_table_storage

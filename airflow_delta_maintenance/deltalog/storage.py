@@ -14,8 +14,8 @@ import errno
 import io
 import os
 import posixpath
-import stat as stat_module
 import shutil
+import stat as stat_module
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime

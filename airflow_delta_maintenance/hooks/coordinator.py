@@ -7,7 +7,6 @@ from functools import cached_property
 from typing import Any
 
 from .._airflow_compat import BaseHook
-
 from ..coordinators.base import CommitCoordinatorClient
 from ..coordinators.errors import CoordinatorError
 from ..coordinators.registry import parse_coordinator_spec

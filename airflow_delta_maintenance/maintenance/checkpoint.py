@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..deltalog.checkpoint_writer import CheckpointResult, write_checkpoint
-from ..deltalog.features import check_write_supported
 from ..deltalog.errors import UnpublishedVersionError
+from ..deltalog.features import check_write_supported
 from ..deltalog.listing import LogSegmentFiles
 from ..deltalog.snapshot import load_snapshot
 from .table import CatalogView, MaintainedTable, ratified_state

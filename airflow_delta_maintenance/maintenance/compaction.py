@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..deltalog.compaction import CompactionResult, plan_compaction_windows, write_compaction
-from ..deltalog.features import check_write_supported
 from ..deltalog.errors import UnpublishedVersionError
+from ..deltalog.features import check_write_supported
 from .table import CatalogView, MaintainedTable, ratified_state
 
 __all__ = ["CompactionRunResult", "run_log_compaction", "check_compaction_window", "compact_window"]

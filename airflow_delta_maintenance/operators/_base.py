@@ -7,7 +7,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._airflow_compat import AirflowException, AirflowFailException, BaseOperator
-
 from ..coordinators.errors import CoordinatorError
 from ..deltalog.errors import (
     AtomicWriteUnsupportedError,

@@ -17,7 +17,6 @@ from .._airflow_compat import (
     PokeReturnValue,
     conf,
 )
-
 from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
 from ..hooks.storage import DeltaStorageHook
 from ..triggers.ratified_version import DeltaRatifiedVersionTrigger

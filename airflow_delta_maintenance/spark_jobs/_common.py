@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from airflow_delta_maintenance.deltalog import checkpoint_schema as cs

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Mapping
 from functools import cached_property
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
 from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
 from ..hooks.storage import DeltaStorageHook

@@ -33,14 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import deltalake  # the independent oracle: a test dependency, never skipped
 import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_maintenance.deltalog import errors as E
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
-
-import deltalake  # the independent oracle: a test dependency, never skipped
-
 from tests.golden.wheel_oracle import assert_same_as_wheel
 
 pytestmark = pytest.mark.interop
@@ -271,13 +269,13 @@ def test_golden_table(key: str, entry: Path, tmp_path: Path) -> None:
                 load_snapshot(str(root))
             assert refused.type is error, f"{key}: expected exactly {error.__name__} ({reason}), got {refused.type.__name__}: {refused.value}"
             assert str(refused.value) and refused.value.path, f"{key}: the error must say what and which file/table"
-            with pytest.raises(Exception):  # noqa: B017,PT011 - the wheel refuses too (it has no typed errors)
+            with pytest.raises(Exception):  # noqa: B017 - the wheel refuses too (it has no typed errors)
                 deltalake.DeltaTable(str(root))
         return
     if key in WHEEL_CANNOT_READ:
         expected = OUR_EXPECTATIONS[key]
         for root in roots:
-            with pytest.raises(Exception):  # noqa: B017,PT011 - keep the list honest
+            with pytest.raises(Exception):  # noqa: B017 - keep the list honest
                 deltalake.DeltaTable(str(root))
             latest = max(expected.files)
             assert load_snapshot(str(root)).version == latest, f"{key}: {expected.source}"

@@ -17,7 +17,6 @@ from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.deltalog.table_state import load_table_state
-
 from tests.golden.test_golden_tables import CASES, _location, _table_roots
 
 pytestmark = pytest.mark.interop

@@ -23,12 +23,11 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
+import deltalake
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_delta_maintenance.deltalog.snapshot import Snapshot
-
-import deltalake
 
 __all__ = ["assert_same_as_wheel", "wheel_files"]
 

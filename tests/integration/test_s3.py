@@ -13,9 +13,9 @@ from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
+from airflow_delta_maintenance.maintenance.table import bind_table
 from tests._infra.races import race_put_if_absent
 
 pytestmark = pytest.mark.integration

@@ -7,6 +7,7 @@ import os
 import random
 from pathlib import Path
 
+import deltalake  # the independent oracle: a test dependency, never skipped
 import pyarrow as pa
 import pytest
 
@@ -14,7 +15,6 @@ from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoin
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
-import deltalake  # the independent oracle: a test dependency, never skipped
 pytestmark = pytest.mark.interop
 
 

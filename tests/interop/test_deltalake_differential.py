@@ -34,9 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import deltalake  # the independent oracle: a test dependency, never skipped
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import CommitProperties, TableFeatures, Transaction
 
 from airflow_delta_maintenance.deltalog.errors import MissingCommitError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
@@ -44,10 +46,6 @@ from airflow_delta_maintenance.deltalog.paths import LogFileType
 from airflow_delta_maintenance.deltalog.snapshot import Snapshot, load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.deltalog.table_state import load_table_state
-
-import deltalake  # the independent oracle: a test dependency, never skipped
-from deltalake import CommitProperties, TableFeatures, Transaction
-
 from tests.golden.wheel_oracle import assert_same_as_wheel, wheel_files
 
 pytestmark = pytest.mark.interop

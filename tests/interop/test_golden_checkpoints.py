@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import deltalake  # the independent oracle: a test dependency, never skipped
 import pytest
 
 from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
@@ -14,7 +15,6 @@ from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from tests.golden.test_golden_tables import CASES, EXPECTED_FAILURES, WHEEL_CANNOT_READ, _table_roots, _unpack
 
-import deltalake  # the independent oracle: a test dependency, never skipped
 pytestmark = pytest.mark.interop
 READABLE = [(k, e) for k, e in CASES if k not in EXPECTED_FAILURES and k not in WHEEL_CANNOT_READ]
 # Tables whose writer features our checkpoint writer refuses, by name (listed, never skipped).

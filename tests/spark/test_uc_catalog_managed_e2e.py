@@ -32,10 +32,10 @@ from typing import Any
 import pytest
 
 from airflow_delta_maintenance.cli import main as cli_main
-from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import normalize_table_uri, open_table_storage
+from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
 from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
 from tests._infra.uc_oss import OSSServer, OSSServers
@@ -66,13 +66,13 @@ def register_uc_commit_path(spark: Any, server: OSSServer) -> None:
         class Java:
             implements = ["org.apache.spark.sql.delta.coordinatedcommits.CatalogOwnedCommitCoordinatorBuilder"]
 
-        def getName(self) -> str:  # noqa: N802 - Java interface
+        def getName(self) -> str:  # Java interface name
             return "unity-catalog"
 
         def build(self, session: Any, conf: Any) -> Any:
             raise NotImplementedError("catalog-owned tables are built per catalog")
 
-        def buildForCatalog(self, session: Any, catalog_name: str) -> Any:  # noqa: N802 - Java interface
+        def buildForCatalog(self, session: Any, catalog_name: str) -> Any:  # Java interface name
             return uc_builder.buildForCatalog(session, UC_SPARK_CATALOG)
 
     builder = SessionCatalogToUC()

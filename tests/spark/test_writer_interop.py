@@ -9,9 +9,10 @@ import shutil
 import time
 from pathlib import Path
 from typing import Any
-
-import pyarrow as pa
 from urllib.parse import unquote
+
+import deltalake  # the independent oracle: a test dependency, never skipped
+import pyarrow as pa
 import pytest
 
 from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
@@ -20,7 +21,6 @@ from airflow_delta_maintenance.deltalog.compaction import write_compaction
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
-import deltalake  # the independent oracle: a test dependency, never skipped
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
 DAY_S = 86_400
 

@@ -38,7 +38,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalog import (  # noqa: E402  (run as a script: no package context)
+from catalog import (  # run as a script: no package context
     ERRORS,
     REQUIRED_FEATURES,
     REQUIRED_PROPERTIES,

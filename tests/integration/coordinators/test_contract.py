@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-import threading
-from collections.abc import Callable
 
 import pytest
 
 from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CoordinatorError
-from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
+from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
 from tests.integration.coordinators._targets import Target, add
 
 pytestmark = pytest.mark.integration

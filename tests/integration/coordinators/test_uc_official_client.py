@@ -18,8 +18,8 @@ from airflow_delta_maintenance.coordinators._commit_file import commit_bytes, ne
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.coordinator import StoreFileWriter, open_coordinator
-from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table import bind_table
 from tests._infra.jars import classpath
 from tests.integration.coordinators._targets import add, create_table, make_spec
 
@@ -29,7 +29,7 @@ CHECKER = Path(__file__).resolve().parents[2] / "uc_openapi_server" / "OfficialC
 
 
 @pytest.mark.parametrize("kind", ["uc-v1", "uc-preview"])
-def test_the_official_java_client_ratifies_and_lists_through_the_test_server(request: pytest.FixtureRequest, kind: str, tmp_path: Path, uc_server) -> None:  # noqa: ANN001
+def test_the_official_java_client_ratifies_and_lists_through_the_test_server(request: pytest.FixtureRequest, kind: str, tmp_path: Path, uc_server) -> None:
     spec = make_spec(request, kind, tmp_path)
     ours = open_coordinator(spec)
     table_uri = create_table(kind, ours, tmp_path)

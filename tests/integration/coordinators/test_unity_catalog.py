@@ -98,14 +98,14 @@ def test_a_table_must_be_created_where_the_catalog_says(request: pytest.FixtureR
 # ---- faults the real server cannot be made to produce: the stand-in ----------------------------
 
 
-def test_transient_server_errors_are_retried(standin: Target, uc_server) -> None:  # noqa: ANN001
+def test_transient_server_errors_are_retried(standin: Target, uc_server) -> None:
     uc_server.inject_fault(count=2, code="INTERNAL", method="POST")
     standin.table.commit(1, [add("a")])
     uc_server.inject_fault(count=1, status=429, error_type="TooManyRequestsException")
     assert standin.table.latest_ratified_version() == 1
 
 
-def test_a_lost_answer_is_recognised_by_reloading(standin: Target, uc_server) -> None:  # noqa: ANN001
+def test_a_lost_answer_is_recognised_by_reloading(standin: Target, uc_server) -> None:
     client: UnityCatalogCoordinator = standin.client  # type: ignore[assignment]
     client._http.max_attempts = 1  # no resend: recovery must reload and find its own file name
     uc_server.inject_fault(count=1, after=True, code="COMMIT_STATE_UNKNOWN", method="POST")

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import deltalake
 import fsspec
 import pytest
 
@@ -22,8 +23,6 @@ from airflow_delta_maintenance.cli import main
 from airflow_delta_maintenance.deltalog.paths import compaction_name
 
 from ..deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol
-
-import deltalake
 
 DAY = 86_400_000
 

@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+import deltalake  # the independent reader
 import fsspec
 import pyarrow.parquet as pq
 import pytest
@@ -25,8 +26,6 @@ from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 from .logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove
-
-import deltalake  # the independent reader
 
 DAY = 86_400_000
 N = 30  # versions 0..29; version v is (N - v) days old

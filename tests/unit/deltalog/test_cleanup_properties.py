@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import fsspec
 import json
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import fsspec
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from airflow_delta_maintenance.deltalog.cleanup import execute_cleanup, plan_log_cleanup, utc_midnight
 from airflow_delta_maintenance.deltalog.errors import DeltaLogError

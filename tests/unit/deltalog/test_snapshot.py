@@ -309,7 +309,7 @@ def test_partition_values_keep_nulls_and_tags_drop_absent_keys(log: LogBuilder) 
     snap = load_snapshot(ROOT)
     rows = {r["path"]: r for r in snap.files.select(["path", "partitionValues", "tags"]).to_pylist()}
     assert rows["x"]["partitionValues"] == [("p", "1"), ("q", None)] and rows["x"]["tags"] == [("t", "v")]
-    assert rows["y"]["partitionValues"] == [("p", "2"), ("q", "z")] and rows["y"]["tags"] is None or rows["y"]["tags"] == []
+    assert (rows["y"]["partitionValues"] == [("p", "2"), ("q", "z")] and rows["y"]["tags"] is None) or rows["y"]["tags"] == []
 
 
 def test_unknown_files_in_the_log_do_not_change_the_state(log: LogBuilder) -> None:

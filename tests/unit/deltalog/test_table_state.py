@@ -11,8 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_delta_maintenance.deltalog import errors as E
-from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
+from airflow_delta_maintenance.deltalog import checkpoint_schema as cs, errors as E
 from airflow_delta_maintenance.deltalog.cleanup import plan_log_cleanup
 from airflow_delta_maintenance.deltalog.log_segment import CatalogCommit
 from airflow_delta_maintenance.deltalog.paths import classic_checkpoint_name, compaction_name

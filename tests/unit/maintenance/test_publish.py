@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
+from airflow_delta_maintenance.coordinators.base import CommitsResponse, RatifiedCommit
 from airflow_delta_maintenance.deltalog.errors import AtomicWriteUnsupportedError, InvalidLogPathError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.errors import PublishForkError, StagedCommitError
-from airflow_delta_maintenance.maintenance.table import bind_table
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-from airflow_delta_maintenance.coordinators.base import CommitsResponse, RatifiedCommit
+from airflow_delta_maintenance.maintenance.table import bind_table
 
 
 def add(path: str) -> dict[str, Any]:
