@@ -13,7 +13,7 @@ from airflow.sdk import DAG, BaseOperator, BaseSensorOperator, Connection, Conte
 try:
     from airflow.sdk import BaseHook
 except ImportError:  # pragma: no cover - Airflow 3.0 keeps it in core
-    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,assignment]
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]  # mypy sees 3.3, where it moved
 
 try:  # Airflow ≥ 3.2 moved the task exceptions into the SDK (core's names are deprecated there)
     from airflow.sdk.exceptions import (
@@ -37,12 +37,12 @@ except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
 try:
     from airflow.sdk import TriggerRule
 except ImportError:  # pragma: no cover - Airflow 3.0
-    from airflow.utils.trigger_rule import TriggerRule  # type: ignore[no-redef]
+    from airflow.utils.trigger_rule import TriggerRule  # type: ignore[no-redef,import-not-found]  # gone in 3.3
 
 try:
     from airflow.sdk.configuration import conf
 except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
-    from airflow.configuration import conf  # type: ignore[no-redef]
+    from airflow.configuration import conf
 
 __all__ = [
     "DAG",

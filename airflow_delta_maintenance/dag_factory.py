@@ -77,9 +77,11 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
         ),
         render_template_as_native_obj=True,
     )
-    common = {"table_uri": table.uri, "delta_storage_conn_id": table.storage_conn_id}
+    common: dict[str, Any] = {"table_uri": table.uri, "delta_storage_conn_id": table.storage_conn_id}
     # Every task sees the table as its catalog does: gates, caps and conf come through the coordinator.
-    coord = {"coordinator_spec": table.coordinator, "delta_coordinator_conn_id": table.coordinator_conn_id}
+    coord: dict[str, Any] = {"coordinator_spec": table.coordinator, "delta_coordinator_conn_id": table.coordinator_conn_id}
+    # unset in the YAML: Airflow's [operators] default_deferrable decides
+    deferrable: dict[str, Any] = {} if table.sensor.deferrable is None else {"deferrable": table.sensor.deferrable}
     with dag:
         upstream: list[Any] = []
         if table.has_coordinator and table.sensor.enabled:
@@ -93,8 +95,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 poke_interval=table.sensor.poke_interval_seconds,
                 timeout=table.sensor.timeout_minutes * 60,
                 mode=table.sensor.mode,
-                # unset in the YAML: Airflow's [operators] default_deferrable decides
-                **({} if table.sensor.deferrable is None else {"deferrable": table.sensor.deferrable}),
+                **deferrable,
                 # nothing new is not a failure: downstream is skipped, with the reason; errors
                 # still fail (no soft_fail, which would hide them as skips)
                 skip_when_nothing_new=True,
@@ -108,7 +109,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
         # Compaction, then the checkpoint: a checkpoint covers every window before it (compaction
         # skips covered windows), so running them side by side would make the outcome depend on
         # which task happens to run first.
-        writers = []
+        writers: list[BaseOperator] = []
         if table.compaction.enabled:
             writers.append(
                 DeltaLogCompactionOperator(task_id="compact_log", **common, **coord, interval=table.compaction.interval, max_window_bytes=table.compaction.max_window_bytes)

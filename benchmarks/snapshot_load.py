@@ -118,7 +118,7 @@ def measure(layouts: dict[str, str], warmup: str, repeat: int, engines: list[str
     out = {}
     for layout, path in layouts.items():
         print(f"  {layout}", file=sys.stderr, flush=True)
-        out[layout] = interleaved(engines, repeat, lambda e, i: run_measured([PYTHON, "-c", CHILD, e, path, warmup]))
+        out[layout] = interleaved(engines, repeat, lambda e, i, path=path: run_measured([PYTHON, "-c", CHILD, e, path, warmup]))
     return out
 
 

@@ -153,7 +153,7 @@ def main() -> int:
             built = json.loads(in_subprocess(BUILD, table, str(size)))
             print(f"built {size} live files ({built['bytes'] >> 20} MiB of log) in {time.perf_counter() - t:.0f}s", file=sys.stderr, flush=True)
             ops = [o for o in ns.ops if size <= ns.heavy_up_to or o == "import" or o.endswith(("-state", "-light"))]
-            results[size] = interleaved(ops, ns.repeat, lambda op, i: run_op(op, table, work, i))
+            results[size] = interleaved(ops, ns.repeat, lambda op, i, table=table: run_op(op, table, work, i))
             shutil.rmtree(table, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -198,7 +198,9 @@ def _parse_error(exc: urllib.error.HTTPError) -> HttpFailure:
         body = {}
     if not isinstance(body, dict):
         body = {}
-    err = body.get("error") if isinstance(body.get("error"), dict) else {}
+    err = body.get("error")
+    if not isinstance(err, dict):
+        err = {}
     error_type = str(err.get("type") or body.get("error_code") or "")
     message = str(err.get("message") or body.get("message") or exc.reason or "")
     return HttpFailure(exc.code, error_type, message[:500])

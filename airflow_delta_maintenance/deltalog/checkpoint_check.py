@@ -12,6 +12,7 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,7 +58,7 @@ def _count(table: pa.Table, column: str) -> int:
     return table.num_rows - table.column(column).null_count if column in table.column_names else 0
 
 
-def _json_actions(store: LogStore, name: str) -> list[dict]:
+def _json_actions(store: LogStore, name: str) -> list[dict[str, Any]]:
     try:
         data = store.read(name)
     except FileNotFoundError:
@@ -91,7 +92,7 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
             f"{store.display(first)}: checkpoint {group.version} is missing parts {group.missing_parts} of {group.expected_parts}", path=first
         )
     rows = adds = protocols = metadatas = 0
-    sidecars: list[dict] = []
+    sidecars: list[dict[str, Any]] = []
     for f in group.files:
         if f.type is LogFileType.CHECKPOINT_UUID and f.extension == "json":
             actions = _json_actions(store, f.name)

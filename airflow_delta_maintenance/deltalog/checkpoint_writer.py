@@ -133,7 +133,7 @@ def _partition_values_parsed(pv: pa.Array, snapshot: Snapshot) -> pa.Array | Non
         return None
     children = []
     try:
-        for col, target in zip(snapshot.metadata.partition_columns, typ):
+        for col, target in zip(snapshot.metadata.partition_columns, typ, strict=True):
             physical = target.name
             values = pc.map_lookup(pv, physical, "first")
             if physical != col:  # older writers key partitionValues by logical name

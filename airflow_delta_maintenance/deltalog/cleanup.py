@@ -188,7 +188,7 @@ def _checked_icts(store: LogStore, commits: Sequence[ParsedLogPath]) -> list[int
     violation is a corrupt log, not a hint."""
     heads = store.read_heads([c.name for c in commits])
     icts = [_ict(store, c.name, heads[c.name]) for c in commits]
-    for (a, ta), (b, tb) in zip(zip(commits, icts), zip(commits[1:], icts[1:])):
+    for (a, ta), (b, tb) in itertools.pairwise(zip(commits, icts, strict=True)):
         if tb <= ta:
             raise NonMonotonicTimestampError(
                 f"{store.display(b.name)}: inCommitTimestamp {tb} of version {b.version} is not after {ta} of version {a.version}; "
@@ -207,7 +207,7 @@ def _cutoff_commit(store: LogStore, commits: Sequence[ParsedLogPath], cutoff: in
     ict_era = [c for c in commits if ict_from is not None and c.version >= ict_from]
     if ict_era:
         icts = _checked_icts(store, ict_era)
-        best = next((c.version for c, ts in zip(reversed(ict_era), reversed(icts)) if ts <= cutoff), None)
+        best = next((c.version for c, ts in zip(reversed(ict_era), reversed(icts), strict=True) if ts <= cutoff), None)
         if best is not None:
             return best
     adjusted = adjusted_commit_timestamps(pre)

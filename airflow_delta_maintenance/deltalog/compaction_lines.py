@@ -148,7 +148,7 @@ def _take_lines(text: np.ndarray, ends: np.ndarray, selected: np.ndarray) -> pa.
     odd = ~(_prefixed(text, starts, _CANONICAL[0]) | _prefixed(text, starts, _CANONICAL[1]))
     carriage = odd & (lengths >= 2) & (text[np.maximum(stops - 2, 0)] == 13)
     if carriage.any():  # rare: rebuild the batch's lines in Python
-        values = [bytes(text[s:e]) for s, e in zip(starts.tolist(), stops.tolist())]
+        values = [bytes(text[s:e]) for s, e in zip(starts.tolist(), stops.tolist(), strict=True)]
         for i in np.flatnonzero(carriage).tolist():
             values[i] = values[i][:-1].rstrip(b"\r") + b"\n"
         return pa.array(values, pa.large_binary())

@@ -94,7 +94,7 @@ class LogSegmentFiles:
 
 
 def group_checkpoints(checkpoints: Iterable[ParsedLogPath]) -> list[CheckpointGroup]:
-    groups: dict[tuple, list[ParsedLogPath]] = defaultdict(list)
+    groups: dict[tuple[int, str, int | str], list[ParsedLogPath]] = defaultdict(list)
     for c in checkpoints:
         if c.type is LogFileType.CHECKPOINT_MULTIPART:
             groups[(c.version, "multi", c.num_parts)].append(c)
@@ -103,7 +103,7 @@ def group_checkpoints(checkpoints: Iterable[ParsedLogPath]) -> list[CheckpointGr
     out = []
     for key, files in groups.items():
         files.sort(key=lambda f: f.part)
-        expected = key[2] if key[1] == "multi" else 1
+        expected = files[0].num_parts if key[1] == "multi" else 1
         out.append(CheckpointGroup(key[0], tuple(files), expected))
     out.sort(key=lambda g: g.rank)
     return out

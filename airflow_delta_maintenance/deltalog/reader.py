@@ -276,7 +276,7 @@ def _json_schema(partition_columns: Sequence[str]) -> pa.Schema:
 
 def _only_strings(struct_type: pa.DataType, allowed: Sequence[str] | None) -> bool:
     if not pa.types.is_struct(struct_type):
-        return pa.types.is_null(struct_type)
+        return bool(pa.types.is_null(struct_type))
     for f in struct_type:
         if not (pa.types.is_string(f.type) or pa.types.is_null(f.type)):
             return False
@@ -326,7 +326,7 @@ def _gather_lines(text: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sel
     overwritten with spaces in ``text``, newlines kept, so the JSON reader skips them."""
     pieces = []
     bounds = np.unique(np.concatenate([np.searchsorted(starts, np.arange(0, len(text), _SCAN_BYTES)), [len(starts)]]))
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         chosen = selected[a:b]
         if not chosen.any():
             continue
@@ -343,7 +343,7 @@ def _gather_lines(text: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sel
 def _line_bytes(data: np.ndarray, lengths: np.ndarray) -> list[bytes]:
     """Split ``data`` (lines with their newline, of these lengths) into the lines without newline."""
     ends = np.cumsum(lengths)
-    return [data[e - n : e - 1].tobytes() for e, n in zip(ends.tolist(), lengths.tolist())]
+    return [data[e - n : e - 1].tobytes() for e, n in zip(ends.tolist(), lengths.tolist(), strict=True)]
 
 
 def parse_ndjson(
@@ -447,9 +447,9 @@ def parse_ndjson(
     removes = [empty_file_actions(REMOVE_FIELDS)]
     parsed: dict[str, pa.Table] = {}
     exact = False
-    for kind, idx, data, _ in kinds:
+    for kind, idx, kind_text, _ in kinds:
         schema = _with_siblings(_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions), kind)
-        table = _read_json_lines(data, schema, keys_only)
+        table = _read_json_lines(kind_text, schema, keys_only)
         if table is None or table.num_rows != len(idx):
             bad = _locate_bad_line(sources)
             if bad.line is not None:
@@ -464,10 +464,10 @@ def parse_ndjson(
     if exact:
         # Types clash (e.g. a string size) or inference would alter values: convert through Python.
         try:
-            for kind, idx, data, fields in kinds:
-                kind_lines = _line_bytes(data, lengths[idx]) if kind == "remove" else [buf[starts[i] : ends[i]].tobytes() for i in idx]
+            for kind, idx, kind_text, fields in kinds:
+                kind_lines = _line_bytes(kind_text, lengths[idx]) if kind == "remove" else [buf[starts[i] : ends[i]].tobytes() for i in idx]
                 rows = []
-                for i, raw in zip(idx, kind_lines):
+                for i, raw in zip(idx, kind_lines, strict=True):
                     a = json.loads(raw)
                     if len(a) > 1:
                         s_ = int(source_index[i])
@@ -530,7 +530,7 @@ def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[P
         col = table.column(column)
         idx = np.flatnonzero(col.is_valid().to_numpy(zero_copy_only=False))
         if len(idx):
-            for i, value in zip(idx, col.take(pa.array(idx)).to_pylist()):
+            for i, value in zip(idx, col.take(pa.array(idx)).to_pylist(), strict=True):
                 others.append((base_order + int(i), 0, 0, {column: value}))
     others.sort(key=lambda t: t[0])
     return ParsedActions(adds, removes, others), n

@@ -99,12 +99,12 @@ class UnreadableCheckpointError(CorruptLogError):
 
 
 def _check_compactions(segment: LogSegment, deltas: ParsedActions, base: int, names: list[str]) -> None:
-    bounds = [*deltas.source_first_line, None]
+    firsts = deltas.source_first_line
     for i, d in enumerate(segment.deltas):
         if isinstance(d, CatalogCommit) or d.end_version == d.version:
             continue
-        lo = base + bounds[i]
-        hi = base + bounds[i + 1] if bounds[i + 1] is not None else None
+        lo = base + firsts[i]
+        hi = base + firsts[i + 1] if i + 1 < len(firsts) else None
         keys = []
         for t in (deltas.adds, deltas.removes):
             order = t.column(ORDER)
@@ -126,9 +126,9 @@ def reconcile_file_actions(
     for i, kind in enumerate(batches):
         batches[i] = [b.append_column(DV_ID, file_action_keys(b)) for b in kind]
         schemas[i] = schemas[i].append(pa.field(DV_ID, pa.string()))
-    won = _winners([pa.Table.from_batches(kind, schema) for kind, schema in zip(batches, schemas)])
+    won = _winners([pa.Table.from_batches(kind, schema) for kind, schema in zip(batches, schemas, strict=True)])
     out = []
-    for kind, schema in zip(batches, schemas):
+    for kind, schema in zip(batches, schemas, strict=True):
         kept = []
         kind.reverse()
         while kind:
@@ -302,7 +302,7 @@ def replay_actions(
     commit_infos: dict[int, dict[str, Any]] = {}
     sidecars: list[dict[str, Any]] = []
     checkpoint_metadata = None
-    for i, part in enumerate(parts):
+    for part in parts:
         from_deltas = part is deltas
         for _, s, line, action in part.others:
             try:

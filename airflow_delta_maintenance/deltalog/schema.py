@@ -54,7 +54,9 @@ def partition_values_type(schema: Mapping[str, Any], partition_columns: Sequence
     fields = []
     for col in partition_columns:
         f = by_name.get(col)
-        typ = primitive_to_arrow(f["type"]) if f and isinstance(f["type"], str) else None
+        if not f or not isinstance(f["type"], str):
+            return None
+        typ = primitive_to_arrow(f["type"])
         if typ is None:
             return None
         fields.append(pa.field(physical_name(f), typ))

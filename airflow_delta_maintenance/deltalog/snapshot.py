@@ -52,7 +52,7 @@ class Snapshot(VersionFacts):
 
     @property
     def num_files(self) -> int:
-        return self.files.num_rows
+        return int(self.files.num_rows)
 
     @property
     def size_bytes(self) -> int:
@@ -62,10 +62,11 @@ class Snapshot(VersionFacts):
     def file_list(self) -> list[dict[str, Any]]:
         """Active files as ``{"path", "size"}`` sorted by path (for display, not for hot paths)."""
         ordered = self.files.select(["path", "size"]).sort_by("path")
-        return ordered.to_pylist()
+        rows: list[dict[str, Any]] = ordered.to_pylist()
+        return rows
 
     def active_file_keys(self) -> set[tuple[str, str | None]]:
-        return set(zip(self.files.column("path").to_pylist(), self.files.column("dv_unique_id").to_pylist()))
+        return set(zip(self.files.column("path").to_pylist(), self.files.column("dv_unique_id").to_pylist(), strict=True))
 
     def add_actions(self) -> pa.Table:
         """The live adds without bookkeeping columns."""

@@ -192,7 +192,7 @@ class LogStore:
         directory = self.path(subdir)
         out = []
         if isinstance(self.fs, LocalFileSystem):
-            for root, dirs, names in os.walk(directory, followlinks=False):
+            for root, _dirs, names in os.walk(directory, followlinks=False):
                 for n in names:
                     try:
                         st = os.lstat(os.path.join(root, n))
@@ -246,7 +246,8 @@ class LogStore:
         path = self.path(name)
         if isinstance(self.fs, LocalFileSystem):
             return self._read_local(name, path)
-        return self.fs.cat_file(path)
+        data: bytes = self.fs.cat_file(path)
+        return data
 
     def _read_local(self, name: str, path: str, nbytes: int = -1) -> bytes:
         if "/" in name:
@@ -276,7 +277,7 @@ class LogStore:
         paths = [self.path(n) for n in names]
         got = self.fs.cat_ranges(paths, [0] * len(paths), [nbytes] * len(paths), on_error="raise")
         out = {}
-        for n, data in zip(names, got):
+        for n, data in zip(names, got, strict=True):
             if isinstance(data, BaseException):
                 raise data
             if b"\n" not in data and len(data) >= nbytes:
@@ -311,7 +312,7 @@ class LogStore:
         return FileStat(name, int(info.get("size") or 0), _mtime_ms(self.fs, info))
 
     def exists(self, name: str) -> bool:
-        return self.fs.exists(self.path(name))
+        return bool(self.fs.exists(self.path(name)))
 
     # ---- writes --------------------------------------------------------------------------------
 

@@ -165,7 +165,7 @@ def _may_hold(meta: pq.RowGroupMetaData, leaf: int | None) -> bool:
     stats = meta.column(leaf).statistics
     if stats is None or not stats.has_null_count:
         return True
-    return stats.null_count < meta.num_rows
+    return bool(stats.null_count < meta.num_rows)
 
 
 class _CountingReader:
@@ -177,15 +177,15 @@ class _CountingReader:
         self.closed = False
 
     def read(self, n: int = -1) -> bytes:
-        data = self._raw.read(n)
+        data: bytes = self._raw.read(n)
         self.bytes_read += len(data)
         return data
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self._raw.seek(offset, whence)
+        return int(self._raw.seek(offset, whence))
 
     def tell(self) -> int:
-        return self._raw.tell()
+        return int(self._raw.tell())
 
     def seekable(self) -> bool:
         return True
@@ -201,7 +201,7 @@ class _CountingReader:
 
     @property
     def size(self) -> int:
-        return self._raw.size
+        return int(self._raw.size)
 
 
 def _read_checkpoint_pm(store: LogStore, group: CheckpointGroup, finder: _Finder) -> None:

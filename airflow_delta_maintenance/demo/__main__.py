@@ -104,7 +104,7 @@ def main() -> int:
         env=env, capture_output=True, text=True,
     )
     (root / "dag-run.log").write_text(proc.stdout + proc.stderr)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
         print(f"the DAG run failed; see {root / 'dag-run.log'}", file=sys.stderr)
         return 1

@@ -12,9 +12,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from typing import Any
 
 conf = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
 spec = importlib.util.spec_from_file_location("delta_maintenance_dags", sys.argv[1])
+if spec is None or spec.loader is None:
+    raise SystemExit(f"cannot load a DAG file from {sys.argv[1]}")
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 wanted = sys.argv[3] if len(sys.argv) > 3 else None
@@ -24,8 +27,9 @@ run = dag.test(run_conf=conf)
 from airflow.models.xcom import XComModel  # noqa: E402
 from airflow.utils.session import create_session  # noqa: E402
 
-out = {"state": str(run.state), "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}, "xcom": {}}
+xcom: dict[str, Any] = {}
+out = {"state": str(run.state), "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}, "xcom": xcom}
 with create_session() as session:
     for row in session.query(XComModel).filter(XComModel.dag_id == dag.dag_id, XComModel.run_id == run.run_id, XComModel.key == "return_value"):
-        out["xcom"][row.task_id] = json.loads(row.value) if isinstance(row.value, str) else row.value
+        xcom[row.task_id] = json.loads(row.value) if isinstance(row.value, str) else row.value
 print("RESULT " + json.dumps(out), flush=True)

@@ -171,7 +171,8 @@ def parse_schedule(value: str) -> str | timedelta:
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
-_SECTIONS = {"sensor": SensorConfig, "checkpoint": CheckpointConfig, "compaction": CompactionConfig, "cleanup": CleanupConfig}
+_Section = SensorConfig | CheckpointConfig | CompactionConfig | CleanupConfig
+_SECTIONS: dict[str, type[_Section]] = {"sensor": SensorConfig, "checkpoint": CheckpointConfig, "compaction": CompactionConfig, "cleanup": CleanupConfig}
 _TOP = {
     "name", "uri", "schedule", "coordinator", "coordinator_conn_id", "storage_conn_id", "publish",
     "sensor", "checkpoint", "compaction", "cleanup", "pool", "tags", "owner", "retries", "retry_delay_minutes",
@@ -191,7 +192,7 @@ def _typed(path: str, table: str | None, key: str, value: Any, kind: type | tupl
     if not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
         raise ConfigError(path, table, key, f"expected {names}, got {value!r}")
-    if minimum is not None and value < minimum:
+    if minimum is not None and isinstance(value, (int, float)) and value < minimum:
         raise ConfigError(path, table, key, f"must be >= {minimum}, got {value!r}")
     return value
 
@@ -208,7 +209,10 @@ def _section(path: str, table: str, name: str, raw: Any) -> Any:
     for key in raw:
         if key not in allowed:
             raise ConfigError(path, table, f"{name}.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
-    k = lambda key: f"{name}.{key}"  # noqa: E731
+
+    def k(key: str) -> str:
+        return f"{name}.{key}"
+
     v = dict(raw)
     if "enabled" in v:
         _typed(path, table, k("enabled"), v["enabled"], bool)

@@ -110,6 +110,7 @@ def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableS
     checkpoint = complete[-1].version if complete else -1
     entries = [*store.list_dir(), *store.list_dir(STAGED_DIR), *store.list_dir(LEGACY_STAGED_DIR), *store.list_dir(SIDECAR_DIR)]
     published = view.published_version
+    reason: str | None
     if versions.problems:
         candidates, size, reason = 0, 0, "the coordinator is inconsistent (see problems); cleanup would not run"
     else:

@@ -56,11 +56,11 @@ class DeltaCheckpointOperator(DeltaTableOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         force = self.force if isinstance(self.force, bool) else str(self.force).strip().lower() in ("true", "1", "yes")
-        version = None if self.version in (None, "", "None") else int(self.version)  # type: ignore[arg-type]
+        version = None if self.version in (None, "", "None") else int(self.version)
         if self.engine not in ("spark", "local"):
             raise ValueError(f"engine must be spark or local, got {self.engine!r}")
 
-        interval = None if self.interval in (None, "", "None") else int(self.interval)  # type: ignore[arg-type]
+        interval = None if self.interval in (None, "", "None") else int(self.interval)
         table = translate_errors("checkpoint planning", self.table_uri, self.open_table)
         with table:
             plan = translate_errors("checkpoint planning", self.table_uri, lambda: plan_checkpoint(table, interval=interval, version=version, force=force))

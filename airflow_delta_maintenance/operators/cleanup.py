@@ -36,14 +36,14 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.dry_run = dry_run
+        self.dry_run = dry_run  # type: ignore[assignment,method-assign]  # shadows BaseOperator.dry_run(), see issue 16
         self.retention_days = retention_days
         self.allow_shorter_retention = allow_shorter_retention
         self.catalog_permits_cleanup = catalog_permits_cleanup
 
     def execute(self, context: Context) -> dict[str, Any]:
         dry_run = self.dry_run if isinstance(self.dry_run, bool) else str(self.dry_run).strip().lower() not in ("false", "0", "no")
-        retention = None if self.retention_days in (None, "", "None") else retention_ms_from_days(self.retention_days, option="retention_days")  # type: ignore[arg-type]
+        retention = None if self.retention_days in (None, "", "None") else retention_ms_from_days(self.retention_days, option="retention_days")
 
         def run() -> dict[str, Any]:
             with self.open_table() as table:

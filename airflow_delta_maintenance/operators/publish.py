@@ -31,7 +31,7 @@ class DeltaPublishCommitsOperator(DeltaTableOperator):
         self.allow_unsafe_writes = allow_unsafe_writes
 
     def execute(self, context: Context) -> dict[str, Any]:
-        up_to = None if self.up_to_version in (None, "", "None") else int(self.up_to_version)  # type: ignore[arg-type]
+        up_to = None if self.up_to_version in (None, "", "None") else int(self.up_to_version)
 
         def run() -> dict[str, Any]:
             with self.open_table(allow_unsafe_writes=self.allow_unsafe_writes) as table:

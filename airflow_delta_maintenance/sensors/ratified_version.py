@@ -165,10 +165,11 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        status = (event or {}).get("status", "missing event")
+        event = event or {}
+        status = event.get("status", "missing event")
         if status == "success":
             self.log.info("%s", event.get("message"))
             return {k: v for k, v in event.items() if k not in ("status", "message")}
         if status == "timeout":
             raise self._nothing_new(str(event.get("reason") or event.get("message")))
-        raise AirflowFailException(f"ratified-version sensor for {self.table_uri} ended with {status}: {(event or {}).get('message')}")
+        raise AirflowFailException(f"ratified-version sensor for {self.table_uri} ended with {status}: {event.get('message')}")

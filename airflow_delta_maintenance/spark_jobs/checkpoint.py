@@ -26,12 +26,14 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql import DataFrame, Observation, SparkSession, functions as F
 from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.types import StructType
 
 from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
 from airflow_delta_maintenance.deltalog.abandoned import abandoned_sidecars, find_abandoned, remove_leftovers
@@ -92,14 +94,15 @@ def _file_action_frame(adds: DataFrame, removes: DataFrame, props: TableProperti
         pv_type = partition_values_type(state.metadata.schema, state.metadata.partition_columns)
         if pv_type is not None and pv_type.num_fields:
             parsed = []
-            for col, f in zip(state.metadata.partition_columns, pv_type):
+            for col, f in zip(state.metadata.partition_columns, pv_type, strict=True):
                 raw = F.coalesce(F.col("add.partitionValues")[f.name], F.col("add.partitionValues")[col])
                 if not pa.types.is_string(f.type):
                     raw = F.when(raw != "", raw)
                 parsed.append(raw.cast(from_arrow_type(f.type)).alias(f.name))
             add_fields.append(F.struct(*parsed).alias("partitionValues_parsed"))
         plan = stats_parse_plan(state.metadata.schema, state.metadata.partition_columns, with_dv)
-        add_fields.append(F.from_json(F.col("add.stats"), from_arrow_type(plan.final_type)).alias("stats_parsed"))
+        stats_type = cast(StructType, from_arrow_type(plan.final_type))  # an Arrow struct maps to a Spark struct
+        add_fields.append(F.from_json(F.col("add.stats"), stats_type).alias("stats_parsed"))
     remove_fields = [
         (F.lit(False) if f.name == "dataChange" else F.col(f"remove.{f.name}")).alias(f.name)
         for f in cs.REMOVE_FIELDS

@@ -33,7 +33,7 @@ def test_golden_checkpoints_verify(name: str) -> None:
     assert groups or name in BROKEN
     for group in groups:
         if name in BROKEN:
-            with pytest.raises(CorruptLogError, match="protocol|metaData"):
+            with pytest.raises(CorruptLogError, match=r"protocol|metaData"):
                 verify_checkpoint(store, group, hint)
         else:
             check = verify_checkpoint(store, group, hint)

@@ -34,7 +34,7 @@ __all__ = ["assert_same_as_wheel", "wheel_files"]
 
 def wheel_files(table: deltalake.DeltaTable) -> set[tuple[str, int]]:
     actions = pa.table(table.get_add_actions(flatten=True))
-    return set(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
+    return set(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), strict=True))
 
 
 def _dv_deleted_rows(snapshot: Snapshot) -> dict[str, int]:
@@ -85,7 +85,7 @@ def partition_values(ours: Snapshot, table: deltalake.DeltaTable) -> tuple[dict[
     logical = {(f.get("metadata") or {}).get("delta.columnMapping.physicalName", f["name"]): f["name"] for f in fields}
     types = {f["name"]: f["type"] for f in fields}
     mine = {}
-    for path, values in zip(ours.files.column("path").to_pylist(), ours.files.column("partitionValues").to_pylist()):
+    for path, values in zip(ours.files.column("path").to_pylist(), ours.files.column("partitionValues").to_pylist(), strict=True):
         typed = {logical.get(k, k): _typed(v, types.get(logical.get(k, k))) for k, v in (values or [])}
         mine[path] = {**{c: None for c in ours.metadata.partition_columns}, **typed}
     actions = pa.table(table.get_add_actions(flatten=False))
@@ -94,7 +94,7 @@ def partition_values(ours: Snapshot, table: deltalake.DeltaTable) -> tuple[dict[
     else:
         theirs = {
             p: {k: _normalise_wheel_value(v) for k, v in (values or {}).items()}
-            for p, values in zip(actions.column("path").to_pylist(), actions.column("partition").to_pylist())
+            for p, values in zip(actions.column("path").to_pylist(), actions.column("partition").to_pylist(), strict=True)
         }
     return mine, theirs
 

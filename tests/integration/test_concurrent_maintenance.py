@@ -110,7 +110,7 @@ def _build(table: Table, rng: random.Random, env: dict[str, str]) -> None:
         store.put_if_absent(commit_name(v), "".join(json.dumps(a) + "\n" for a in [info, *actions]).encode())
         table.expected[v] = frozenset(table.live)
     proc = _cli(["checkpoint", table.uri, "--version", str(OLD_VERSIONS - 1), *table.cli_options], env)
-    out, err = proc.communicate(timeout=120)
+    _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
     client = open_coordinator(table.coordinator + "?create=true", table.options)  # the coordinator starts here
     client.register_table(table.uri, OLD_VERSIONS - 1, base + (OLD_VERSIONS - 1) * 1000)
@@ -201,7 +201,7 @@ def _run_schedule(table: Table, rng: random.Random, env: dict[str, str], spark_a
             if time.monotonic() - started > 400:
                 raise AssertionError("the schedule did not finish in 400 s")
             time.sleep(0.05)
-        for label, p, t0 in procs:
+        for label, _p, t0 in procs:
             ended.setdefault(label, time.monotonic() - t0)
     finally:
         writer.stop.set()
@@ -277,7 +277,7 @@ def _verify(table: Table, killed: set[int], env: dict[str, str], spark: Any, see
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(4) as pool:
-        in_wheel = dict(zip(sorted(table.expected), pool.map(wheel_files, sorted(table.expected))))
+        in_wheel = dict(zip(sorted(table.expected), pool.map(wheel_files, sorted(table.expected)), strict=True))
     readable = []
     for v, got in in_wheel.items():
         if got is None:

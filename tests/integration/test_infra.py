@@ -132,7 +132,7 @@ def test_moto_s3_create_has_exactly_one_winner_under_contention(s3_endpoint: str
         winners: list[int] = []
         barrier = threading.Barrier(writers)
 
-        def attempt(i: int, key: str = f"race/{round_}") -> None:
+        def attempt(i: int, key: str = f"race/{round_}", barrier: threading.Barrier = barrier, winners: list[int] = winners) -> None:
             barrier.wait()
             try:
                 client.put_object(Bucket=bucket, Key=key, Body=f"writer {i}".encode(), IfNoneMatch="*")

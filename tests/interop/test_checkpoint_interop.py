@@ -33,7 +33,7 @@ def _batch(i: int) -> pa.Table:
 def _wheel_files(path: str, version: int | None = None) -> set[tuple[str, int]]:
     table = deltalake.DeltaTable(path, version=version) if version is not None else deltalake.DeltaTable(path)
     actions = table.get_add_actions(flatten=True)
-    return set(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
+    return set(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), strict=True))
 
 
 @pytest.mark.parametrize("partitioned", [True, False])

@@ -364,7 +364,7 @@ def build_history(path: str, seed: int) -> History:
     h.ops.append(f"v0: {how} partition_by={h.partition_by} configuration={configuration}")
     h.column_mapping = "delta.columnMapping.mode" in configuration
     allowed = [(f, w) for f, w in OPERATIONS if not (h.column_mapping and f in NOT_WITH_COLUMN_MAPPING)]
-    functions, weights = zip(*allowed)
+    functions, weights = zip(*allowed, strict=True)
     for _ in range(rng.randint(MIN_OPS, MAX_OPS)):
         operation = rng.choices(functions, weights)[0]
         try:

@@ -128,7 +128,7 @@ def test_a_killed_driver_leaves_no_visible_checkpoint_and_the_next_run_removes_s
     uri = synthetic(tmp_path / "t", v2=True, versions=30)
     job = checkpoint_job(uri, 29, sidecars=4)
     env = {**spark_submit_env(), **job.env_vars}
-    proc = subprocess.Popen(job.command("local[2]") + [], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(job.command("local[2]"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     staging = Path(uri) / "_delta_log" / "_spark_staging"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not any(staging.glob("*/*")):

@@ -27,7 +27,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -64,7 +64,7 @@ def register_uc_commit_path(spark: Any, server: OSSServer) -> None:
 
     class SessionCatalogToUC:
         class Java:
-            implements = ["org.apache.spark.sql.delta.coordinatedcommits.CatalogOwnedCommitCoordinatorBuilder"]
+            implements: ClassVar[list[str]] = ["org.apache.spark.sql.delta.coordinatedcommits.CatalogOwnedCommitCoordinatorBuilder"]
 
         def getName(self) -> str:  # Java interface name
             return "unity-catalog"
@@ -90,13 +90,13 @@ def run_dag(home: Path, config: Path, token: str) -> dict[str, Any]:
         env=airflow_env(home, REPO / "airflow_delta_maintenance" / "example_dags", DELTA_MAINTENANCE_CONFIG=str(config), **{UC_TOKEN_ENV: token}),
         capture_output=True, text=True, timeout=600,
     )
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(line[len("RESULT "):])
 
 
 @pytest.mark.parametrize("uc_version", ["0.6.0"], ids=["uc-oss-0.6.0-auth"])  # the id names the server it ran on
-def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_oss_servers: OSSServers, airflow_home: Path, uc_version: str,
+def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_oss_servers: OSSServers, airflow_home: Path, uc_version: str,  # noqa: F811 - the fixture imported above
                                                                  request: pytest.FixtureRequest,
                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:

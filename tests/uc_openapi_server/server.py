@@ -34,7 +34,7 @@ import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,7 +65,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     catalog: Catalog
     token: str | None = None
-    faults: list[dict[str, Any]] = []
+    faults: ClassVar[list[dict[str, Any]]] = []
 
     def log_message(self, *args: Any) -> None:
         pass

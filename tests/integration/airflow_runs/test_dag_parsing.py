@@ -38,7 +38,7 @@ def test_dag_file_parses_without_touching_tables_or_coordinators(tmp_path: Path)
     )
     env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
     out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=600)
-    line = next(l for l in out.stdout.splitlines() if l.startswith("RESULT "))
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
     assert result["errors"] == {} and result["dags"] == ["delta_maintenance__a", "delta_maintenance__b"]
     touched = [p for p in result["opened"] if "nonexistent" in p or "coordinator.db" in p]
@@ -50,7 +50,7 @@ def parse(tmp_path: Path, config_text: str) -> dict:
     config.write_text(config_text)
     env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
     out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=600)
-    line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line, out.stdout[-3000:] + out.stderr[-3000:]
     return json.loads(line[len("RESULT "):])
 

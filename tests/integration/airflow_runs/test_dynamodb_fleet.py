@@ -83,7 +83,7 @@ def run_dag(home: Path, config: Path, dag_id: str, env: dict[str, str]) -> dict[
         text=True,
         timeout=600,
     )
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(line[len("RESULT "):])
 

@@ -30,7 +30,7 @@ def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dic
         text=True,
         timeout=1500,  # a generous deadline: a Spark checkpoint on a busy machine
     )
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(line[len("RESULT "):])
 

@@ -185,7 +185,7 @@ def test_concurrent_commits_lose_with_a_conflict_even_when_0_5_answers_500(reque
     for version in range(1, 7):
         results: list[str] = []
 
-        def write(i: int, v: int = version) -> None:
+        def write(i: int, v: int = version, results: list[str] = results) -> None:
             try:
                 tables[i].commit(v, [add(f"w{i}-{v}")])
                 results.append("won")
@@ -273,6 +273,6 @@ def test_every_server_ran(uc_oss_servers: OSSServers) -> None:
     """The servers these tests name are the ones that ran (a guard against a silently reused stand-in)."""
     for version, auth in [("0.6.0", False), ("0.5.1", True)]:
         server = uc_oss_servers.get(version, auth)
-        status, ctype, body = server.call("GET", "/catalogs/main")
+        status, _ctype, body = server.call("GET", "/catalogs/main")
         assert status == 200 and json.loads(body)["name"] == "main", (server_id(version, auth), status, body)
         assert (server.run_dir / "uc.version").read_text().strip() == version

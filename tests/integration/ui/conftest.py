@@ -124,8 +124,8 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
     procs = []
     try:
         for name, cmd in commands.items():
-            log = open(root / f"{name}.log", "wb")
-            procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            with open(root / f"{name}.log", "wb") as log:  # the process holds its own descriptor
+                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         wait_for_port(port, procs[0], 600, root / "api-server.log")
         deployment = Deployment(f"http://127.0.0.1:{port}", home, tables, REPO / "test-artifacts")
         deployment.artifacts.mkdir(exist_ok=True)

@@ -4,6 +4,7 @@ the REST API (/api/v2); each is asserted on the table's _delta_log afterwards.""
 from __future__ import annotations
 
 import json
+import urllib.error
 from typing import Any
 
 import pytest
@@ -104,7 +105,7 @@ def test_trigger_with_params_through_the_rest_api(airflow_deployment: Deployment
     done = airflow_deployment.wait_for_run(dag_id, run["dag_run_id"])
     assert done["state"] == "success", done
     assert_maintained(uri, latest=12)
-    with pytest.raises(Exception):  # schema validation: a wrong type is refused before any run
+    with pytest.raises(urllib.error.HTTPError):  # schema validation: a wrong type is refused before any run
         airflow_deployment.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {"target_version": "twelve"}})
 
 

@@ -55,7 +55,7 @@ def log_names(root: Path) -> set[str]:
 def wheel_files(root: Path, version: int | None = None) -> set[tuple[str, int]]:
     t = deltalake.DeltaTable(str(root)) if version is None else deltalake.DeltaTable(str(root), version=version)
     actions = t.get_add_actions(flatten=True)
-    return set(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
+    return set(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), strict=True))
 
 
 def _append_raw(root: Path, version: int, lines: list[bytes]) -> Path:
@@ -122,7 +122,7 @@ def test_a_stray_far_future_version_is_a_typed_error_naming_the_file(tmp_path: P
 
 
 def test_compact_log_skips_windows_a_later_checkpoint_covers(tmp_path: Path) -> None:
-    root, log = table(tmp_path, versions=26)
+    root, _log = table(tmp_path, versions=26)
     rc, _, err = run("checkpoint", str(root), "--version", "17")
     assert rc == 0, err
     rc, out, err = run("compact-log", str(root), "--interval", "5", "--json")
@@ -152,7 +152,7 @@ def test_every_writer_refuses_unknown_features_by_name(tmp_path: Path, proto: di
 
 
 def test_a_torn_older_checkpoint_is_a_typed_error_or_ignored_never_a_crash(tmp_path: Path) -> None:
-    root, log = table(tmp_path, versions=30)
+    root, _log = table(tmp_path, versions=30)
     for v in (5, 15, 25):
         rc, _, err = run("checkpoint", str(root), "--version", str(v))
         assert rc == 0, err

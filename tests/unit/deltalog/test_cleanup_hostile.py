@@ -59,7 +59,7 @@ def build(root: Path, *, proto: dict | None = None, conf: dict | None = None, ic
 
 def wheel_state(root: Path, version: int) -> set[tuple[str, int]]:
     actions = deltalake.DeltaTable(str(root), version=version).get_add_actions(flatten=True)
-    return set(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
+    return set(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), strict=True))
 
 
 def record(root: Path) -> dict[int, set[tuple[str, int]]]:
@@ -219,7 +219,7 @@ def test_one_bad_in_commit_timestamp_is_a_corrupt_log_and_nothing_is_deleted(tmp
     os.utime(path, (mtime, mtime))
     del log
     before = log_names(root)
-    rc, out, err = cleanup(root)
+    rc, _out, err = cleanup(root)
     assert rc == 2 and "NonMonotonicTimestampError" in err and "25" in err and "26" in err, err
     assert log_names(root) == before
     for v, state in recorded.items():
@@ -234,9 +234,9 @@ def test_a_future_now_needs_an_override_and_never_ages_a_fresh_sidecar(tmp_path:
     fresh.write_bytes((root / "_delta_log" / next(iter(sorted((root / "_delta_log" / "_sidecars").iterdir())))).read_bytes())
     future = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 40 * 86400))
     before = log_names(root)
-    rc, out, err = cleanup(root, "--now", future)
+    rc, _out, err = cleanup(root, "--now", future)
     assert rc == 2 and "--now" in err and "--allow-future-now" in err and log_names(root) == before
-    rc, out, err = cleanup(root, "--now", future, "--allow-future-now")
+    rc, _out, err = cleanup(root, "--now", future, "--allow-future-now")
     assert rc == 0, err
     assert fresh.exists(), "a sidecar written minutes ago was deleted because --now was in the future"
 
@@ -247,7 +247,7 @@ def test_bad_retention_days_is_a_typed_one_line_error(tmp_path: Path, value: str
     build(root)
     checkpoint(root, 15)
     before = log_names(root)
-    rc, out, err = cleanup(root, f"--retention-days={value}", "--allow-shorter-retention")
+    rc, _out, err = cleanup(root, f"--retention-days={value}", "--allow-shorter-retention")
     assert rc == 2 and "--retention-days" in err and err.count("\n") == 1 and "Traceback" not in err, err
     assert log_names(root) == before
 
@@ -258,6 +258,6 @@ def test_cleanup_refuses_a_table_with_an_unknown_writer_feature(tmp_path: Path) 
     checkpoint(root, 15)
     log.commit(N, [commit_info(), protocol(1, 7, None, ["appendOnly", "someFutureFeature"])], mtime_ms=real_now())
     before = log_names(root)
-    rc, out, err = cleanup(root)
+    rc, _out, err = cleanup(root)
     assert rc == 2 and "UnsupportedFeatureError" in err and "someFutureFeature" in err, err
     assert log_names(root) == before

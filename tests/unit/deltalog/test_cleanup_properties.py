@@ -178,7 +178,7 @@ def test_damaged_anchors_and_corrupt_timestamps_never_lead_to_a_deletion_that_br
     store = open_table_storage("memory://p")
     damaged: list[str] = []  # files of damaged checkpoints (the hit file first)
     written = {}
-    for v, form, damage in zip(spec["checkpoints"], spec["forms"], spec["damage"]):
+    for v, form, damage in zip(spec["checkpoints"], spec["forms"], spec["damage"], strict=True):
         names = _write_checkpoint(log, store, v, form, spec["v2"])
         written[v] = names
         if damage is not None and not (damage == "missing" and form != "sidecar"):
@@ -188,7 +188,7 @@ def test_damaged_anchors_and_corrupt_timestamps_never_lead_to_a_deletion_that_br
     oracle_commit = max((v for v, ts in truth.items() if ts <= cutoff), default=None)
     retained = list(range(latest + 1)) if oracle_commit is None else list(range(oracle_commit, latest + 1))
     before = {v: state(store, v) for v in retained}
-    for v, damage in zip(spec["checkpoints"], spec["damage"]):
+    for v, damage in zip(spec["checkpoints"], spec["damage"], strict=True):
         hit = written[v][0]
         if hit not in damaged:
             continue
@@ -232,7 +232,7 @@ def test_damaged_anchors_and_corrupt_timestamps_never_lead_to_a_deletion_that_br
     # our reader falls back past the damage; and with the damage removed, the commits are all there
     for v in retained:
         assert state(store, v) == before[v], v
-    for v, names in written.items():
+    for names in written.values():
         if names[0] in damaged:
             for n in set(names[1:]) | {names[0]}:
                 if log.fs.exists(f"/p/_delta_log/{n}"):

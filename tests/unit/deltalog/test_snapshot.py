@@ -257,7 +257,7 @@ def test_deletion_vectors_make_distinct_logical_files(log: LogBuilder) -> None:
     log.commit(2, [remove("p", NOW, dv=dv("dv1", 1)), add("p", 5, dv=dv("dv2", None, storage_type="i"))])
     snap = load_snapshot(ROOT, now_ms=NOW)
     assert snap.active_file_keys() == {("p", "idv2")}
-    tomb = set(zip(snap.tombstones.column("path").to_pylist(), snap.tombstones.column("dv_unique_id").to_pylist()))
+    tomb = set(zip(snap.tombstones.column("path").to_pylist(), snap.tombstones.column("dv_unique_id").to_pylist(), strict=True))
     assert tomb == {("p", None), ("p", "udv1@1")}
 
 

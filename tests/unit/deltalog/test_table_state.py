@@ -5,6 +5,7 @@ actions are found)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -51,7 +52,7 @@ def assert_same_at_every_version(latest: int, **kwargs: object) -> None:
 class CountingFS(MemoryFileSystem):
     """A memory filesystem that records every file it opens or reads whole, and the bytes read."""
 
-    opened: list[str] = []
+    opened: ClassVar[list[str]] = []
     bytes_read = 0
 
     def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: object) -> bytes:

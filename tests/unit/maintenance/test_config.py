@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def test_shorter_retention_than_the_table_needs_an_override(tmp_path: Path) -> N
     from airflow_delta_maintenance.maintenance.table import bind_table
 
     store = create_sample_table(str(tmp_path / "t"), commits=3)
-    with pytest.raises(RetentionTooShortError, match="delta.logRetentionDuration"):
+    with pytest.raises(RetentionTooShortError, match=re.escape("delta.logRetentionDuration")):
         run_metadata_cleanup(bind_table(store), retention_ms=86_400_000)
     assert run_metadata_cleanup(bind_table(store), retention_ms=86_400_000, allow_shorter_retention=True).dry_run
 

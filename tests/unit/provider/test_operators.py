@@ -82,7 +82,7 @@ def test_spark_checkpoint_submits_through_the_spark_provider_and_verifies(coordi
 
 
 def test_openlineage_facets_name_the_table(coordinated_table: tuple[str, str]) -> None:
-    spec, uri = coordinated_table
+    _spec, uri = coordinated_table
     lineage = DeltaLogCompactionOperator(task_id="k", table_uri="s3://lake/tables/orders").get_openlineage_facets_on_complete(None)
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("s3://lake", "tables/orders")] == [(d.namespace, d.name) for d in lineage.outputs]
     local = DeltaLogCompactionOperator(task_id="k", table_uri=uri).get_openlineage_facets_on_complete(None)

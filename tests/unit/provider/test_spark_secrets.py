@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -103,6 +104,6 @@ def test_the_job_reads_its_secrets_from_the_file_where_the_driver_runs(tmp_path:
     _common.load_credentials.cache_clear()
     monkeypatch.setenv(CREDENTIALS_FILE_ENV, "/nowhere/credentials.json")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(_common.JobFailed, match="credentials file /nowhere/credentials.json not found"):
+    with pytest.raises(_common.JobFailed, match=re.escape("credentials file /nowhere/credentials.json not found")):
         _common.open_store(args)
     _common.load_credentials.cache_clear()
