@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import airflow.configuration  # noqa: F401 - see below
 import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
+
+# Airflow's configuration module, when first imported, puts a "default" warnings filter for the
+# module regex "airflow" in front of all others. That regex also matches airflow_delta_maintenance:
+# in the test that happened to import Airflow first, a deprecation from our code would only be
+# shown, not fail (pyproject's filterwarnings). Imported here, before any test, it stays behind them.
 
 pytest_plugins = [
     "tests._infra.servers",
