@@ -34,6 +34,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_delta_maintenance.operators.checkpoint",
                     "airflow_delta_maintenance.operators.compaction",
                     "airflow_delta_maintenance.operators.cleanup",
+                    "airflow_delta_maintenance.operators.discovery",
                 ],
             }
         ],

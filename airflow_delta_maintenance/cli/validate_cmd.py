@@ -21,10 +21,11 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..maintenance.config import load_config_entries
     from ..maintenance.config_check import check_table
+    from ..maintenance.fleet_config import load_fleet
 
-    tables, invalid = load_config_entries(args.file)
+    fleet = load_fleet(args.file)  # the YAML tables and the discovered ones of its fleet file
+    tables, invalid = fleet.tables, fleet.invalid + ([fleet.fleet_error] if fleet.fleet_error else [])
     opts = storage_options(args) if args.check_tables else {}
     rows: list[dict[str, Any]] = []
     for table in tables:

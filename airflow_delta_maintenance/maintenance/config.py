@@ -48,8 +48,10 @@ __all__ = [
     "CleanupConfig",
     "load_config",
     "load_config_entries",
+    "read_yaml",
     "parse_config",
     "parse_config_entries",
+    "parse_discovered_table",
     "parse_schedule",
 ]
 
@@ -245,7 +247,7 @@ def _section(path: str, table: str, name: str, raw: Any) -> Any:
     return cls(**v)
 
 
-def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int) -> TableConfig:
+def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int, *, discovered: bool = False) -> TableConfig:
     if not isinstance(raw, Mapping):
         raise ConfigError(path, None, f"tables[{index}]", f"expected a mapping, got {raw!r}")
     name = raw.get("name")
@@ -264,7 +266,8 @@ def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int) -> Tabl
             parse_coordinator_spec(merged["coordinator"])
         except InvalidCoordinatorSpecError as exc:
             raise ConfigError(path, name, "coordinator", str(exc)) from None
-    if merged.get("coordinator") and merged.get("coordinator_conn_id") and not auto:
+    # a discovered table carries its own spec; its source's connection then supplies only credentials
+    if merged.get("coordinator") and merged.get("coordinator_conn_id") and not auto and not discovered:
         raise ConfigError(path, name, "coordinator", "give coordinator or coordinator_conn_id, not both (coordinator: auto may take a connection for the endpoint)")
     for key in ("schedule", "coordinator_conn_id", "storage_conn_id", "pool", "owner"):
         if merged.get(key) is not None:
@@ -297,16 +300,18 @@ def _root(data: Any, path: str) -> tuple[Mapping[str, Any], list[Any]]:
     if not isinstance(data, Mapping):
         raise ConfigError(path, None, "<root>", "expected a mapping with 'defaults' and 'tables'")
     for key in data:
-        if key not in ("defaults", "tables"):
-            raise ConfigError(path, None, key, "unknown top-level key (allowed: defaults, tables)")
+        if key not in ("defaults", "tables", "discovery"):
+            raise ConfigError(path, None, key, "unknown top-level key (allowed: defaults, tables, discovery)")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, Mapping):
         raise ConfigError(path, None, "defaults", "expected a mapping")
     if "name" in defaults or "uri" in defaults:
         raise ConfigError(path, None, "defaults", "name and uri belong to each table")
     tables = data.get("tables")
-    if not isinstance(tables, list) or not tables:
-        raise ConfigError(path, None, "tables", "expected a non-empty list of tables")
+    if "discovery" in data and tables is None:  # every table may come from discovery (maintenance.fleet_config)
+        tables = []
+    if not isinstance(tables, list) or (not tables and "discovery" not in data):
+        raise ConfigError(path, None, "tables", "expected a non-empty list of tables (or a discovery section)")
     return defaults, tables
 
 
@@ -333,6 +338,13 @@ def parse_config_entries(data: Any, path: str = "<config>") -> tuple[list[TableC
     return good, bad
 
 
+def parse_discovered_table(path: str, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> TableConfig:
+    """A discovered table (``identity``: name, uri, coordinator[, coordinator_conn_id]) with its
+    merged ``settings`` (see ``maintenance.fleet_config`` for the precedence), validated like a
+    YAML table; ``ConfigError`` otherwise."""
+    return _table(path, identity, settings, 0, discovered=True)
+
+
 def parse_config(data: Any, path: str = "<config>") -> list[TableConfig]:
     """Every table, or the first ``ConfigError`` (strict: for tools that need the whole file)."""
     good, bad = parse_config_entries(data, path)
@@ -350,6 +362,9 @@ def _read_yaml(path: str | Path) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(str(path), None, "<yaml>", f"not valid YAML{where}: {problem}") from None
+
+
+read_yaml = _read_yaml  # the YAML of a configuration file, with one-line errors (for maintenance.fleet_config)
 
 
 def load_config(path: str | Path) -> list[TableConfig]:
