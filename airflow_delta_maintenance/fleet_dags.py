@@ -15,7 +15,7 @@ from .maintenance.config import parse_schedule
 from .maintenance.fleet_config import DISCOVERY_DAG_ID, DiscoveryConfig
 from .operators.discovery import DeltaFleetDiscoveryOperator
 
-__all__ = ["build_discovery_dag", "DISCOVERY_DAG_ID"]
+__all__ = ["DISCOVERY_DAG_ID", "build_discovery_dag"]
 
 
 def build_discovery_dag(config_path: str | Path, discovery: DiscoveryConfig, start_date: Any = None) -> DAG:

@@ -51,7 +51,9 @@ class UCTableInfo:
 class UnityCatalogBrowser:
     """Read-only listing of a Unity Catalog server: ``http[s]://host`` plus the UC REST API."""
 
-    def __init__(self, host: str, *, tls: bool = True, token: str | None = None, max_attempts: int = 5, timeout_s: float = 30.0) -> None:
+    def __init__(self, host: str, *, tls: bool = True, token: str | None = None, page_size: int = 100,
+                 max_attempts: int = 5, timeout_s: float = 30.0) -> None:
+        self.page_size = page_size  # the OSS servers cap it at 100
         self.server = f"{'https' if tls else 'http'}://{host}"
         self._http = UCTransport(self.server + API, token, describe=self.describe, max_attempts=max_attempts, timeout_s=timeout_s)
 
@@ -65,7 +67,7 @@ class UnityCatalogBrowser:
         token: str | None = None
         seen: set[str] = set()
         for _ in range(_MAX_PAGES):
-            q = dict(query, max_results="100")
+            q = dict(query, max_results=str(self.page_size))
             if token:
                 q["page_token"] = token
             body = self._http.request("GET", path, query=q, privilege=privilege)

@@ -39,9 +39,16 @@ from ..coordinators.dynamodb import DynamoDBCoordinator
 from ..coordinators.uc_catalog import UCTableInfo, UnityCatalogBrowser
 from ..deltalog.storage import normalize_table_uri
 from .coordinator import UC_TOKEN_ENV, open_coordinator
-from .fleet_config import FLEET_FORMAT, DiscoveredTable, DiscoveryConfig, DynamoDBSource, UnityCatalogSource, spec_with
+from .fleet_config import (
+    FLEET_FORMAT,
+    DiscoveredTable,
+    DiscoveryConfig,
+    DynamoDBSource,
+    UnityCatalogSource,
+    spec_with,
+)
 
-__all__ = ["DiscoveryResult", "SourceResult", "discover_fleet", "write_fleet_file", "uri_from_hadoop_path"]
+__all__ = ["DiscoveryResult", "SourceResult", "discover_fleet", "uri_from_hadoop_path", "write_fleet_file"]
 
 UC_TABLE_ID = "io.unitycatalog.tableId"
 Credentials = Mapping[str, str | None]
