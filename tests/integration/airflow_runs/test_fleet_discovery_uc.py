@@ -27,11 +27,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.coordinators.uc_catalog import UnityCatalogBrowser
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import normalize_table_uri, open_table_storage
+from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
 from airflow_delta_maintenance.maintenance.fleet_config import load_fleet
 from tests._infra.uc_oss import OSSServer, OSSServers, server_id
