@@ -97,7 +97,12 @@ _MATCH_KEYS = {"name", "uri", "source", "properties"}
 
 
 class FleetFileError(ValueError):
-    """The fleet file is missing, unreadable, malformed or stale; the message names the file."""
+    """The fleet file is missing, unreadable, malformed or stale; the message names the file.
+    ``missing``: it does not exist yet (no discovery has run)."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 @dataclass(frozen=True)
@@ -197,6 +202,7 @@ class FleetTables:
     disabled: list[str] = field(default_factory=list)  # discovered tables left out by enabled: false
     shadowed: list[str] = field(default_factory=list)  # discovered tables replaced by a YAML table
     fleet_error: TableConfigError | None = None  # the fleet file could not be used
+    fleet_missing: bool = False  # ... because no discovery has written it yet
 
 
 # ---- parsing the discovery section -----------------------------------------------------------------
@@ -355,7 +361,7 @@ def read_fleet_file(discovery: DiscoveryConfig) -> list[DiscoveredTable]:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise FleetFileError(f"{path}: the fleet file does not exist yet: {hint}") from None
+        raise FleetFileError(f"{path}: the fleet file does not exist yet: {hint}", missing=True) from None
     except OSError as exc:
         raise FleetFileError(f"{path}: the fleet file cannot be read: {type(exc).__name__}: {exc}") from None
     try:
@@ -456,7 +462,7 @@ def load_fleet(config_path: str | Path) -> FleetTables:
         found = read_fleet_file(discovery)
     except FleetFileError as exc:
         error = TableConfigError("discovered fleet", _FLEET_ERROR_ID, ConfigError(path, None, "discovery.fleet_file", str(exc)))
-        return FleetTables(good, bad, discovery, fleet_error=error)
+        return FleetTables(good, bad, discovery, fleet_error=error, fleet_missing=exc.missing)
     defaults = data.get("defaults") or {}
     names = {t.name for t in good} | {e.name for e in bad}
     uris = {_identity_key(t.uri) for t in good}

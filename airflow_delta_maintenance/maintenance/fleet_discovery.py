@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..coordinators.dynamodb import DynamoDBCoordinator
+from ..coordinators.errors import TableNotFoundError
 from ..coordinators.uc_catalog import UCTableInfo, UnityCatalogBrowser
 from ..deltalog.storage import normalize_table_uri
 from .coordinator import UC_TOKEN_ENV, open_coordinator
@@ -102,11 +103,20 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 def _uc_source(source: UnityCatalogSource, credentials: Credentials) -> SourceResult:
     token = credentials.get("password") or os.environ.get(UC_TOKEN_ENV)
     browser = UnityCatalogBrowser(source.host, tls=source.tls, token=token)
-    schemas = list(source.schemas) if source.schemas is not None else browser.list_schemas(source.catalog)
+    whole_catalog = source.schemas is None
+    schemas = browser.list_schemas(source.catalog) if whole_catalog else list(source.schemas or ())
     found: list[DiscoveredTable] = []
     skipped: list[dict[str, str]] = []
     for schema in schemas:
-        for info in browser.list_tables(source.catalog, schema):
+        try:
+            listed = browser.list_tables(source.catalog, schema)
+        except TableNotFoundError as exc:
+            if not (whole_catalog and exc.missing == "schema"):
+                raise  # a configured schema that does not exist is a mistake to report
+            # dropped between the two listings: it has no tables any more
+            skipped.append({"table": f"{source.catalog}.{schema}.*", "reason": "the schema was dropped while listing"})
+            continue
+        for info in listed:
             reason = _not_coordinated(info)
             if reason:
                 skipped.append({"table": info.full_name, "reason": reason})

@@ -245,3 +245,25 @@ def test_read_fleet_file_round_trips(tmp_path: Path) -> None:
     discovery = parse_discovery(read_yaml(config), str(config))
     assert discovery is not None and discovery.fleet_file == tmp_path / "tables.fleet.json"
     assert read_fleet_file(discovery) == found
+
+
+def test_validate_config_checks_discovered_tables_and_notes_a_fleet_not_yet_written(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cli = str(Path(sys.executable).with_name("delta-maintenance"))
+    explicit = "tables:\n  - {name: explicit, uri: /t/explicit}\n"
+    config = setup(tmp_path, BASE + explicit, None)
+
+    def validate() -> tuple[int, dict[str, Any]]:
+        out = subprocess.run([cli, "validate-config", str(config), "--json"], capture_output=True, text=True, timeout=300)
+        return out.returncode, json.loads(out.stdout)
+
+    code, doc = validate()  # CI, before any discovery: a note, not a failure
+    assert code == 0 and [r["name"] for r in doc["tables"]] == ["explicit"] and "does not exist yet" in doc["notes"][0]
+    setup(tmp_path, BASE + "  overrides:\n    - match: {name: '*bad'}\n      retries: -1\n" + explicit, [uc_table("good"), uc_table("bad")])
+    code, doc = validate()
+    assert code == 2 and {r["name"]: r["valid"] for r in doc["tables"]} == {"explicit": True, "main.sales.good": True, "main.sales.bad": False}
+    config.write_text(config.read_text().replace("schemas: [sales]", "schemas: [finance]"))  # the fleet file is now stale
+    code, doc = validate()
+    assert code == 2 and any("written for other discovery sources" in p for r in doc["tables"] for p in r["problems"])

@@ -43,3 +43,28 @@ def test_a_listing_whose_page_token_repeats_is_an_error_not_a_loop(monkeypatch: 
         browser.list_tables("main", "s")
     assert [c.get("page_token") for c in calls] == [None, "same"]
     assert calls[0] == {"catalog_name": "main", "schema_name": "s", "omit_columns": "true", "max_results": "100"}
+
+
+def _source(schemas: tuple[str, ...] | None) -> Any:
+    from airflow_delta_maintenance.maintenance.fleet_config import UnityCatalogSource
+
+    return UnityCatalogSource("uc", "uc.invalid:1", "v1", False, "main", schemas)
+
+
+def test_a_schema_dropped_while_listing_a_whole_catalog_is_skipped_but_a_configured_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_delta_maintenance.coordinators.errors import TableNotFoundError
+    from airflow_delta_maintenance.maintenance.fleet_discovery import _uc_source
+
+    def list_tables(self: UnityCatalogBrowser, catalog: str, schema: str) -> list[UCTableInfo]:
+        if schema == "gone":
+            raise TableNotFoundError("the schema does not exist", missing="schema")
+        return [info(schema=schema, name="t")]
+
+    monkeypatch.setattr(UnityCatalogBrowser, "list_schemas", lambda self, catalog: ["a", "gone", "b"])
+    monkeypatch.setattr(UnityCatalogBrowser, "list_tables", list_tables)
+    result = _uc_source(_source(None), {})
+    assert [t.name for t in result.tables] == ["main.a.t", "main.b.t"]
+    assert result.skipped == [{"table": "main.gone.*", "reason": "the schema was dropped while listing"}]
+    assert result.tables[0].coordinator == "unity-catalog://uc.invalid:1/main.a.t?api=v1&tls=false&table_id=id1"
+    with pytest.raises(TableNotFoundError):
+        _uc_source(_source(("a", "gone")), {})
