@@ -418,6 +418,10 @@ def resolve_discovered(
     shadowed: list[str] = []
     seen: set[str] = set()
     for index, table in enumerate(found):
+        if f"delta_maintenance__{table.name}" == DISCOVERY_DAG_ID:
+            invalid.append(TableConfigError(table.name, f"delta_maintenance__invalid_discovered_{index}", ConfigError(
+                discovery.path, table.name, "name", f"the name {table.name!r} is reserved for the discovery DAG (give the source a name_prefix)")))
+            continue
         if table.name in explicit_names or _identity_key(table.uri) in explicit_uris:
             shadowed.append(table.name)
             continue
@@ -463,6 +467,10 @@ def load_fleet(config_path: str | Path) -> FleetTables:
     except FleetFileError as exc:
         error = TableConfigError("discovered fleet", _FLEET_ERROR_ID, ConfigError(path, None, "discovery.fleet_file", str(exc)))
         return FleetTables(good, bad, discovery, fleet_error=error, fleet_missing=exc.missing)
+    reserved = [t for t in good if t.dag_id == DISCOVERY_DAG_ID]  # the discovery DAG's id is taken
+    good = [t for t in good if t.dag_id != DISCOVERY_DAG_ID]
+    bad = bad + [TableConfigError(t.name, f"delta_maintenance__invalid_{t.name}",
+                                  ConfigError(path, t.name, "name", f"the name {t.name!r} is reserved for the discovery DAG")) for t in reserved]
     defaults = data.get("defaults") or {}
     names = {t.name for t in good} | {e.name for e in bad}
     uris = {_identity_key(t.uri) for t in good}

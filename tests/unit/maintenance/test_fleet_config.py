@@ -267,3 +267,12 @@ def test_validate_config_checks_discovered_tables_and_notes_a_fleet_not_yet_writ
     config.write_text(config.read_text().replace("schemas: [sales]", "schemas: [finance]"))  # the fleet file is now stale
     code, doc = validate()
     assert code == 2 and any("written for other discovery sources" in p for r in doc["tables"] for p in r["problems"])
+
+
+def test_the_discovery_dag_id_cannot_be_taken_by_a_table(tmp_path: Path) -> None:
+    config = setup(tmp_path, BASE + "tables:\n  - {name: discovery, uri: /t/d}\n  - {name: other, uri: /t/o}\n",
+                   [DiscoveredTable("ddb", "discovery", "s3://x/discovery", f"{DDB}&table_id=1")])
+    fleet = load_fleet(config)
+    assert [t.name for t in fleet.tables] == ["other"]
+    assert sorted(e.dag_id for e in fleet.invalid) == ["delta_maintenance__invalid_discovered_0", "delta_maintenance__invalid_discovery"]
+    assert all("reserved for the discovery DAG" in str(e.error) for e in fleet.invalid)
