@@ -212,6 +212,15 @@ def test_twenty_managed_tables_of_a_schema_are_discovered_and_maintained(
         assert out.returncode == 0, out.stderr
         names = {t["name"] for t in json.loads((tmp_path / "catalog.json").read_text())["tables"]}
         assert {f"main.{schema}.{n}" for n in [*uris, *ops]} <= names
+        # upstream's sample catalog: a MANAGED Delta table from before catalog-managed commits (no
+        # io.unitycatalog.tableId) and external ones; none is coordinated by the catalog
+        whole.write_text(f"discovery:\n  sources:\n    - name: uc\n      unity_catalog: {endpoint}\n      catalog: unity\n")
+        out = cli("discover", "--config", str(whole), "--out", str(tmp_path / "unity.json"), "--json", env=dict(os.environ))
+        assert out.returncode == 0, out.stderr
+        sample = json.loads(out.stdout)["sources"][0]
+        assert sample["tables"] == 0
+        assert {"table": "unity.default.marksheet", "reason": "no io.unitycatalog.tableId property: the catalog does not coordinate its commits"} in sample["skipped"]
+        assert {"table": "unity.default.numbers", "reason": "EXTERNAL table: not managed by the catalog"} in sample["skipped"]
 
     dag_ids = [f"delta_maintenance__main.{schema}.{n}" for n in sorted(uris)]
     began = time.monotonic()
