@@ -462,15 +462,18 @@ def load_fleet(config_path: str | Path) -> FleetTables:
     discovery = parse_discovery(data, path)
     if discovery is None:
         return FleetTables(good, bad)
+    # the discovery DAG's id is reserved: a YAML table (valid or not) must not replace that DAG
+    reserved = f"{DISCOVERY_DAG_ID.removeprefix('delta_maintenance__')}"
+    taken = ConfigError(path, reserved, "name", f"the name {reserved!r} is reserved for the discovery DAG")
+    bad = [TableConfigError(e.name, "delta_maintenance__invalid_discovery_name", taken) if e.dag_id == DISCOVERY_DAG_ID else e for e in bad]
+    if any(t.dag_id == DISCOVERY_DAG_ID for t in good):
+        bad.append(TableConfigError(reserved, "delta_maintenance__invalid_discovery_name", taken))
+        good = [t for t in good if t.dag_id != DISCOVERY_DAG_ID]
     try:
         found = read_fleet_file(discovery)
     except FleetFileError as exc:
         error = TableConfigError("discovered fleet", _FLEET_ERROR_ID, ConfigError(path, None, "discovery.fleet_file", str(exc)))
         return FleetTables(good, bad, discovery, fleet_error=error, fleet_missing=exc.missing)
-    reserved = [t for t in good if t.dag_id == DISCOVERY_DAG_ID]  # the discovery DAG's id is taken
-    good = [t for t in good if t.dag_id != DISCOVERY_DAG_ID]
-    bad = bad + [TableConfigError(t.name, f"delta_maintenance__invalid_{t.name}",
-                                  ConfigError(path, t.name, "name", f"the name {t.name!r} is reserved for the discovery DAG")) for t in reserved]
     defaults = data.get("defaults") or {}
     names = {t.name for t in good} | {e.name for e in bad}
     uris = {_identity_key(t.uri) for t in good}

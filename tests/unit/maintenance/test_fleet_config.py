@@ -269,10 +269,13 @@ def test_validate_config_checks_discovered_tables_and_notes_a_fleet_not_yet_writ
     assert code == 2 and any("written for other discovery sources" in p for r in doc["tables"] for p in r["problems"])
 
 
-def test_the_discovery_dag_id_cannot_be_taken_by_a_table(tmp_path: Path) -> None:
-    config = setup(tmp_path, BASE + "tables:\n  - {name: discovery, uri: /t/d}\n  - {name: other, uri: /t/o}\n",
-                   [DiscoveredTable("ddb", "discovery", "s3://x/discovery", f"{DDB}&table_id=1")])
+@pytest.mark.parametrize("fleet_written", [True, False])
+@pytest.mark.parametrize("yaml_table", ["{name: discovery, uri: /t/d}", "{name: discovery, uri: /t/d, schedule: never}"])
+def test_the_discovery_dag_id_cannot_be_taken_by_a_table(tmp_path: Path, fleet_written: bool, yaml_table: str) -> None:
+    config = setup(tmp_path, BASE + f"tables:\n  - {yaml_table}\n  - {{name: other, uri: /t/o}}\n",
+                   [DiscoveredTable("ddb", "discovery", "s3://x/discovery", f"{DDB}&table_id=1")] if fleet_written else None)
     fleet = load_fleet(config)
     assert [t.name for t in fleet.tables] == ["other"]
-    assert sorted(e.dag_id for e in fleet.invalid) == ["delta_maintenance__invalid_discovered_0", "delta_maintenance__invalid_discovery"]
+    expected = ["delta_maintenance__invalid_discovery_name", *(["delta_maintenance__invalid_discovered_0"] if fleet_written else [])]
+    assert sorted(e.dag_id for e in fleet.invalid) == sorted(expected)
     assert all("reserved for the discovery DAG" in str(e.error) for e in fleet.invalid)
