@@ -91,7 +91,8 @@ class DiscoveryResult:
 
 
 def uri_from_hadoop_path(path: str) -> str:
-    """delta-spark stores ``path`` as Hadoop prints it: ``file:/abs`` (or ``file:///abs``), ``s3a://…``."""
+    """A table location as Hadoop prints it (delta-spark's ``path``; catalogs' locations):
+    ``file:/abs`` or ``file:///abs``, ``s3a://…`` → the URI the log library names the table by."""
     if path.startswith("file:") and not path.startswith("file://"):
         return normalize_table_uri("file://" + path[len("file:"):])
     return normalize_table_uri(path)
@@ -125,7 +126,7 @@ def _uc_source(source: UnityCatalogSource, credentials: Credentials) -> SourceRe
             found.append(DiscoveredTable(
                 source=source.name,
                 name=source.name_prefix + info.full_name,
-                uri=normalize_table_uri(info.storage_location),
+                uri=uri_from_hadoop_path(info.storage_location),  # file:/x, file:///x, s3a://… alike
                 coordinator=spec_with(spec, table_id=info.table_id),
                 properties=dict(info.properties),
             ))
