@@ -1,0 +1,108 @@
+"""``DeltaFleetReportOperator``: one health report of every configured table.
+
+Measures each table of the YAML configuration (one coordinator call and one LIST per table, no
+file action replayed; a table that cannot be read is reported with its error, never fatal for the
+fleet), writes report.json and report.html atomically to the report directory with the history
+that feeds the charts and the alert state, sends the per-table gauges (``metrics``), and calls the
+notifiers with the thresholds crossed since the previous report.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .._airflow_compat import BaseOperator, conf
+
+from ..hooks.coordinator import DeltaCoordinatorHook
+from ..hooks.storage import DeltaStorageHook
+from ..maintenance.config import TableConfig, load_config_entries
+from ..maintenance.fleet_history import DEFAULT_MAX_SAMPLES, Alert, read_last_success
+from ..maintenance.fleet_report import publish_fleet_report
+from ..maintenance.fleet_status import fleet_status
+from ..maintenance.table import MaintainedTable, open_table
+from ..metrics import emit_fleet_gauges
+from ..notifiers.health import ALERTS_KEY
+
+__all__ = ["DeltaFleetReportOperator", "resolve_report_dir"]
+
+
+def resolve_report_dir(report_dir: str | None = None) -> Path:
+    """The report directory: the argument, else ``$DELTA_MAINTENANCE_REPORT_DIR``, else Airflow's
+    ``[delta_maintenance] report_dir``."""
+    value = report_dir or os.environ.get("DELTA_MAINTENANCE_REPORT_DIR") or conf.get("delta_maintenance", "report_dir", fallback=None)
+    if not value:
+        raise ValueError("no report directory: pass report_dir, or set DELTA_MAINTENANCE_REPORT_DIR or [delta_maintenance] report_dir")
+    return Path(value)
+
+
+def open_configured_table(table: TableConfig) -> MaintainedTable:
+    """The table's identity as its maintenance DAG builds it (its storage and coordinator connections)."""
+    options = DeltaStorageHook(table.storage_conn_id).get_storage_options(table.uri)
+    if not table.has_coordinator:
+        return open_table(table.uri, options)
+    return DeltaCoordinatorHook(table.coordinator_conn_id, spec=table.coordinator).open_table(table.uri, options)
+
+
+class DeltaFleetReportOperator(BaseOperator):
+    """Write the fleet health report, send gauges, and notify threshold crossings.
+
+    :param config_path: the maintenance YAML configuration (templated)
+    :param report_dir: local directory of the report and its history (templated; see ``resolve_report_dir``)
+    :param notifiers: called with the context plus ``delta_health_alerts`` when a figure crossed its threshold
+    :param max_history_samples: history samples kept (one per run)
+    :param emit_metrics: send the gauges through Airflow's metrics
+    """
+
+    template_fields: Sequence[str] = ("config_path", "report_dir")
+    ui_color = "#c6e5f0"
+
+    def __init__(
+        self,
+        *,
+        config_path: str,
+        report_dir: str | None = None,
+        notifiers: Sequence[Any] = (),
+        max_history_samples: int = DEFAULT_MAX_SAMPLES,
+        emit_metrics: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.config_path = config_path
+        self.report_dir = report_dir
+        self.notifiers = list(notifiers)
+        self.max_history_samples = max_history_samples
+        self.emit_metrics = emit_metrics
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        report_dir = resolve_report_dir(self.report_dir)
+        tables, invalid = load_config_entries(self.config_path)
+        for entry in invalid:
+            self.log.error("table %s is not reported: %s", entry.name, entry.error)
+        healths = fleet_status(tables, open_configured_table, last_success=read_last_success(report_dir))
+        generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+        def notify(alerts: list[Alert]) -> None:
+            for notifier in self.notifiers:
+                notifier({**context, ALERTS_KEY: [a.to_dict() for a in alerts]})
+
+        published = publish_fleet_report(healths, report_dir, generated, notify=notify, max_samples=self.max_history_samples)
+        for h in healths:
+            if h.error:
+                self.log.warning("table %s could not be read: %s", h.name, h.error)
+            elif h.breaches:
+                self.log.warning("table %s is lagging (score %.2f): %s", h.name, h.lag_score, ", ".join(h.breaches))
+        gauges = emit_fleet_gauges(healths) if self.emit_metrics else 0
+        self.log.info("fleet report of %d table(s) written to %s (%d gauge(s) sent)", len(healths), published.html_path, gauges)
+        return {
+            "report_html": str(published.html_path),
+            "report_json": str(published.json_path),
+            "order": [h.name for h in healths],
+            "lagging": published.document["lagging"],
+            "errors": published.document["errors"],
+            "alerts": published.document["alerts"],
+            "invalid": [e.name for e in invalid],
+        }
