@@ -1,0 +1,60 @@
+"""Airflow UI plugin: the fleet health report under ``/delta-maintenance/`` in the api-server, a
+"Delta fleet health" entry in the navigation, and the listener that records task successes.
+
+The page is the report the fleet DAG last wrote (``report.html``, ``report.json``) in the report
+directory (``$DELTA_MAINTENANCE_REPORT_DIR`` or ``[delta_maintenance] report_dir``): read-only,
+served as files, nothing computed per request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import FileResponse
+
+from ..maintenance.fleet_history import REPORT_HTML, REPORT_JSON
+from . import run_recorder
+
+try:
+    from airflow.sdk.plugins_manager import AirflowPlugin
+except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
+    from airflow.plugins_manager import AirflowPlugin  # type: ignore[no-redef]
+
+__all__ = ["DeltaFleetHealthPlugin", "URL_PREFIX", "create_app"]
+
+URL_PREFIX = "/delta-maintenance"
+
+
+def _file(name: str, media_type: str) -> Any:
+    report_dir = run_recorder._report_dir()
+    if report_dir is None:
+        raise HTTPException(404, "no report directory configured ([delta_maintenance] report_dir or DELTA_MAINTENANCE_REPORT_DIR)")
+    path = report_dir / name
+    if not path.is_file():
+        raise HTTPException(404, f"no {name} yet: the fleet health DAG has not written a report")
+    return FileResponse(path, media_type=media_type, headers={"Cache-Control": "no-store"})
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Delta maintenance fleet health", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/")
+    @app.get("/report")
+    def report_html() -> Any:
+        return _file(REPORT_HTML, "text/html; charset=utf-8")
+
+    @app.get("/report.json")
+    def report_json() -> Any:
+        return _file(REPORT_JSON, "application/json")
+
+    return app
+
+
+class DeltaFleetHealthPlugin(AirflowPlugin):
+    name = "delta_maintenance_fleet_health"
+    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Delta fleet health"}]
+    external_views = [
+        {"name": "Delta fleet health", "href": f"{URL_PREFIX}/report", "destination": "nav", "url_route": "delta-fleet-health"}
+    ]
+    listeners = [run_recorder]
