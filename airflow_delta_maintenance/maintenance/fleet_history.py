@@ -103,8 +103,11 @@ def append_history(report_dir: Path, sample: Mapping[str, Any], *, max_samples: 
     report_dir.mkdir(parents=True, exist_ok=True)
     path = report_dir / HISTORY_FILE
     line = json.dumps(sample, sort_keys=True, separators=(",", ":")) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line  # a torn last line (a killed append): never glue this sample onto it
         os.write(fd, line.encode("utf-8"))
         os.fsync(fd)
     finally:
