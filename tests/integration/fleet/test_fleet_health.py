@@ -57,9 +57,10 @@ def test_status_config_shows_the_lagging_table_first_with_exact_figures(fleet: F
     assert orders["last_success"] == dict.fromkeys(("wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup"))
     # cleanup candidates come from the planner, nothing deleted
     with open_table(fleet.uris["customers"], coordinator=fleet.spec) as table:
-        plan = run_metadata_cleanup(table, dry_run=True)
+        plan = run_metadata_cleanup(table, dry_run=True).plan
     customers = tables[3]
-    assert (customers["cleanup_candidates"], customers["cleanup_bytes"]) == (len(plan.planned), plan.bytes) if hasattr(plan, "planned") else True
+    assert (customers["cleanup_candidates"], customers["cleanup_bytes"], customers["cleanup_skipped_reason"]) == (
+        len(plan.deletions), plan.bytes, plan.skip_reason)
     assert customers["checkpoint_version"] == 10 and customers["commits_since_checkpoint"] == 2 and customers["pending_commits"] == 0
     assert tables[2]["pending_commits"] == 2 and tables[2]["commits_since_checkpoint"] == 7
     # the unreadable table carries its error; the fleet is not failed by it
@@ -212,3 +213,39 @@ def _screenshot(html: Path) -> None:
             page.screenshot(path=str(ARTIFACTS / "fleet-report.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_maintenance_task_successes_reach_the_health_view(airflow_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The provider's listener (loaded by Airflow from the plugin entry point) records each
+    successful task of a table's maintenance DAG; status --config shows when each last succeeded."""
+    from .fleet import build_table
+    from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+
+    spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "tables" / "daily")
+    open_coordinator(spec + "?create=true").close()
+    build_table(spec, uri, ratified=6, published=2)
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        f"defaults:\n  coordinator: {spec}\n  schedule: null\n  checkpoint: {{interval: 3, engine: local}}\n  compaction: {{interval: 2}}\n"
+        f"tables:\n  - name: daily\n    uri: {uri}\n"
+    )
+    report_dir = tmp_path / "report"
+    assert cli_main(["status", "--config", str(config), "--json", "--report-dir", str(report_dir)]) == 0
+    before = json.loads(capsys.readouterr().out)["tables"][0]
+    assert set(before["last_success"].values()) == {None}
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(EXAMPLE_DAGS / "delta_maintenance.py"), "{}"],
+        env=airflow_env(airflow_home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config), DELTA_MAINTENANCE_REPORT_DIR=str(report_dir)),
+        capture_output=True, text=True, timeout=900,
+    )
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = json.loads(line[len("RESULT "):])
+    assert run["state"] == "success" and set(run["tasks"].values()) == {"success"}, run
+    assert cli_main(["status", "--config", str(config), "--json", "--report-dir", str(report_dir)]) == 0
+    after = json.loads(capsys.readouterr().out)["tables"][0]
+    assert after["pending_commits"] == 0 and after["latest_published_version"] == 6
+    recorded = {task for task, when in after["last_success"].items() if when}
+    assert recorded == set(run["tasks"]) == {"wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup"}
+    assert cli_main(["status", "--config", str(config)]) == 0  # without a report directory: "unknown", said so
+    assert "publish unknown" in capsys.readouterr().out

@@ -1,0 +1,105 @@
+"""The Airflow side of the fleet health view: the notifier's targets, the UI plugin's page and its
+registration, the listener that records task successes."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_delta_maintenance.maintenance.fleet_history import read_last_success
+from airflow_delta_maintenance.notifiers.health import ALERTS_KEY, DeltaHealthNotifier
+
+ALERT = {"table": "orders", "table_uri": "s3://lake/orders", "figure": "pending_commits", "value": 30, "threshold": 10}
+
+
+class _Receiver(http.server.BaseHTTPRequestHandler):
+    received: list[tuple[str, dict[str, Any]]] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).received.append((self.path, json.loads(body)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[int, list[tuple[str, dict[str, Any]]]]]:
+    _Receiver.received = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], _Receiver.received
+    server.shutdown()
+    server.server_close()
+
+
+def test_notifier_posts_to_the_connection_url_and_never_logs_it(
+    receiver: tuple[int, list[Any]], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port, received = receiver
+    monkeypatch.setenv("AIRFLOW_CONN_ALERTS_PARTS", json.dumps({"conn_type": "http", "host": "127.0.0.1", "port": port, "extra": {"path": "/a/b"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_ALERTS_SECRET", json.dumps({"conn_type": "http", "password": f"http://127.0.0.1:{port}/services/T0/SECRET"}))
+    DeltaHealthNotifier(webhook_conn_id="alerts_parts")({ALERTS_KEY: [ALERT]})
+    with caplog.at_level("INFO"):
+        DeltaHealthNotifier(webhook_conn_id="alerts_secret")({ALERTS_KEY: [ALERT]})
+    assert [path for path, _ in received] == ["/a/b", "/services/T0/SECRET"]
+    body = received[0][1]
+    assert body["alerts"] == [ALERT] and "orders (s3://lake/orders): pending commits is 30, above its threshold 10" in body["text"]
+    logged = caplog.text + "".join(capsys.readouterr())  # Airflow's structlog writes to stdout
+    assert "SECRET" not in logged and "alerts_secret" in logged and "orders" in logged
+    DeltaHealthNotifier(webhook_conn_id="alerts_parts")({ALERTS_KEY: []})  # nothing crossed: nothing sent
+    assert len(received) == 2
+
+
+def test_notifier_without_a_connection_logs_only(caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    with caplog.at_level("WARNING"):
+        DeltaHealthNotifier()({ALERTS_KEY: [ALERT]})
+    assert "1 threshold crossing(s)" in caplog.text + "".join(capsys.readouterr())
+
+
+def test_plugin_page_serves_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi.testclient import TestClient
+
+    from airflow_delta_maintenance.plugins.fleet_health import DeltaFleetHealthPlugin, create_app
+
+    monkeypatch.setenv("DELTA_MAINTENANCE_REPORT_DIR", str(tmp_path))
+    client = TestClient(create_app())
+    assert client.get("/report").status_code == 404
+    (tmp_path / "report.html").write_text("<html>fleet</html>")
+    (tmp_path / "report.json").write_text('{"tables": []}')
+    page = client.get("/report")
+    assert page.status_code == 200 and page.text == "<html>fleet</html>" and page.headers["content-type"].startswith("text/html")
+    assert client.get("/report.json").json() == {"tables": []}
+    [app] = DeltaFleetHealthPlugin.fastapi_apps
+    [view] = DeltaFleetHealthPlugin.external_views
+    assert app["url_prefix"] == "/delta-maintenance" and view["href"] == "/delta-maintenance/report"
+
+
+def test_plugin_is_found_by_airflow_through_its_entry_point() -> None:
+    from airflow.sdk._shared.plugins_manager import _load_entrypoint_plugins
+
+    plugins, errors = _load_entrypoint_plugins()
+    assert "delta_maintenance_fleet_health" in {p.name for p in plugins}, errors
+
+
+def test_listener_records_maintenance_task_successes_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime, timezone
+
+    from airflow_delta_maintenance.plugins import run_recorder
+
+    monkeypatch.setenv("DELTA_MAINTENANCE_REPORT_DIR", str(tmp_path))
+    end = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    run_recorder.on_task_instance_success(None, SimpleNamespace(dag_id="delta_maintenance__orders", task_id="publish", run_id="r1", end_date=end))
+    run_recorder.on_task_instance_success(None, SimpleNamespace(dag_id="other_dag", task_id="publish", run_id="r1", end_date=end))
+    # a hostile task id is refused (logged), never written outside the directory, never raised
+    run_recorder.on_task_instance_success(None, SimpleNamespace(dag_id="delta_maintenance__orders", task_id="../../x", run_id="r1", end_date=end))
+    assert read_last_success(tmp_path) == {"orders": {"publish": "2026-01-02T03:04:05+00:00"}}
