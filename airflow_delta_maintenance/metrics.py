@@ -19,6 +19,7 @@ StatsD path segment); every gauge also carries the tag ``table=<name>`` for back
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .maintenance.fleet_status import TableHealth
 
@@ -60,7 +61,7 @@ def gauge_values(h: TableHealth) -> dict[str, float]:
     return out
 
 
-def _stats() -> object:
+def _stats() -> Any:
     """Airflow's metrics module, initialised from ``[metrics]`` when this process has not done so
     (a task run by ``dag.test()`` never runs the task runner's initialisation)."""
     try:
@@ -82,7 +83,7 @@ def _stats() -> object:
 def emit_fleet_gauges(healths: Sequence[TableHealth]) -> int:
     """Send every table's gauges and the fleet totals; returns the number of gauges sent."""
     stats = _stats()
-    gauge = getattr(stats, "gauge")
+    gauge = stats.gauge
     sent = 0
     for h in healths:
         name = metric_table_name(h.name)

@@ -8,7 +8,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .common import EXIT_PROBLEMS, add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded, storage_options
+from .common import (
+    EXIT_PROBLEMS,
+    add_coordinator_option,
+    add_storage_options,
+    emit_json,
+    open_cli_table,
+    run_guarded,
+    storage_options,
+)
 
 if TYPE_CHECKING:
     from ..maintenance.config import TableConfig

@@ -41,7 +41,7 @@ def report_document(healths: Sequence[TableHealth], generated: str, alerts: Sequ
     }
 
 
-def _bytes(n: int) -> str:
+def _bytes(n: float) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
@@ -73,8 +73,10 @@ def _row(h: TableHealth) -> str:
     return head + score + "".join(
         [
             f'<td{pending_cls} data-figure="pending_commits">{len(s.pending_versions)}<small> / {h.thresholds.max_pending_commits}</small></td>',
-            f'<td{ckpt_cls} data-figure="commits_since_checkpoint">{s.commits_since_checkpoint}'
-            f"<small> / {h.thresholds.max_commits_since_checkpoint}</small></td>",
+            (
+                f'<td{ckpt_cls} data-figure="commits_since_checkpoint">{s.commits_since_checkpoint}'
+                f"<small> / {h.thresholds.max_commits_since_checkpoint}</small></td>"
+            ),
             f'<td class="num" data-figure="log_files">{s.log_files}</td>',
             f'<td class="num" data-figure="log_bytes">{_bytes(s.log_bytes)}</td>',
             f'<td class="num">{covered}/{total}</td>',
@@ -85,14 +87,21 @@ def _row(h: TableHealth) -> str:
     )
 
 
-def _chart(title: str, figure: str, history: Sequence[Mapping[str, Any]], names: Sequence[str], fmt: Any = str) -> str:
+def _chart(
+    title: str, figure: str, history: Sequence[Mapping[str, Any]], names: Sequence[str], fmt: Callable[[float], str] = str
+) -> str:
     """A line chart (inline SVG) of ``figure`` over the samples, one line per table in ``names``."""
     w, h, left, bottom, top, right = 640, 240, 70, 30, 16, 12
     points = {n: [(i, s["tables"][n][figure]) for i, s in enumerate(history) if isinstance(s["tables"].get(n, {}).get(figure), (int, float))] for n in names}
     peak = max((v for series in points.values() for _, v in series), default=0) or 1
     span = max(len(history) - 1, 1)
-    x = lambda i: left + (w - left - right) * i / span  # noqa: E731
-    y = lambda v: top + (h - top - bottom) * (1 - v / peak)  # noqa: E731
+
+    def x(i: int) -> float:
+        return left + (w - left - right) * i / span
+
+    def y(v: float) -> float:
+        return top + (h - top - bottom) * (1 - v / peak)
+
     parts = [f'<svg class="chart" data-figure="{_e(figure)}" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{_e(title)}">']
     parts.append(f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="#888"/>')
     parts.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="#888"/>')
@@ -148,8 +157,10 @@ def render_html(healths: Sequence[TableHealth], history: Sequence[Mapping[str, A
             f"<style>{_CSS}</style></head><body>",
             "<h1>Delta maintenance — fleet health</h1>",
             f'<div class="meta">generated {_e(generated)} · {len(history)} sample(s) of history</div>',
-            f'<div class="summary"><span>{len(healths)} table(s)</span><span class="{"bad" if lagging else ""}">{lagging} lagging</span>'
-            f'<span class="{"bad" if errors else ""}">{errors} unreadable</span></div><br>',
+            (
+                f'<div class="summary"><span>{len(healths)} table(s)</span><span class="{"bad" if lagging else ""}">{lagging} lagging</span>'
+                f'<span class="{"bad" if errors else ""}">{errors} unreadable</span></div><br>'
+            ),
             alert_html,
             f'<table id="fleet"><thead>{header}</thead><tbody>{"".join(_row(h) for h in healths)}</tbody></table>',
             '<div class="charts">',

@@ -20,7 +20,7 @@ from .config import HealthConfig, TableConfig
 from .status import TableStatus, table_status
 from .table import MaintainedTable
 
-__all__ = ["MAINTENANCE_TASKS", "TableHealth", "WATCHED", "fleet_status", "measure_table"]
+__all__ = ["MAINTENANCE_TASKS", "WATCHED", "TableHealth", "fleet_status", "measure_table"]
 
 # The tasks of a table's maintenance DAG whose last success the health view shows.
 MAINTENANCE_TASKS = ("wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup")

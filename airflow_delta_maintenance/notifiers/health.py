@@ -73,6 +73,6 @@ class DeltaHealthNotifier(BaseNotifier):
             return
         body = json.dumps({"text": text, "alerts": alerts}).encode("utf-8")
         request = urllib.request.Request(self._url(), data=body, method="POST", headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - the scheme is http(s) by construction
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
             status = response.status
         self.log.info("sent %d alert(s) to the webhook of connection %s (HTTP %d)", len(alerts), self.webhook_conn_id, status)

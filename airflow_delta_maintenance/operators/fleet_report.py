@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from .._airflow_compat import BaseOperator, conf
-
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
 from ..maintenance.config import TableConfig, load_config_entries

@@ -21,7 +21,7 @@ try:
 except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
     from airflow.plugins_manager import AirflowPlugin  # type: ignore[no-redef]
 
-__all__ = ["DeltaFleetHealthPlugin", "URL_PREFIX", "create_app"]
+__all__ = ["URL_PREFIX", "DeltaFleetHealthPlugin", "create_app"]
 
 URL_PREFIX = "/delta-maintenance"
 
