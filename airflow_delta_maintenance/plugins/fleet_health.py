@@ -3,14 +3,15 @@
 
 The page is the report the fleet DAG last wrote (``report.html``, ``report.json``) in the report
 directory (``$DELTA_MAINTENANCE_REPORT_DIR`` or ``[delta_maintenance] report_dir``): read-only,
-served as files, nothing computed per request.
+served as files, nothing computed per request. Only users the auth manager allows to see the
+plugins view get it (the UI's session cookie or a bearer token), like Airflow's own pages.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
 from ..maintenance.fleet_history import REPORT_HTML, REPORT_JSON
@@ -36,8 +37,20 @@ def _file(name: str, media_type: str) -> Any:
     return FileResponse(path, media_type=media_type, headers={"Cache-Control": "no-store"})
 
 
-def create_app() -> FastAPI:
-    app = FastAPI(title="Delta maintenance fleet health", docs_url=None, redoc_url=None, openapi_url=None)
+def _access_dependencies() -> list[Any]:
+    """Airflow's own check: an authenticated user allowed to see the plugins view."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
+    from airflow.api_fastapi.core_api.security import requires_access_view
+
+    return [Depends(requires_access_view(AccessView.PLUGINS))]
+
+
+def create_app(*, require_auth: bool = True) -> FastAPI:
+    """The report pages; ``require_auth=False`` only for tests without an api-server."""
+    app = FastAPI(
+        title="Delta maintenance fleet health", docs_url=None, redoc_url=None, openapi_url=None,
+        dependencies=_access_dependencies() if require_auth else [],
+    )
 
     @app.get("/")
     @app.get("/report")

@@ -16,7 +16,11 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,8 @@ import pytest
 from airflow_delta_maintenance.cli import main as cli_main
 from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
 from airflow_delta_maintenance.maintenance.table import open_table
+
+from tests._infra.servers import free_port, stop, wait_for_port
 
 from ..airflow_runs.conftest import REPO, airflow_env
 from .fleet import MAX_PENDING, MAX_SINCE_CHECKPOINT, Fleet, build_fleet, log_dir_size
@@ -89,7 +95,7 @@ class _Webhook(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def webhook() -> Iterator[tuple[int, list[dict[str, Any]]]]:
     _Webhook.received = []
     server = http.server.HTTPServer(("127.0.0.1", 0), _Webhook)
@@ -100,7 +106,7 @@ def webhook() -> Iterator[tuple[int, list[dict[str, Any]]]]:
     server.server_close()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def statsd_listener() -> Iterator[tuple[int, list[str]]]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
@@ -144,12 +150,25 @@ def _gauges(lines: list[str]) -> dict[str, float]:
     return out
 
 
-def test_fleet_dag_writes_the_report_alerts_once_and_sends_gauges(
-    fleet: Fleet, airflow_home: Path, tmp_path: Path, webhook: tuple[int, list[dict[str, Any]]], statsd_listener: tuple[int, list[str]]
-) -> None:
+@dataclass
+class FleetRuns:
+    report_dir: Path
+    first: dict[str, Any]
+    second: dict[str, Any]
+    received_after_first: int
+    received: list[dict[str, Any]]
+    gauges_after_first: dict[str, float]
+
+
+@pytest.fixture(scope="module")
+def fleet_runs(
+    fleet: Fleet, airflow_home: Path, tmp_path_factory: pytest.TempPathFactory,
+    webhook: tuple[int, list[dict[str, Any]]], statsd_listener: tuple[int, list[str]],
+) -> FleetRuns:
+    """The packaged fleet DAG run twice with dag.test(): StatsD on, alerts to a local webhook."""
     port, received = webhook
     statsd_port, lines = statsd_listener
-    report_dir = tmp_path / "report"
+    report_dir = tmp_path_factory.mktemp("report")
     env = airflow_env(
         airflow_home, EXAMPLE_DAGS,
         DELTA_MAINTENANCE_CONFIG=str(fleet.config),
@@ -162,17 +181,27 @@ def test_fleet_dag_writes_the_report_alerts_once_and_sends_gauges(
         AIRFLOW__METRICS__STATSD_PREFIX="airflow",
     )
     first = _run_fleet_dag(airflow_home, env)
+    deadline = time.monotonic() + 30  # the datagrams were sent before the run ended; the reader may lag behind
+    while "airflow.delta_maintenance.fleet.unreadable" not in _gauges(lines) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    received_after_first, gauges = len(received), _gauges(lines)
+    second = _run_fleet_dag(airflow_home, env)
+    return FleetRuns(report_dir, first, second, received_after_first, received, gauges)
+
+
+def test_fleet_dag_writes_the_report_alerts_once_and_sends_gauges(fleet: Fleet, fleet_runs: FleetRuns) -> None:
+    first, second, received, report_dir = fleet_runs.first, fleet_runs.second, fleet_runs.received, fleet_runs.report_dir
     assert first["state"] == "success", first
     assert first["xcom"]["order"] == ["orders", "missing", "events", "customers"]
     assert first["xcom"]["lagging"] == ["orders"] and first["xcom"]["errors"] == ["missing"]
-    assert len(received) == 1, received
+    assert fleet_runs.received_after_first == 1, received
     assert sorted((a["table"], a["figure"], a["value"], a["threshold"]) for a in received[0]["alerts"]) == [
         ("orders", "commits_since_checkpoint", 41, MAX_SINCE_CHECKPOINT),
         ("orders", "pending_commits", 30, MAX_PENDING),
     ]
     assert "orders" in received[0]["text"]
 
-    gauges = _gauges(lines)
+    gauges = fleet_runs.gauges_after_first
     files, size = log_dir_size(fleet.uris["orders"])
     assert gauges["airflow.delta_maintenance.table.orders.pending_commits"] == 30
     assert gauges["airflow.delta_maintenance.table.orders.commits_since_checkpoint"] == 41
@@ -183,7 +212,6 @@ def test_fleet_dag_writes_the_report_alerts_once_and_sends_gauges(
     assert gauges["airflow.delta_maintenance.table.missing.readable"] == 0
     assert gauges["airflow.delta_maintenance.fleet.lagging"] == 1 and gauges["airflow.delta_maintenance.fleet.tables"] == 4
 
-    second = _run_fleet_dag(airflow_home, env)
     assert second["state"] == "success" and second["xcom"]["alerts"] == [] and second["xcom"]["lagging"] == ["orders"]
     assert len(received) == 1, received  # still above: no new crossing, no second notification
 
@@ -249,3 +277,71 @@ def test_maintenance_task_successes_reach_the_health_view(airflow_home: Path, tm
     assert recorded == set(run["tasks"]) == {"wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup"}
     assert cli_main(["status", "--config", str(config)]) == 0  # without a report directory: "unknown", said so
     assert "publish unknown" in capsys.readouterr().out
+
+
+USER, PASSWORD = "admin", "fleet-test-password"
+
+
+@pytest.fixture(scope="module")
+def api_server(airflow_home: Path, fleet_runs: FleetRuns, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Airflow's api-server on 127.0.0.1 (SimpleAuthManager, known password) with the provider's
+    plugin loaded from its entry point, serving the fleet report directory; stopped by PID."""
+    root = tmp_path_factory.mktemp("api")
+    (root / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
+    port = free_port()
+    env = airflow_env(
+        airflow_home, EXAMPLE_DAGS,
+        DELTA_MAINTENANCE_REPORT_DIR=str(fleet_runs.report_dir),
+        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(root / "passwords.json"),
+        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
+        AIRFLOW__API_AUTH__JWT_SECRET="fleet-test-only-secret",
+        AIRFLOW__API__SECRET_KEY="fleet-test-only-secret",
+    )
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    log = root / "api-server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([airflow, "api-server", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, proc, 600, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
+
+
+def _token(url: str) -> str:
+    req = urllib.request.Request(f"{url}/auth/token", data=json.dumps({"username": USER, "password": PASSWORD}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return str(json.loads(resp.read())["access_token"])
+
+
+def test_the_airflow_ui_plugin_serves_the_report_to_signed_in_users(api_server: str, fleet_runs: FleetRuns) -> None:
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{api_server}/delta-maintenance/report", timeout=120)
+    assert refused.value.code in (401, 403)
+    token = _token(api_server)
+    req = urllib.request.Request(f"{api_server}/delta-maintenance/report.json", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        assert json.loads(resp.read())["tables"][0]["name"] == "orders"
+    plugins = urllib.request.Request(f"{api_server}/api/v2/plugins", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(plugins, timeout=120) as resp:
+        listed = {p["name"]: p for p in json.loads(resp.read())["plugins"]}
+    assert listed["delta_maintenance_fleet_health"]["external_views"][0]["href"] == "/delta-maintenance/report"
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.add_cookies([{"name": "_token", "value": token, "url": api_server}])  # the UI's session cookie
+            page = context.new_page()
+            page.goto(f"{api_server}/delta-maintenance/report")
+            first = page.locator("#fleet tbody tr").nth(0)
+            assert first.get_attribute("data-table") == "orders"
+            page.screenshot(path=str(ARTIFACTS / "fleet-report-plugin.png"), full_page=True)
+        finally:
+            browser.close()

@@ -72,7 +72,8 @@ def test_plugin_page_serves_the_report(tmp_path: Path, monkeypatch: pytest.Monke
     from airflow_delta_maintenance.plugins.fleet_health import DeltaFleetHealthPlugin, create_app
 
     monkeypatch.setenv("DELTA_MAINTENANCE_REPORT_DIR", str(tmp_path))
-    client = TestClient(create_app())
+    assert TestClient(create_app()).get("/report").status_code == 401  # no session cookie, no token
+    client = TestClient(create_app(require_auth=False))
     assert client.get("/report").status_code == 404
     (tmp_path / "report.html").write_text("<html>fleet</html>")
     (tmp_path / "report.json").write_text('{"tables": []}')
