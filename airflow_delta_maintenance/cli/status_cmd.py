@@ -43,6 +43,7 @@ def register(sub: Any) -> None:
         help="the fleet report directory, for each task's last success (default: $DELTA_MAINTENANCE_REPORT_DIR; "
         "without one the last successes are unknown)",
     )
+    p.add_argument("--parallel", type=int, default=4, metavar="N", help="with --config: tables measured at once (default 4)")
     p.add_argument(
         "--strict",
         action="store_true",
@@ -145,7 +146,11 @@ def _run_fleet(args: argparse.Namespace) -> int:
 
     tables, invalid = load_config_entries(args.config)
     report_dir = args.report_dir or os.environ.get("DELTA_MAINTENANCE_REPORT_DIR")
-    healths = fleet_status(tables, _fleet_opener(args), last_success=read_last_success(Path(report_dir) if report_dir else None))
+    if args.parallel < 1:
+        raise ValueError(f"--parallel must be at least 1, got {args.parallel}")
+    healths = fleet_status(
+        tables, _fleet_opener(args), last_success=read_last_success(Path(report_dir) if report_dir else None), parallelism=args.parallel
+    )
     if args.json:
         emit_json(
             {

@@ -10,6 +10,7 @@ notifiers with the thresholds crossed since the previous report.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +27,7 @@ from ..maintenance.table import MaintainedTable, open_table
 from ..metrics import emit_fleet_gauges
 from ..notifiers.health import ALERTS_KEY
 
-__all__ = ["DeltaFleetReportOperator", "resolve_report_dir"]
+__all__ = ["ConfiguredTableOpener", "DeltaFleetReportOperator", "resolve_report_dir"]
 
 
 def resolve_report_dir(report_dir: str | None = None) -> Path:
@@ -38,12 +39,35 @@ def resolve_report_dir(report_dir: str | None = None) -> Path:
     return Path(value)
 
 
-def open_configured_table(table: TableConfig) -> MaintainedTable:
-    """The table's identity as its maintenance DAG builds it (its storage and coordinator connections)."""
-    options = DeltaStorageHook(table.storage_conn_id).get_storage_options(table.uri)
-    if not table.has_coordinator:
-        return open_table(table.uri, options)
-    return DeltaCoordinatorHook(table.coordinator_conn_id, spec=table.coordinator).open_table(table.uri, options)
+class ConfiguredTableOpener:
+    """Each table's identity as its maintenance DAG builds it (its storage and coordinator
+    connections), with one hook per connection for the whole fleet: a connection is read, and a
+    role assumed, once per run rather than once per table. Connections are resolved under a lock
+    (tables are measured from several threads); opening and measuring run outside it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._storage: dict[str | None, DeltaStorageHook] = {}
+        self._coordinators: dict[tuple[str | None, str | None], DeltaCoordinatorHook] = {}
+
+    def __call__(self, table: TableConfig) -> MaintainedTable:
+        with self._lock:
+            storage = self._storage.get(table.storage_conn_id)
+            if storage is None:
+                storage = self._storage[table.storage_conn_id] = DeltaStorageHook(table.storage_conn_id)
+            options = storage.get_storage_options(table.uri)
+            if not table.has_coordinator:
+                coordinator = None
+            else:
+                key = (table.coordinator_conn_id, table.coordinator)
+                coordinator = self._coordinators.get(key)
+                if coordinator is None:
+                    coordinator = self._coordinators[key] = DeltaCoordinatorHook(table.coordinator_conn_id, spec=table.coordinator)
+                if table.coordinator_conn_id:
+                    coordinator.resolve_spec()  # reads the connection now, under the lock (cached by the hook)
+        if coordinator is None:
+            return open_table(table.uri, options)
+        return coordinator.open_table(table.uri, options)
 
 
 class DeltaFleetReportOperator(BaseOperator):
@@ -54,6 +78,7 @@ class DeltaFleetReportOperator(BaseOperator):
     :param notifiers: called with the context plus ``delta_health_alerts`` when a figure crossed its threshold
     :param max_history_samples: history samples kept (one per run)
     :param emit_metrics: send the gauges through Airflow's metrics
+    :param parallelism: tables measured at once
     """
 
     template_fields: Sequence[str] = ("config_path", "report_dir")
@@ -67,6 +92,7 @@ class DeltaFleetReportOperator(BaseOperator):
         notifiers: Sequence[Any] = (),
         max_history_samples: int = DEFAULT_MAX_SAMPLES,
         emit_metrics: bool = True,
+        parallelism: int = 8,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -75,13 +101,14 @@ class DeltaFleetReportOperator(BaseOperator):
         self.notifiers = list(notifiers)
         self.max_history_samples = max_history_samples
         self.emit_metrics = emit_metrics
+        self.parallelism = parallelism
 
     def execute(self, context: Any) -> dict[str, Any]:
         report_dir = resolve_report_dir(self.report_dir)
         tables, invalid = load_config_entries(self.config_path)
         for entry in invalid:
             self.log.error("table %s is not reported: %s", entry.name, entry.error)
-        healths = fleet_status(tables, open_configured_table, last_success=read_last_success(report_dir))
+        healths = fleet_status(tables, ConfiguredTableOpener(), last_success=read_last_success(report_dir), parallelism=self.parallelism)
         generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
         def notify(alerts: list[Alert]) -> None:

@@ -104,3 +104,39 @@ def test_listener_records_maintenance_task_successes_only(tmp_path: Path, monkey
     # a hostile task id is refused (logged), never written outside the directory, never raised
     run_recorder.on_task_instance_success(None, SimpleNamespace(dag_id="delta_maintenance__orders", task_id="../../x", run_id="r1", end_date=end))
     assert read_last_success(tmp_path) == {"orders": {"publish": "2026-01-02T03:04:05+00:00"}}
+
+
+def test_fleet_opener_reads_each_connection_once_for_the_whole_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_delta_maintenance.demo.sample_table import create_actions
+    from airflow_delta_maintenance.hooks.coordinator import DeltaCoordinatorHook
+    from airflow_delta_maintenance.maintenance.config import parse_config
+    from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+    from airflow_delta_maintenance.maintenance.fleet_status import fleet_status
+    from airflow_delta_maintenance.operators.fleet_report import ConfiguredTableOpener
+
+    spec = f"local://{tmp_path}/c.db"
+    client = open_coordinator(spec + "?create=true")
+    names = [f"t{i}" for i in range(6)]
+    for i, name in enumerate(names):
+        uri = str(tmp_path / name)
+        client.commit(uri, 0, create_actions(ict=True))
+        for v in range(1, i + 1):
+            client.commit(uri, v, [{"add": {"path": f"f{v}", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}}])
+    client.close()
+    monkeypatch.setenv("AIRFLOW_CONN_FLEET_COORD", json.dumps({"conn_type": "delta_coordinator", "host": spec}))
+    reads: list[str] = []
+    original = DeltaCoordinatorHook.get_connection.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: Any, conn_id: str) -> Any:
+        reads.append(conn_id)
+        return original(cls, conn_id)
+
+    monkeypatch.setattr(DeltaCoordinatorHook, "get_connection", classmethod(counted))
+    tables = parse_config({"defaults": {"coordinator_conn_id": "fleet_coord", "health": {"max_pending_commits": 3}},
+                           "tables": [{"name": n, "uri": str(tmp_path / n)} for n in names]})
+    parallel = fleet_status(tables, ConfiguredTableOpener(), parallelism=4)
+    assert reads == ["fleet_coord"]
+    assert [h.name for h in parallel] == ["t5", "t4", "t3", "t2", "t1", "t0"]  # 5, 4, 3... pending commits
+    assert [len(h.status.pending_versions) for h in parallel if h.status] == [5, 4, 3, 2, 1, 0]
+    serial = fleet_status(tables, ConfiguredTableOpener(), parallelism=1)
+    assert [h.to_dict() for h in serial] == [h.to_dict() for h in parallel]
