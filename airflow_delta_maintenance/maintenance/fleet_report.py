@@ -22,7 +22,7 @@ from .fleet_history import (
     history_sample,
     read_history,
 )
-from .fleet_status import MAINTENANCE_TASKS, TableHealth
+from .fleet_status import TableHealth
 
 __all__ = ["PublishedReport", "publish_fleet_report", "render_html", "report_document"]
 
@@ -56,9 +56,7 @@ def _e(value: object) -> str:
 
 def _row(h: TableHealth) -> str:
     cls = "error" if h.error else ("lagging" if h.breaches else "ok")
-    runs = "".join(
-        f"<li>{_e(task)}: {_e(h.last_success.get(task) or 'unknown')}</li>" for task in MAINTENANCE_TASKS
-    )
+    runs = "".join(f"<li>{_e(task)}: {_e(when or 'unknown')}</li>" for task, when in h.last_success.items())
     head = f'<tr class="{cls}" data-table="{_e(h.name)}"><td class="name"><b>{_e(h.name)}</b><br><small>{_e(h.uri)}</small></td>'
     score = f'<td class="num">{h.lag_score:.2f}</td>'
     if h.status is None:

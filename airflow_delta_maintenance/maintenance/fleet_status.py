@@ -21,7 +21,7 @@ from .config import HealthConfig, TableConfig
 from .status import TableStatus, table_status
 from .table import MaintainedTable
 
-__all__ = ["MAINTENANCE_TASKS", "WATCHED", "TableHealth", "fleet_status", "measure_table"]
+__all__ = ["MAINTENANCE_TASKS", "WATCHED", "TableHealth", "expected_tasks", "fleet_status", "measure_table"]
 
 # The tasks of a table's maintenance DAG whose last success the health view shows.
 MAINTENANCE_TASKS = ("wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup")
@@ -121,6 +121,18 @@ def measure_table(
     return TableHealth(table.name, table.uri, table.health, status=status, last_success=runs)
 
 
+def expected_tasks(table: TableConfig) -> list[str]:
+    """The maintenance tasks the table's configuration enables, in DAG order."""
+    enabled = {
+        "wait_for_ratified_commits": table.has_coordinator and table.sensor.enabled,
+        "publish": table.publish,
+        "compact_log": table.compaction.enabled,
+        "checkpoint": table.checkpoint.enabled,
+        "cleanup": table.cleanup.enabled,
+    }
+    return [task for task in MAINTENANCE_TASKS if enabled[task]]
+
+
 def fleet_status(
     tables: Iterable[TableConfig],
     opener: Opener,
@@ -134,7 +146,9 @@ def fleet_status(
     runs = last_success or {}
 
     def measure(t: TableConfig) -> TableHealth:
-        return measure_table(t, opener, last_success={task: runs.get(t.name, {}).get(task) for task in MAINTENANCE_TASKS}, now_ms=now_ms)
+        recorded = runs.get(t.name, {})
+        tasks = [*expected_tasks(t), *sorted(set(recorded) - set(MAINTENANCE_TASKS))]
+        return measure_table(t, opener, last_success={task: recorded.get(task) for task in tasks}, now_ms=now_ms)
 
     if parallelism <= 1:
         measured = [measure(t) for t in tables]

@@ -13,7 +13,7 @@ from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
 from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
 from airflow_delta_maintenance.maintenance.compaction import run_log_compaction
-from airflow_delta_maintenance.maintenance.config import HealthConfig, TableConfig, parse_config
+from airflow_delta_maintenance.maintenance.config import CompactionConfig, HealthConfig, TableConfig, parse_config
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.fleet_history import (
     HISTORY_FILE,
@@ -161,3 +161,9 @@ def test_cleanup_candidates_and_compaction_coverage_figures(tmp_path: Path) -> N
     assert h.status.commits_since_checkpoint == 13 and len(h.status.pending_versions) == 2
     assert h.compaction_coverage == (10, 13)
     assert h.to_dict()["compaction_coverage"] == round(10 / 13, 4)
+    # last successes: the tasks the configuration enables, plus any other task recorded for the table
+    quiet = TableConfig(name="t", uri=uri, coordinator=spec, compaction=CompactionConfig(enabled=False))
+    runs = {"t": {"publish": "2026-01-01T00:00:00+00:00", "emit_asset": "2026-01-02T00:00:00+00:00"}}
+    [h] = fleet_status([quiet], opener, last_success=runs)
+    assert h.last_success == {"wait_for_ratified_commits": None, "publish": "2026-01-01T00:00:00+00:00", "checkpoint": None,
+                              "cleanup": None, "emit_asset": "2026-01-02T00:00:00+00:00"}
