@@ -40,8 +40,8 @@ def register(sub: Any) -> None:
         "--report-dir",
         metavar="DIR",
         default=None,
-        help="the fleet report directory, for each task's last success (default: $DELTA_MAINTENANCE_REPORT_DIR; "
-        "without one the last successes are unknown)",
+        help="the fleet report directory, for each task's last success (default: $DELTA_MAINTENANCE_REPORT_DIR, else "
+        "$AIRFLOW_HOME/delta-maintenance-report when it exists; without one the last successes are unknown)",
     )
     p.add_argument("--parallel", type=int, default=4, metavar="N", help="with --config: tables measured at once (default 4)")
     p.add_argument(
@@ -139,13 +139,20 @@ def render_fleet(healths: list[TableHealth]) -> str:
     return "\n".join(lines)
 
 
+def _airflow_home_report_dir() -> str | None:
+    """Airflow's default report directory, when this machine has one (the CLI reads no Airflow config)."""
+    home = os.environ.get("AIRFLOW_HOME")
+    candidate = Path(os.path.expanduser(home)) / "delta-maintenance-report" if home else None
+    return str(candidate) if candidate is not None and candidate.is_dir() else None
+
+
 def _run_fleet(args: argparse.Namespace) -> int:
     from ..maintenance.config import load_config_entries
     from ..maintenance.fleet_history import read_last_success
     from ..maintenance.fleet_status import fleet_status
 
     tables, invalid = load_config_entries(args.config)
-    report_dir = args.report_dir or os.environ.get("DELTA_MAINTENANCE_REPORT_DIR")
+    report_dir = args.report_dir or os.environ.get("DELTA_MAINTENANCE_REPORT_DIR") or _airflow_home_report_dir()
     if args.parallel < 1:
         raise ValueError(f"--parallel must be at least 1, got {args.parallel}")
     healths = fleet_status(

@@ -9,14 +9,13 @@ notifiers with the thresholds crossed since the previous report.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .._airflow_compat import BaseOperator, conf
+from .._airflow_compat import BaseOperator
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
 from ..maintenance.config import TableConfig, load_config_entries
@@ -26,17 +25,14 @@ from ..maintenance.fleet_status import fleet_status
 from ..maintenance.table import MaintainedTable, open_table
 from ..metrics import emit_fleet_gauges
 from ..notifiers.health import ALERTS_KEY
+from ..report_dir import report_dir
 
 __all__ = ["ConfiguredTableOpener", "DeltaFleetReportOperator", "resolve_report_dir"]
 
 
-def resolve_report_dir(report_dir: str | None = None) -> Path:
-    """The report directory: the argument, else ``$DELTA_MAINTENANCE_REPORT_DIR``, else Airflow's
-    ``[delta_maintenance] report_dir``."""
-    value = report_dir or os.environ.get("DELTA_MAINTENANCE_REPORT_DIR") or conf.get("delta_maintenance", "report_dir", fallback=None)
-    if not value:
-        raise ValueError("no report directory: pass report_dir, or set DELTA_MAINTENANCE_REPORT_DIR or [delta_maintenance] report_dir")
-    return Path(value)
+def resolve_report_dir(explicit: str | None = None) -> Path:
+    """See ``report_dir.report_dir``."""
+    return report_dir(explicit)
 
 
 class ConfiguredTableOpener:
@@ -74,7 +70,7 @@ class DeltaFleetReportOperator(BaseOperator):
     """Write the fleet health report, send gauges, and notify threshold crossings.
 
     :param config_path: the maintenance YAML configuration (templated)
-    :param report_dir: local directory of the report and its history (templated; see ``resolve_report_dir``)
+    :param report_dir: local directory of the report and its history (templated; default: ``report_dir.report_dir()``)
     :param notifiers: called with the context plus ``delta_health_alerts`` when a figure crossed its threshold
     :param max_history_samples: history samples kept (one per run)
     :param emit_metrics: send the gauges through Airflow's metrics
@@ -104,18 +100,18 @@ class DeltaFleetReportOperator(BaseOperator):
         self.parallelism = parallelism
 
     def execute(self, context: Any) -> dict[str, Any]:
-        report_dir = resolve_report_dir(self.report_dir)
+        directory = resolve_report_dir(self.report_dir)
         tables, invalid = load_config_entries(self.config_path)
         for entry in invalid:
             self.log.error("table %s is not reported: %s", entry.name, entry.error)
-        healths = fleet_status(tables, ConfiguredTableOpener(), last_success=read_last_success(report_dir), parallelism=self.parallelism)
+        healths = fleet_status(tables, ConfiguredTableOpener(), last_success=read_last_success(directory), parallelism=self.parallelism)
         generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
         def notify(alerts: list[Alert]) -> None:
             for notifier in self.notifiers:
                 notifier({**context, ALERTS_KEY: [a.to_dict() for a in alerts]})
 
-        published = publish_fleet_report(healths, report_dir, generated, notify=notify, max_samples=self.max_history_samples)
+        published = publish_fleet_report(healths, directory, generated, notify=notify, max_samples=self.max_history_samples)
         for h in healths:
             if h.error:
                 self.log.warning("table %s could not be read: %s", h.name, h.error)

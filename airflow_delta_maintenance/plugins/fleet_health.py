@@ -2,7 +2,7 @@
 "Delta fleet health" entry in the navigation, and the listener that records task successes.
 
 The page is the report the fleet DAG last wrote (``report.html``, ``report.json``) in the report
-directory (``$DELTA_MAINTENANCE_REPORT_DIR`` or ``[delta_maintenance] report_dir``): read-only,
+directory (``report_dir.report_dir()``): read-only,
 served as files, nothing computed per request. Only users the auth manager allows to see the
 plugins view get it (the UI's session cookie or a bearer token), like Airflow's own pages.
 """
@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import FileResponse
 
 from ..maintenance.fleet_history import REPORT_HTML, REPORT_JSON
+from ..report_dir import report_dir
 from . import run_recorder
 
 try:
@@ -28,10 +29,7 @@ URL_PREFIX = "/delta-maintenance"
 
 
 def _file(name: str, media_type: str) -> Any:
-    report_dir = run_recorder._report_dir()
-    if report_dir is None:
-        raise HTTPException(404, "no report directory configured ([delta_maintenance] report_dir or DELTA_MAINTENANCE_REPORT_DIR)")
-    path = report_dir / name
+    path = report_dir() / name
     if not path.is_file():
         raise HTTPException(404, f"no {name} yet: the fleet health DAG has not written a report")
     return FileResponse(path, media_type=media_type, headers={"Cache-Control": "no-store"})

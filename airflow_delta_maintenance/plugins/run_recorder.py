@@ -1,15 +1,14 @@
 """Listener that records the last success of each maintenance task for the fleet health view.
 
 When a task of a table's maintenance DAG (``delta_maintenance__<table>``) succeeds, its end time
-is written to ``<report dir>/runs/<table>/<task>.json`` (replaced atomically), where the fleet
-report and ``delta-maintenance status --config`` read it. Nothing is recorded when no report
-directory is configured; a failure to record is logged and never fails the task.
+is written to ``<report dir>/runs/<table>/<task>.json`` (replaced atomically; the directory of
+``report_dir.report_dir()``), where the fleet report and ``delta-maintenance status --config``
+read it. A failure to record is logged and never fails the task.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,13 +20,10 @@ log = logging.getLogger(__name__)
 DAG_PREFIX = "delta_maintenance__"
 
 
-def _report_dir() -> Path | None:
-    value = os.environ.get("DELTA_MAINTENANCE_REPORT_DIR")
-    if not value:
-        from .._airflow_compat import conf
+def _report_dir() -> Path:
+    from ..report_dir import report_dir
 
-        value = conf.get("delta_maintenance", "report_dir", fallback=None)
-    return Path(value) if value else None
+    return report_dir()
 
 
 def record(task_instance: Any) -> bool:
@@ -36,8 +32,6 @@ def record(task_instance: Any) -> bool:
     if not dag_id.startswith(DAG_PREFIX):
         return False
     report_dir = _report_dir()
-    if report_dir is None:
-        return False
     from ..maintenance.fleet_history import record_task_success
 
     end = getattr(task_instance, "end_date", None) or datetime.now(timezone.utc)

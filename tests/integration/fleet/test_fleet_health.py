@@ -243,7 +243,9 @@ def _screenshot(html: Path) -> None:
             browser.close()
 
 
-def test_maintenance_task_successes_reach_the_health_view(airflow_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_maintenance_task_successes_reach_the_health_view(
+    airflow_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The provider's listener (loaded by Airflow from the plugin entry point) records each
     successful task of a table's maintenance DAG; status --config shows when each last succeeded."""
     from .fleet import build_table
@@ -275,6 +277,8 @@ def test_maintenance_task_successes_reach_the_health_view(airflow_home: Path, tm
     assert after["pending_commits"] == 0 and after["latest_published_version"] == 6
     recorded = {task for task, when in after["last_success"].items() if when}
     assert recorded == set(run["tasks"]) == {"wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup"}
+    monkeypatch.delenv("DELTA_MAINTENANCE_REPORT_DIR", raising=False)
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "no-airflow-home"))
     assert cli_main(["status", "--config", str(config)]) == 0  # without a report directory: "unknown", said so
     assert "publish unknown" in capsys.readouterr().out
 
