@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import FileResponse
-
-from ..maintenance.fleet_history import REPORT_HTML, REPORT_JSON
 from ..report_dir import report_dir
 from . import run_recorder
 
@@ -29,6 +25,9 @@ URL_PREFIX = "/delta-maintenance"
 
 
 def _file(name: str, media_type: str) -> Any:
+    from fastapi import HTTPException
+    from fastapi.responses import FileResponse
+
     path = report_dir() / name
     if not path.is_file():
         raise HTTPException(404, f"no {name} yet: the fleet health DAG has not written a report")
@@ -39,12 +38,15 @@ def _access_dependencies() -> list[Any]:
     """Airflow's own check: an authenticated user allowed to see the plugins view."""
     from airflow.api_fastapi.auth.managers.models.resource_details import AccessView
     from airflow.api_fastapi.core_api.security import requires_access_view
+    from fastapi import Depends
 
     return [Depends(requires_access_view(AccessView.PLUGINS))]
 
 
-def create_app(*, require_auth: bool = True) -> FastAPI:
-    """The report pages; ``require_auth=False`` only for tests without an api-server."""
+def create_app(*, require_auth: bool = True) -> Any:
+    """The report pages (a FastAPI app); ``require_auth=False`` only for tests without an api-server."""
+    from fastapi import FastAPI
+
     app = FastAPI(
         title="Delta maintenance fleet health", docs_url=None, redoc_url=None, openapi_url=None,
         dependencies=_access_dependencies() if require_auth else [],
@@ -53,19 +55,33 @@ def create_app(*, require_auth: bool = True) -> FastAPI:
     @app.get("/")
     @app.get("/report")
     def report_html() -> Any:
-        return _file(REPORT_HTML, "text/html; charset=utf-8")
+        return _file("report.html", "text/html; charset=utf-8")  # fleet_history.REPORT_HTML (not imported: it loads pyarrow)
 
     @app.get("/report.json")
     def report_json() -> Any:
-        return _file(REPORT_JSON, "application/json")
+        return _file("report.json", "application/json")  # fleet_history.REPORT_JSON
 
     return app
 
 
+class _LazyApps:
+    """``fastapi_apps``, built on first access: every task process loads the plugins (for the
+    listener), and building the app imports the api-server's security module (seconds); only the
+    api-server reads this attribute."""
+
+    def __init__(self) -> None:
+        self._apps: list[dict[str, Any]] | None = None
+
+    def __get__(self, obj: object, owner: type | None = None) -> list[dict[str, Any]]:
+        if self._apps is None:
+            self._apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Delta fleet health"}]
+        return self._apps
+
+
 class DeltaFleetHealthPlugin(AirflowPlugin):
     name = "delta_maintenance_fleet_health"
-    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "Delta fleet health"}]
-    external_views = [
+    fastapi_apps = _LazyApps()  # type: ignore[assignment]
+    external_views = [  # noqa: RUF012 - AirflowPlugin's own attribute style
         {"name": "Delta fleet health", "href": f"{URL_PREFIX}/report", "destination": "nav", "url_route": "delta-fleet-health"}
     ]
-    listeners = [run_recorder]
+    listeners = [run_recorder]  # noqa: RUF012

@@ -140,3 +140,20 @@ def test_fleet_opener_reads_each_connection_once_for_the_whole_fleet(tmp_path: P
     assert [len(h.status.pending_versions) for h in parallel if h.status] == [5, 4, 3, 2, 1, 0]
     serial = fleet_status(tables, ConfiguredTableOpener(), parallelism=1)
     assert [h.to_dict() for h in serial] == [h.to_dict() for h in parallel]
+
+
+def test_loading_the_plugin_in_a_task_process_stays_cheap() -> None:
+    """Every task process loads the entry-point plugins (for the listener): the plugin must not
+    import the api-server's app (seconds) nor the log library (pyarrow) until they are needed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, airflow.sdk\n"
+        "import airflow_delta_maintenance.plugins.fleet_health as m\n"
+        "print(sorted(n for n in ('airflow.api_fastapi.app', 'fastapi', 'pyarrow') if n in sys.modules))\n"
+        "m.DeltaFleetHealthPlugin().fastapi_apps\n"
+        "print('airflow.api_fastapi.core_api.security' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "True", out
