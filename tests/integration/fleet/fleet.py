@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
+from airflow_delta_maintenance.maintenance.checkpoint import (
+    plan_checkpoint,
+    run_local_checkpoint,
+)
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table import open_table

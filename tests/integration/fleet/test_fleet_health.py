@@ -28,12 +28,19 @@ import pytest
 
 from airflow_delta_maintenance.cli import main as cli_main
 from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
+from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.table import open_table
-
 from tests._infra.servers import free_port, stop, wait_for_port
 
 from ..airflow_runs.conftest import REPO, airflow_env
-from .fleet import MAX_PENDING, MAX_SINCE_CHECKPOINT, Fleet, build_fleet, log_dir_size
+from .fleet import (
+    MAX_PENDING,
+    MAX_SINCE_CHECKPOINT,
+    Fleet,
+    add,
+    build_fleet,
+    log_dir_size,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -158,6 +165,7 @@ class FleetRuns:
     received_after_first: int
     received: list[dict[str, Any]]
     gauges_after_first: dict[str, float]
+    orders_log_after_first: tuple[int, int]  # files, bytes of orders' _delta_log when the first run measured it
 
 
 @pytest.fixture(scope="module")
@@ -184,9 +192,13 @@ def fleet_runs(
     deadline = time.monotonic() + 30  # the datagrams were sent before the run ended; the reader may lag behind
     while "airflow.delta_maintenance.fleet.unreadable" not in _gauges(lines) and time.monotonic() < deadline:
         time.sleep(0.1)
-    received_after_first, gauges = len(received), _gauges(lines)
+    received_after_first, gauges, orders_log = len(received), _gauges(lines), log_dir_size(fleet.uris["orders"])
+    client = open_coordinator(fleet.spec)  # the backlog grows: still above the threshold, no new crossing
+    for v in range(71, 76):
+        client.commit(fleet.uris["orders"], v, [add(v)])
+    client.close()
     second = _run_fleet_dag(airflow_home, env)
-    return FleetRuns(report_dir, first, second, received_after_first, received, gauges)
+    return FleetRuns(report_dir, first, second, received_after_first, received, gauges, orders_log)
 
 
 def test_fleet_dag_writes_the_report_alerts_once_and_sends_gauges(fleet: Fleet, fleet_runs: FleetRuns) -> None:
@@ -202,7 +214,7 @@ def test_fleet_dag_writes_the_report_alerts_once_and_sends_gauges(fleet: Fleet, 
     assert "orders" in received[0]["text"]
 
     gauges = fleet_runs.gauges_after_first
-    files, size = log_dir_size(fleet.uris["orders"])
+    files, size = fleet_runs.orders_log_after_first
     assert gauges["airflow.delta_maintenance.table.orders.pending_commits"] == 30
     assert gauges["airflow.delta_maintenance.table.orders.commits_since_checkpoint"] == 41
     assert gauges["airflow.delta_maintenance.table.orders.log_files"] == files
@@ -218,7 +230,8 @@ def test_fleet_dag_writes_the_report_alerts_once_and_sends_gauges(fleet: Fleet, 
     report = json.loads((report_dir / "report.json").read_text())
     assert [t["name"] for t in report["tables"]][0] == "orders"
     history = [json.loads(l) for l in (report_dir / "history.jsonl").read_text().splitlines()]
-    assert len(history) == 2 and history[-1]["tables"]["orders"]["pending_commits"] == 30
+    assert [s["tables"]["orders"]["pending_commits"] for s in history] == [30, 35]
+    assert report["tables"][0]["pending_versions"] == list(range(41, 76))
 
     _screenshot(report_dir / "report.html")
 
@@ -236,7 +249,7 @@ def _screenshot(html: Path) -> None:
             assert rows.count() == 4
             assert rows.nth(0).get_attribute("data-table") == "orders"
             assert rows.nth(0).get_attribute("class") == "lagging"
-            assert rows.nth(0).locator('[data-figure="pending_commits"]').inner_text().startswith("30")
+            assert rows.nth(0).locator('[data-figure="pending_commits"]').inner_text().startswith("35")
             assert page.locator("svg.chart polyline").count() >= 3
             page.screenshot(path=str(ARTIFACTS / "fleet-report.png"), full_page=True)
         finally:
@@ -248,8 +261,9 @@ def test_maintenance_task_successes_reach_the_health_view(
 ) -> None:
     """The provider's listener (loaded by Airflow from the plugin entry point) records each
     successful task of a table's maintenance DAG; status --config shows when each last succeeded."""
-    from .fleet import build_table
     from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+
+    from .fleet import build_table
 
     spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "tables" / "daily")
     open_coordinator(spec + "?create=true").close()

@@ -69,7 +69,10 @@ def test_notifier_without_a_connection_logs_only(caplog: pytest.LogCaptureFixtur
 def test_plugin_page_serves_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi.testclient import TestClient
 
-    from airflow_delta_maintenance.plugins.fleet_health import DeltaFleetHealthPlugin, create_app
+    from airflow_delta_maintenance.plugins.fleet_health import (
+        DeltaFleetHealthPlugin,
+        create_app,
+    )
 
     monkeypatch.setenv("DELTA_MAINTENANCE_REPORT_DIR", str(tmp_path))
     assert TestClient(create_app()).get("/report").status_code == 401  # no session cookie, no token
