@@ -160,3 +160,14 @@ def test_loading_the_plugin_in_a_task_process_stays_cheap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "True", out
+
+
+def test_fleet_dag_builds_without_reading_the_configuration(tmp_path: Path) -> None:
+    from airflow_delta_maintenance.fleet_dag import FLEET_DAG_ID, build_fleet_dag
+    from airflow_delta_maintenance.operators.fleet_report import DeltaFleetReportOperator
+
+    notifier = DeltaHealthNotifier()
+    dag = build_fleet_dag(tmp_path / "not-there-yet.yaml", report_dir=tmp_path / "r", schedule=None, notifiers=[notifier])
+    assert dag.dag_id == FLEET_DAG_ID and dag.max_active_runs == 1 and not dag.catchup
+    [task] = dag.tasks
+    assert isinstance(task, DeltaFleetReportOperator) and task.notifiers == [notifier] and task.report_dir == str(tmp_path / "r")
