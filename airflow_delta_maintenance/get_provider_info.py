@@ -40,6 +40,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "sensors": [{"integration-name": "Delta Lake maintenance", "python-modules": ["airflow_delta_maintenance.sensors.ratified_version"]}],
         "triggers": [{"integration-name": "Delta Lake maintenance", "python-modules": ["airflow_delta_maintenance.triggers.ratified_version"]}],
+        "notifications": ["airflow_delta_maintenance.notifiers.health.DeltaHealthNotifier"],
         "hooks": [
             {
                 "integration-name": "Delta Lake maintenance",

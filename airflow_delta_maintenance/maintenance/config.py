@@ -46,6 +46,7 @@ __all__ = [
     "CheckpointConfig",
     "CompactionConfig",
     "CleanupConfig",
+    "HealthConfig",
     "load_config",
     "load_config_entries",
     "read_yaml",
@@ -102,6 +103,16 @@ class CleanupConfig:
     catalog_permits_cleanup: bool = False
 
 
+# --- health thresholds (the fleet health view: status --config, the fleet report, alerts) ---
+@dataclass(frozen=True)
+class HealthConfig:
+    """A table lags when a figure exceeds its threshold (``value / threshold`` is its lag score)."""
+
+    enabled: bool = True
+    max_pending_commits: int = 20  # ratified commits not yet published
+    max_commits_since_checkpoint: int = 100  # published commits after the newest complete checkpoint
+
+
 @dataclass(frozen=True)
 class TableConfig:
     name: str
@@ -115,6 +126,7 @@ class TableConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     cleanup: CleanupConfig = field(default_factory=CleanupConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
     pool: str | None = None
     tags: tuple[str, ...] = ()
     owner: str = "airflow"
@@ -173,10 +185,12 @@ def parse_schedule(value: str) -> str | timedelta:
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
-_SECTIONS = {"sensor": SensorConfig, "checkpoint": CheckpointConfig, "compaction": CompactionConfig, "cleanup": CleanupConfig}
+_SECTIONS = {
+    "sensor": SensorConfig, "checkpoint": CheckpointConfig, "compaction": CompactionConfig, "cleanup": CleanupConfig, "health": HealthConfig,
+}
 _TOP = {
     "name", "uri", "schedule", "coordinator", "coordinator_conn_id", "storage_conn_id", "publish",
-    "sensor", "checkpoint", "compaction", "cleanup", "pool", "tags", "owner", "retries", "retry_delay_minutes",
+    "sensor", "checkpoint", "compaction", "cleanup", "health", "pool", "tags", "owner", "retries", "retry_delay_minutes",
 }
 
 
@@ -244,6 +258,10 @@ def _section(path: str, table: str, name: str, raw: Any) -> Any:
         for key in ("allow_shorter_retention", "catalog_permits_cleanup"):
             if key in v:
                 _typed(path, table, k(key), v[key], bool)
+    elif name == "health":
+        for key in ("max_pending_commits", "max_commits_since_checkpoint"):
+            if key in v:
+                _typed(path, table, k(key), v[key], int, minimum=1)
     return cls(**v)
 
 
