@@ -44,6 +44,7 @@ def build_fleet_dag(
             "behind its charts; sends per-table gauges; notifies when a table's backlog or checkpoint lag crosses its threshold."
         ),
     )
+    history: dict[str, Any] = {} if max_history_samples is None else {"max_history_samples": max_history_samples}
     with dag:
         DeltaFleetReportOperator(
             task_id="fleet_report",
@@ -51,6 +52,6 @@ def build_fleet_dag(
             report_dir=None if report_dir is None else str(report_dir),
             notifiers=notifiers,
             retries=0,
-            **({} if max_history_samples is None else {"max_history_samples": max_history_samples}),
+            **history,
         )
     return dag

@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import PYTHON, in_subprocess, load1  # noqa: E402
+from _harness import PYTHON, in_subprocess, load1
 
 YAML = """
 defaults:

@@ -124,7 +124,7 @@ def render_fleet(healths: list[TableHealth]) -> str:
              str(s.log_bytes), f"{covered}/{total}", cleanup)
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
     for h in healths:
         lines.append("")
         flag = "LAGGING" if h.breaches else ("UNREADABLE" if h.error else "ok")

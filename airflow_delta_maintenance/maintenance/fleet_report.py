@@ -108,7 +108,7 @@ def _chart(
     if history:
         parts.append(f'<text x="{left}" y="{h - 8}" font-size="11">{_e(history[0]["time"][:16])}</text>')
         parts.append(f'<text x="{w - right}" y="{h - 8}" text-anchor="end" font-size="11">{_e(history[-1]["time"][:16])}</text>')
-    for color, name in zip(_PALETTE, names):
+    for color, name in zip(_PALETTE, names, strict=False):  # at most one line per colour
         series = points[name]
         if not series:
             continue
@@ -116,7 +116,7 @@ def _chart(
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{coords}"><title>{_e(name)}</title></polyline>')
         parts.extend(f'<circle cx="{x(i):.1f}" cy="{y(v):.1f}" r="2.5" fill="{color}"/>' for i, v in series)
     parts.append("</svg>")
-    legend = "".join(f'<span class="key"><i style="background:{c}"></i>{_e(n)}</span>' for c, n in zip(_PALETTE, names))
+    legend = "".join(f'<span class="key"><i style="background:{c}"></i>{_e(n)}</span>' for c, n in zip(_PALETTE, names, strict=False))
     return f'<figure><figcaption>{_e(title)}</figcaption>{"".join(parts)}<div class="legend">{legend}</div></figure>'
 
 

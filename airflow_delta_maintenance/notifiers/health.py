@@ -20,7 +20,7 @@ from typing import Any
 try:
     from airflow.sdk import BaseNotifier
 except ImportError:  # pragma: no cover - older Airflow 3 releases keep it in core
-    from airflow.notifications.basenotifier import BaseNotifier  # type: ignore[no-redef]
+    from airflow.notifications.basenotifier import BaseNotifier  # type: ignore[no-redef,import-not-found]  # gone in 3.3
 
 from .._airflow_compat import BaseHook
 
@@ -51,8 +51,8 @@ class DeltaHealthNotifier(BaseNotifier):
         self.webhook_conn_id = webhook_conn_id
         self.timeout = timeout
 
-    def _url(self) -> str:
-        conn = BaseHook.get_connection(self.webhook_conn_id)
+    def _url(self, conn_id: str) -> str:
+        conn = BaseHook.get_connection(conn_id)
         password = conn.password or ""
         if password.startswith(("http://", "https://")):
             return password
@@ -69,10 +69,11 @@ class DeltaHealthNotifier(BaseNotifier):
             return
         text = alert_text(alerts)
         self.log.warning("%s", text)
-        if not self.webhook_conn_id:
+        conn_id = self.webhook_conn_id
+        if not conn_id:
             return
         body = json.dumps({"text": text, "alerts": alerts}).encode("utf-8")
-        request = urllib.request.Request(self._url(), data=body, method="POST", headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(self._url(conn_id), data=body, method="POST", headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=self.timeout) as response:
             status = response.status
         self.log.info("sent %d alert(s) to the webhook of connection %s (HTTP %d)", len(alerts), self.webhook_conn_id, status)

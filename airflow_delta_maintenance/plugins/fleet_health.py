@@ -17,7 +17,7 @@ from . import run_recorder
 try:
     from airflow.sdk.plugins_manager import AirflowPlugin
 except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
-    from airflow.plugins_manager import AirflowPlugin  # type: ignore[no-redef]
+    from airflow.plugins_manager import AirflowPlugin  # type: ignore[assignment]  # 3.3 has two classes of this name
 
 __all__ = ["URL_PREFIX", "DeltaFleetHealthPlugin", "create_app"]
 
@@ -80,7 +80,7 @@ class _LazyApps:
 
 class DeltaFleetHealthPlugin(AirflowPlugin):
     name = "delta_maintenance_fleet_health"
-    fastapi_apps = _LazyApps()  # type: ignore[assignment]
+    fastapi_apps = _LazyApps()
     external_views = [  # noqa: RUF012 - AirflowPlugin's own attribute style
         {"name": "Delta fleet health", "href": f"{URL_PREFIX}/report", "destination": "nav", "url_route": "delta-fleet-health"}
     ]

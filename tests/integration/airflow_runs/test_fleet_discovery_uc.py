@@ -120,7 +120,7 @@ def run_dags(airflow_home: Path, config: Path, dag_ids: list[str], **env: str) -
     proc = subprocess.run([sys.executable, "-c", RUN_DAGS, str(EXAMPLE_DAGS / "delta_maintenance.py"), json.dumps(dag_ids)],
                           env=airflow_env(airflow_home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config), **env),
                           capture_output=True, text=True, timeout=1800)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
     return dict(json.loads(line[len("RESULT "):]))
 
@@ -229,7 +229,7 @@ def test_twenty_managed_tables_of_a_schema_are_discovered_and_maintained(
 
     import deltalake
 
-    for dag_id, (name, uri) in zip(dag_ids, sorted(uris.items())):
+    for dag_id, (name, uri) in zip(dag_ids, sorted(uris.items()), strict=True):
         r = results[dag_id]
         assert r["state"] == "success" and set(r["tasks"].values()) == {"success"}, (dag_id, r)
         assert r["xcom"]["publish"]["published"] == list(range(1, COMMITS + 1)), r["xcom"]

@@ -53,7 +53,7 @@ discovery:
 def parse(tmp_path: Path, config: Path) -> dict[str, Any]:
     env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))
     out = subprocess.run([sys.executable, "-c", PARSE, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=600)
-    line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line, out.stdout[-3000:] + out.stderr[-3000:]
     return json.loads(line[len("RESULT "):])
 

@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -89,9 +89,9 @@ def test_status_config_shows_the_lagging_table_first_with_exact_figures(fleet: F
 
 
 class _Webhook(http.server.BaseHTTPRequestHandler):
-    received: list[dict[str, Any]] = []
+    received: ClassVar[list[dict[str, Any]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).received.append(json.loads(body))
         self.send_response(200)
@@ -142,7 +142,7 @@ def _run_fleet_dag(home: Path, env: dict[str, str]) -> dict[str, Any]:
         [sys.executable, str(Path(__file__).with_name("run_fleet_dag.py")), str(EXAMPLE_DAGS / "delta_fleet_health.py")],
         env=env, capture_output=True, text=True, timeout=900,
     )
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(line[len("RESULT "):])
 
@@ -228,8 +228,8 @@ def test_fleet_dag_writes_the_report_alerts_once_and_sends_gauges(fleet: Fleet, 
     assert len(received) == 1, received  # still above: no new crossing, no second notification
 
     report = json.loads((report_dir / "report.json").read_text())
-    assert [t["name"] for t in report["tables"]][0] == "orders"
-    history = [json.loads(l) for l in (report_dir / "history.jsonl").read_text().splitlines()]
+    assert report["tables"][0]["name"] == "orders"
+    history = [json.loads(ln) for ln in (report_dir / "history.jsonl").read_text().splitlines()]
     assert [s["tables"]["orders"]["pending_commits"] for s in history] == [30, 35]
     assert report["tables"][0]["pending_versions"] == list(range(41, 76))
 
@@ -282,7 +282,7 @@ def test_maintenance_task_successes_reach_the_health_view(
         env=airflow_env(airflow_home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config), DELTA_MAINTENANCE_REPORT_DIR=str(report_dir)),
         capture_output=True, text=True, timeout=900,
     )
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = json.loads(line[len("RESULT "):])
     assert run["state"] == "success" and set(run["tasks"].values()) == {"success"}, run

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -20,9 +20,9 @@ ALERT = {"table": "orders", "table_uri": "s3://lake/orders", "figure": "pending_
 
 
 class _Receiver(http.server.BaseHTTPRequestHandler):
-    received: list[tuple[str, dict[str, Any]]] = []
+    received: ClassVar[list[tuple[str, dict[str, Any]]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).received.append((self.path, json.loads(body)))
         self.send_response(204)
