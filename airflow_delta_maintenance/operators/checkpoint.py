@@ -68,16 +68,19 @@ class DeltaCheckpointOperator(DeltaTableOperator):
             summary: dict[str, Any] = {"engine": self.engine, **decision.to_dict(), "skipped": not decision.due}
             if not decision.due:
                 self.log.info("checkpoint not due: %s", decision.reason)
+                self.emit_log_event(context, checkpoint_version=None, checkpoint_due=False)
                 return summary
             if self.engine == "local":
                 result = translate_errors("checkpoint", self.table_uri, lambda: run_local_checkpoint(table, plan))
                 summary.update(checkpoint_version=result.version, kind=result.kind, num_actions=result.num_actions, size_bytes=result.size_in_bytes, existed=result.existed)
+                self.emit_log_event(context, checkpoint_version=result.version, checkpoint_due=True)
                 return summary
             job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=self.spark_conf, jars=self.spark_jars,
                                  packages=self.spark_packages, ship_package=self.ship_package)
             self._submit(job)
             group = translate_errors("checkpoint verification", self.table_uri, lambda: verify_checkpoint(table.store, decision.version))
         summary.update(checkpoint_version=group.version, files=len(group.files), size_bytes=group.size_in_bytes)
+        self.emit_log_event(context, checkpoint_version=group.version, checkpoint_due=True)
         return summary
 
     def _submit(self, job: SparkJobSpec) -> None:

@@ -38,6 +38,8 @@ class DeltaPublishCommitsOperator(DeltaTableOperator):
                 return publish_ratified_commits(table, up_to=up_to).to_dict()
 
         result = translate_errors("publishing", self.table_uri, run)
+        self.emit_log_event(context, published_version=result["latest_published_version"], latest_ratified_version=result["latest_ratified_version"],
+                            published=len(result["published"]))
         self.log.info(
             "published %d commit(s), %d already published; latest ratified %s, latest published %s",
             len(result["published"]), len(result["already_published"]), result["latest_ratified_version"], result["latest_published_version"],
