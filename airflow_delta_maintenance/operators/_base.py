@@ -106,6 +106,7 @@ class DeltaTableOperator(BaseOperator):
         """Put what this run did (``published_version``, ``checkpoint_version`` …) into the extra
         of the event this task emits on the table's published-log asset, when it is an outlet
         (the generated DAGs make it one: ``assets.published_log_asset``)."""
+        self.coordinator_hook.record_lineage(self.table_uri, output=True)
         events = context.get("outlet_events") if context else None
         if events is None:
             return
