@@ -241,7 +241,8 @@ class DeltaRatifiedVersionWatchTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         last_seen = await self._state()
         last_reason = ""
-        await asyncio.sleep(self.initial_delay())
+        # computed in a thread: its first call imports the log library, which must not block the triggerer's loop
+        await asyncio.sleep(await sync_to_async(self.initial_delay)())
         try:
             while True:
                 await wait_for_call_budget(self.endpoint, self.calls_per_second, self.burst)
