@@ -1,6 +1,10 @@
-"""One maintenance DAG per configured table: wait → publish → checkpoint and compaction → cleanup.
+"""One maintenance DAG per configured table: wait → publish → compaction → checkpoint → cleanup.
 
 Building a DAG does no I/O to tables or coordinators: everything is resolved inside the tasks.
+``schedule: asset`` and ``schedule: watch`` DAGs run on the table's asset (a writer's outlet, or the
+``AssetWatcher`` over ``DeltaRatifiedVersionWatchTrigger``) and have no sensor task; time schedules
+are jittered per table and tasks go to the table's pool (``maintenance.fleet``). Publish and
+checkpoint emit events on the table's published-log asset (``assets``).
 Manual runs take Params (validated by JSON schema): ``dry_run``, ``force_checkpoint``,
 ``target_version`` and ``skip_wait``.
 

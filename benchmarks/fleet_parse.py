@@ -1,6 +1,7 @@
 """A fleet of tables: DAG-file parse time, and coordinator calls per minute.
 
     python benchmarks/fleet_parse.py [--sizes 10 100 1000 10000] [--repeat 3] [--window 30]
+    python benchmarks/fleet_parse.py --sizes 1000 --skip-calls --package-root /path/to/older/checkout   # a baseline
 
 **Parse.** ``tables.yaml`` with N tables (``@hourly``, a DynamoDB coordinator: nothing is contacted),
 parsed by Airflow's ``DagBag`` in a fresh process under ``/usr/bin/time`` — what the dag-processor
@@ -55,7 +56,7 @@ def write_config(path: Path, n: int, **defaults: Any) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def bench_parse(sizes: list[int], repeat: int, work: Path) -> dict[int, dict[str, Any]]:
+def bench_parse(sizes: list[int], repeat: int, work: Path, package_root: str | None = None) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for n in sizes:
         config = work / f"tables-{n}.yaml"
@@ -63,6 +64,8 @@ def bench_parse(sizes: list[int], repeat: int, work: Path) -> dict[int, dict[str
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         env.update(AIRFLOW_HOME=str(work / "home"), AIRFLOW__CORE__LOAD_EXAMPLES="false", AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT="3600",
                    DELTA_MAINTENANCE_CONFIG=str(config))
+        if package_root:  # parse with another checkout's package (the DAG file is the same)
+            env["PYTHONPATH"] = package_root
         runs = []
         for i in range(repeat):
             load = load1()
@@ -151,10 +154,11 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=30.0, help="measuring window (s)")
     ap.add_argument("--limit", type=float, default=20.0, help="rate_limit.calls_per_second of the limited run")
     ap.add_argument("--skip-calls", action="store_true")
+    ap.add_argument("--package-root", help="parse with the package of another checkout (a baseline)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         work = Path(tmp)
-        result: dict[str, Any] = {"parse": bench_parse(args.sizes, args.repeat, work)}
+        result: dict[str, Any] = {"parse": bench_parse(args.sizes, args.repeat, work, args.package_root)}
         if not args.skip_calls:
             result["coordinator_calls"] = bench_calls([n for n in args.sizes if n <= 1000], args.poll, args.window, args.limit, work)
     print(json.dumps(result, indent=2))
