@@ -28,7 +28,7 @@ from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, Tri
 from .assets import published_log_asset, table_asset
 
 from .maintenance.config import ConfigError, TableConfig, TableConfigError, load_config_entries
-from .maintenance.fleet import jitter_cron, jitter_start_offset
+from .maintenance.fleet import jitter_cron, jitter_duration
 from .operators.checkpoint import DeltaCheckpointOperator
 from .operators.cleanup import DeltaLogCleanupOperator
 from .operators.compaction import DeltaLogCompactionOperator
@@ -103,8 +103,8 @@ def _schedule(table: TableConfig, start_date: Any) -> tuple[Any, Any]:
     schedule = table.airflow_schedule
     if not table.jitter or schedule is None:
         return schedule, start_date
-    if isinstance(schedule, timedelta):
-        return schedule, start_date + jitter_start_offset(schedule, table.uri)
+    if isinstance(schedule, timedelta):  # relative to first sight unless it can be a cron expression
+        return jitter_duration(schedule, table.uri) or schedule, start_date
     return jitter_cron(schedule, table.uri), start_date
 
 

@@ -7,8 +7,10 @@ its minute for as long as its URI does not change.
 - **Jitter.** ``@hourly`` for 1,000 tables must not mean 1,000 runs at :00 against one DynamoDB
   table or UC endpoint. A table's offset is ``sha256(normalised URI) mod 60`` minutes; it is added
   to the minute of a preset or of a cron expression whose minute field is one number (``0 * * * *``
-  → ``37 * * * *``), or to the start of a ``*/n`` step field; a duration schedule (``30m``) has its
-  start shifted by the offset modulo the duration.
+  → ``37 * * * *``), or to the start of a ``*/n`` step field. A duration that divides an hour or a
+  day becomes the equivalent cron expression at the table's offset (``30m`` → ``7-59/30 * * * *``):
+  Airflow runs a duration schedule relative to when the DAG was first seen, so 1,000 tables
+  deployed together would otherwise run together forever. Other durations are left as they are.
 - **Pools.** ``pool: auto`` puts every task of a table in the pool of its coordinator endpoint
   (``delta_coordinator__<endpoint>``), so the tables sharing a DynamoDB table or a UC server share
   its concurrency budget; ``delta-maintenance pools tables.yaml`` prints or creates them.
@@ -31,6 +33,7 @@ __all__ = [
     "minute_offset",
     "jitter_cron",
     "jitter_start_offset",
+    "jitter_duration",
     "coordinator_endpoint",
     "pool_name_for_endpoint",
 ]
@@ -81,9 +84,28 @@ def jitter_cron(schedule: str, table_uri: str) -> str:
     return " ".join(fields)
 
 
+def jitter_duration(interval: timedelta, table_uri: str) -> str | None:
+    """The cron expression running every ``interval`` at the table's offset, when the interval
+    divides an hour (``30m``) or a day (``2h``, ``1d``); None otherwise."""
+    seconds = int(interval.total_seconds())
+    if seconds % 60 or seconds < 120:
+        return None
+    minutes, offset = seconds // 60, minute_offset(table_uri)
+    if minutes < 60:
+        return f"{offset % minutes}-59/{minutes} * * * *" if 60 % minutes == 0 else None
+    if minutes % 60:
+        return None
+    hours = minutes // 60
+    if hours == 1:
+        return f"{offset} * * * *"
+    if hours < 24 and 24 % hours == 0:
+        return f"{offset} {(_digest(table_uri) // 60) % hours}-23/{hours} * * *"
+    return f"{offset} 0 * * *" if hours == 24 else None
+
+
 def jitter_start_offset(interval: timedelta, table_uri: str) -> timedelta:
-    """How far a duration schedule's start moves: the table's minute offset (in seconds, so that
-    sub-minute intervals spread too) modulo the interval."""
+    """A per-table offset within ``interval`` (seconds resolution): where a watcher's first poll
+    falls within its poll interval."""
     seconds = int(interval.total_seconds())
     if seconds <= 1:
         return timedelta(0)

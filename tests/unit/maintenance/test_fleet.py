@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from airflow_delta_maintenance.maintenance.config import ConfigError, parse_config
-from airflow_delta_maintenance.maintenance.fleet import jitter_cron, jitter_start_offset, minute_offset, pools_for
+from airflow_delta_maintenance.maintenance.fleet import jitter_cron, jitter_duration, jitter_start_offset, minute_offset, pools_for
 from airflow_delta_maintenance.maintenance.rate_limit import TokenBucket, bucket_for, reset_buckets
 
 
@@ -51,9 +51,22 @@ def test_jitter_moves_the_minute_of_presets_and_single_minute_crons(schedule: st
     assert jitter_cron(schedule, uri) == expected.format(o=o, o15=(15 + o) % 60, **{"o%15": o % 15})
 
 
-def test_a_duration_schedule_starts_at_an_offset_within_its_interval() -> None:
-    offsets = {jitter_start_offset(timedelta(minutes=30), f"/t/{i}") for i in range(200)}
-    assert all(timedelta(0) <= o < timedelta(minutes=30) for o in offsets) and len(offsets) > 100
+@pytest.mark.parametrize(
+    ("interval", "expected"),
+    [(timedelta(minutes=30), "{o30}-59/30 * * * *"), (timedelta(minutes=15), "{o15}-59/15 * * * *"), (timedelta(hours=1), "{o} * * * *"),
+     (timedelta(days=1), "{o} 0 * * *"), (timedelta(minutes=45), None), (timedelta(seconds=90), None), (timedelta(minutes=1), None)],
+)
+def test_a_duration_that_divides_an_hour_or_a_day_becomes_a_jittered_cron(interval: timedelta, expected: str | None) -> None:
+    uri = "s3://lake/orders"
+    o = minute_offset(uri)
+    assert jitter_duration(interval, uri) == (expected.format(o=o, o30=o % 30, o15=o % 15) if expected else None)
+    two_hourly = jitter_duration(timedelta(hours=2), uri)
+    assert two_hourly is not None and two_hourly.startswith(f"{o} ") and two_hourly.split()[1] in ("0-23/2", "1-23/2")
+
+
+def test_watchers_first_polls_spread_within_their_interval() -> None:
+    offsets = {jitter_start_offset(timedelta(minutes=1), f"/t/{i}") for i in range(200)}
+    assert all(timedelta(0) <= o < timedelta(minutes=1) for o in offsets) and len(offsets) > 50
 
 
 def _tables(**defaults: object) -> list:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from datetime import timedelta
 from typing import Any
 from unittest import mock
 
@@ -69,6 +70,9 @@ def test_time_schedules_are_jittered_and_pools_follow_the_endpoint() -> None:
 
     assert dag.timetable.expression.split()[0] == str(minute_offset("s3://lake/orders"))
     assert _dag("@hourly", jitter=False).timetable.expression == "0 * * * *"
+    # a duration runs relative to when Airflow first saw the DAG: it becomes a jittered cron
+    assert _dag("30m").timetable.expression == f"{minute_offset('s3://lake/orders') % 30}-59/30 * * * *"
+    assert _dag("30m", jitter=False).schedule == timedelta(minutes=30)
     assert {t.pool for t in dag.tasks} == {"delta_coordinator__local_data_c.db"}
     assert "wait_for_ratified_commits" in dag.task_ids  # a time schedule still waits for commits
 
