@@ -154,6 +154,7 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=30.0, help="measuring window (s)")
     ap.add_argument("--limit", type=float, default=20.0, help="rate_limit.calls_per_second of the limited run")
     ap.add_argument("--skip-calls", action="store_true")
+    ap.add_argument("--output", help="also write the figures here (JSON)")
     ap.add_argument("--package-root", help="parse with the package of another checkout (a baseline)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
@@ -161,7 +162,10 @@ def main() -> None:
         result: dict[str, Any] = {"parse": bench_parse(args.sizes, args.repeat, work, args.package_root)}
         if not args.skip_calls:
             result["coordinator_calls"] = bench_calls([n for n in args.sizes if n <= 1000], args.poll, args.window, args.limit, work)
-    print(json.dumps(result, indent=2))
+    if args.output:
+        Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    # one line, last: the watchers' own log lines share stdout
+    print("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":
