@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow.sdk import AssetWatcher
 
-from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule
+from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule, conf
 from .assets import published_log_asset, table_asset
 
 from .maintenance.config import ConfigError, TableConfig, TableConfigError, load_config_entries
@@ -83,6 +83,44 @@ def _params(dry_run_default: bool) -> dict[str, Param]:
     return {name: Param(default, description, schema=schema) for name, default, description, schema in _validated_params(dry_run_default)}
 
 
+@functools.lru_cache(maxsize=1)
+def _dag_config_defaults() -> dict[str, Any]:
+    """The DAG arguments whose defaults Airflow reads from its configuration, read once per
+    process: ``DAG()`` reads them again for every DAG (four configuration lookups per table)."""
+    import attrs
+
+    fields = attrs.fields_dict(DAG)
+    wanted = {
+        "max_active_tasks": lambda: conf.getint("core", "max_active_tasks_per_dag"),
+        "max_consecutive_failed_dag_runs": lambda: conf.getint("core", "max_consecutive_failed_dag_runs_per_dag"),
+        "disable_bundle_versioning": lambda: conf.getboolean("dag_processor", "disable_bundle_versioning"),
+    }
+    return {name: read() for name, read in wanted.items() if name in fields}
+
+
+@functools.lru_cache(maxsize=512)
+def _timetable(schedule: str | timedelta) -> Any:
+    """The timetable Airflow would build for a cron expression or a duration (honouring
+    ``[scheduler] create_cron_data_intervals``), once per distinct schedule: a fleet has at most
+    ~60 after jitter. Timetables are immutable; presets such as ``@once`` stay strings."""
+    from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable, DeltaDataIntervalTimetable, DeltaTriggerTimetable
+
+    intervals = _create_cron_data_intervals()
+    if isinstance(schedule, timedelta):
+        return DeltaDataIntervalTimetable(schedule) if intervals else DeltaTriggerTimetable(schedule)
+    if schedule.startswith("@") and schedule not in _PRESET_CRON_FORMS:
+        return schedule
+    return CronDataIntervalTimetable(schedule, timezone="UTC") if intervals else CronTriggerTimetable(schedule, timezone="UTC")
+
+
+_PRESET_CRON_FORMS = {"@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually"}
+
+
+@functools.lru_cache(maxsize=1)
+def _create_cron_data_intervals() -> bool:
+    return conf.getboolean("scheduler", "create_cron_data_intervals")
+
+
 def _schedule(table: TableConfig, start_date: Any) -> tuple[Any, Any]:
     """(DAG schedule, start date): the table's asset, its watcher's asset, or a time schedule with
     the table's jitter (``maintenance.fleet``)."""
@@ -101,11 +139,14 @@ def _schedule(table: TableConfig, start_date: Any) -> tuple[Any, Any]:
         )
         return table_asset(table.uri, watchers=[AssetWatcher(name=f"{table.dag_id}__watch", trigger=trigger)]), start_date
     schedule = table.airflow_schedule
-    if not table.jitter or schedule is None:
-        return schedule, start_date
-    if isinstance(schedule, timedelta):  # relative to first sight unless it can be a cron expression
-        return jitter_duration(schedule, table.uri) or schedule, start_date
-    return jitter_cron(schedule, table.uri), start_date
+    if schedule is None:
+        return None, start_date
+    if table.jitter:
+        if isinstance(schedule, timedelta):  # relative to first sight unless it can be a cron expression
+            schedule = jitter_duration(schedule, table.uri) or schedule
+        else:
+            schedule = jitter_cron(schedule, table.uri)
+    return _timetable(schedule), start_date
 
 
 def _call_budget(table: TableConfig) -> dict[str, Any]:
@@ -143,6 +184,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
             compaction=table.compaction.interval, cleanup=table.cleanup.mode,
         ),
         render_template_as_native_obj=True,
+        **_dag_config_defaults(),
     )
     # Validated by _validated_params; added after construction so that DAG() does not validate them again.
     dag.params.update(_params(table.cleanup.mode != "delete"))

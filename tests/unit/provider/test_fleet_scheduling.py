@@ -72,7 +72,9 @@ def test_time_schedules_are_jittered_and_pools_follow_the_endpoint() -> None:
     assert _dag("@hourly", jitter=False).timetable.expression == "0 * * * *"
     # a duration runs relative to when Airflow first saw the DAG: it becomes a jittered cron
     assert _dag("30m").timetable.expression == f"{minute_offset('s3://lake/orders') % 30}-59/30 * * * *"
-    assert _dag("30m", jitter=False).schedule == timedelta(minutes=30)
+    from airflow.sdk import DeltaTriggerTimetable
+
+    assert _dag("30m", jitter=False).timetable == DeltaTriggerTimetable(timedelta(minutes=30))
     assert {t.pool for t in dag.tasks} == {"delta_coordinator__local_data_c.db"}
     assert "wait_for_ratified_commits" in dag.task_ids  # a time schedule still waits for commits
 
@@ -216,3 +218,21 @@ def test_hook_lineage_reports_the_table_read_and_the_log_written(table: tuple[st
     lineage = collector.collected_assets
     assert {a.asset.uri for a in lineage.inputs} == {f"file://{uri}"}
     assert {a.asset.uri for a in lineage.outputs} == {f"file://{uri}/_delta_log"}
+
+
+def test_airflows_configured_dag_defaults_still_apply_though_read_once() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from airflow_delta_maintenance.maintenance.config import parse_config\n"
+        "from airflow_delta_maintenance.dag_factory import build_maintenance_dag\n"
+        "t = parse_config({'defaults': {'coordinator': 'local:///c.db'}, 'tables': [{'name': 'x', 'uri': '/x'}, {'name': 'y', 'uri': '/y', 'schedule': '1d'}]})\n"
+        "d, e = build_maintenance_dag(t[0]), build_maintenance_dag(t[1])\n"
+        "print(d.max_active_tasks, d.max_consecutive_failed_dag_runs, type(d.timetable).__name__, type(e.timetable).__name__)\n"
+    )
+    env = {**os.environ, "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "7", "AIRFLOW__CORE__MAX_CONSECUTIVE_FAILED_DAG_RUNS_PER_DAG": "3",
+           "AIRFLOW__SCHEDULER__CREATE_CRON_DATA_INTERVALS": "True"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["7", "3", "CronDataIntervalTimetable", "CronDataIntervalTimetable"], out.stderr[-2000:]
