@@ -36,7 +36,11 @@ from _harness import PYTHON, ROOT, load1, run_measured  # noqa: E402
 DAG_FILE = os.path.join(ROOT, "airflow_delta_maintenance", "example_dags", "delta_maintenance.py")
 
 PARSE = r"""
-import json, sys, time
+import json, os, sys, time
+if os.environ.get("BENCH_PACKAGE_ROOT"):  # before the working directory, which is this checkout
+    sys.path.insert(0, os.environ["BENCH_PACKAGE_ROOT"])
+import airflow_delta_maintenance
+assert airflow_delta_maintenance.__file__.startswith(os.environ.get("BENCH_PACKAGE_ROOT", "")), airflow_delta_maintenance.__file__
 c0 = time.process_time(); w0 = time.perf_counter()
 from airflow.dag_processing.dagbag import DagBag
 c1 = time.process_time(); w1 = time.perf_counter()
@@ -65,7 +69,7 @@ def bench_parse(sizes: list[int], repeat: int, work: Path, package_root: str | N
         env.update(AIRFLOW_HOME=str(work / "home"), AIRFLOW__CORE__LOAD_EXAMPLES="false", AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT="3600",
                    DELTA_MAINTENANCE_CONFIG=str(config))
         if package_root:  # parse with another checkout's package (the DAG file is the same)
-            env["PYTHONPATH"] = package_root
+            env["BENCH_PACKAGE_ROOT"] = package_root
         runs = []
         for i in range(repeat):
             load = load1()
