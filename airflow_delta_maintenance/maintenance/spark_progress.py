@@ -70,14 +70,19 @@ def quiet_spark_conf(conf: Mapping[str, str]) -> dict[str, str]:
 _LINE = re.compile(r"\b(INFO|WARN|ERROR|DEBUG|TRACE)\s+(DAGScheduler|TaskSetManager):\s*(.*)$")
 _SUBMIT_TASKS = re.compile(r"Submitting (\d+) missing tasks from \w+ (\d+) \((.*?)\)")
 _TASK_DONE = re.compile(r"Finished task \S+ in stage (\d+)\.\d+ .*\((\d+)/(\d+)\)\s*$")
-_STAGE_DONE = re.compile(r"\w+Stage (\d+) \((.*?)\) finished in ([\d.]+) s")
-_JOB_DONE = re.compile(r"Job (\d+) finished: .*took ([\d.]+) s")
+_STAGE_DONE = re.compile(r"\w+Stage (\d+) \((.*?)\) finished in ([\d.]+) (ms|s)\b")
+_JOB_DONE = re.compile(r"Job (\d+) finished: .*took ([\d.]+) (ms|s)\b")
 
 
 def _short(name: str) -> str:
-    """``collect at /long/path/checkpoint.py:120`` → ``collect at checkpoint.py:120``."""
+    """``collect at /long/path/checkpoint.py:120`` → ``collect at checkpoint.py:120``; Spark's
+    internal call sites (``$anonfun$...``) say nothing to a reader and are dropped."""
     name = re.sub(r"^\S+\[\d+\] at ", "", name)  # "MapPartitionsRDD[5] at collect at ..." → "collect at ..."
-    return re.sub(r"(?<= at )\S*/", "", name)
+    return "" if "$" in name else re.sub(r"(?<= at )\S*/", "", name)
+
+
+def _seconds(value: str, unit: str) -> float:
+    return float(value) / 1000 if unit == "ms" else float(value)
 
 
 class SparkOutput:
@@ -89,13 +94,23 @@ class SparkOutput:
         self._clock = clock
         self._started = clock()
         self._names: dict[int, str] = {}
+        self._state = "starting the driver"
         self.stages_done = 0
         self.jobs_done = 0
         self.job_result: dict[str, object] | None = None
 
     def _say(self, message: str) -> None:
+        self._state = message
         if self._progress is not None:
             self._progress(f"spark: {message} ({self.stages_done} stage(s) done, {self._clock() - self._started:.0f} s)")
+
+    def heartbeat(self) -> None:
+        """Say the current state again (called on a timer: the driver's start is silent)."""
+        self._say(self._state)
+
+    def _stage(self, stage: int) -> str:
+        name = self._names.get(stage, "")
+        return f"stage {stage}" + (f" ({name})" if name else "")
 
     def feed(self, line: str) -> bool:
         """Take one output line; True if it should be passed on to the reader's log."""
@@ -115,13 +130,12 @@ class SparkOutput:
         if m := _SUBMIT_TASKS.search(message):
             stage = int(m.group(2))
             self._names[stage] = _short(m.group(3))
-            self._say(f"stage {stage} ({self._names[stage]}) started, {m.group(1)} task(s)")
+            self._say(f"{self._stage(stage)} started, {m.group(1)} task(s)")
         elif m := _TASK_DONE.search(message):
-            stage = int(m.group(1))
-            self._say(f"stage {stage} ({self._names.get(stage, '?')}): {m.group(2)}/{m.group(3)} task(s) done")
+            self._say(f"{self._stage(int(m.group(1)))}: {m.group(2)}/{m.group(3)} task(s) done")
         elif m := _STAGE_DONE.search(message):
             self.stages_done += 1
-            self._say(f"stage {m.group(1)} ({_short(m.group(2))}) finished in {float(m.group(3)):.1f} s")
+            self._say(f"{self._stage(int(m.group(1)))} finished in {_seconds(m.group(3), m.group(4)):.1f} s")
         elif m := _JOB_DONE.search(message):
             self.jobs_done += 1
         # the scheduler's INFO lines are progress, read above; its warnings and errors are shown

@@ -272,6 +272,13 @@ def run_spark_submit(
         timer = threading.Timer(timeout, proc.kill) if timeout is not None else None
         if timer is not None:
             timer.start()
+        done = threading.Event()
+
+        def beat() -> None:  # the driver's start prints nothing: say the state now and then (throttled)
+            while not done.wait(1.0):
+                output.heartbeat()
+
+        threading.Thread(target=beat, daemon=True).start()
         try:
             for line in proc.stderr or ():
                 tail.append(line.rstrip("\n"))
@@ -280,6 +287,7 @@ def run_spark_submit(
             returncode = proc.wait()
             reader.join()
         finally:
+            done.set()
             if timer is not None:
                 timer.cancel()
             if proc.poll() is None:
