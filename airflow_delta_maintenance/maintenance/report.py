@@ -112,9 +112,9 @@ class Throttled:
     """A progress sink that passes on at most one message every ``every_s`` seconds, counted from
     its creation: a quick step says nothing, a long one says where it is now and then."""
 
-    def __init__(self, emit: Progress, every_s: float = PROGRESS_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, emit: Progress, every_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._emit = emit
-        self._every = every_s
+        self._every = PROGRESS_EVERY_S if every_s is None else every_s
         self._clock = clock
         self._last = clock()
 
