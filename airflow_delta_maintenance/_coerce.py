@@ -61,13 +61,9 @@ def as_int(value: Any, name: str, default: int | None = None, *, minimum: int | 
     if _unset(value):
         return default
     number: int | None = None
-    if isinstance(value, bool):
-        number = None
-    elif isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, float) and value.is_integer():
-        number = int(value)
-    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+    elif (isinstance(value, float) and value.is_integer()) or (isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value)):
         number = int(value)
     if number is None:
         raise _bad(name, "an integer", value)

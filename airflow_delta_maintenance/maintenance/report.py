@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Union
+from typing import TypeAlias
 
 __all__ = ["JSONValue", "TaskReport", "Progress", "Throttled", "human_bytes", "iso_utc", "version_range", "utc_now_iso"]
 
-JSONValue = Union[str, int, float, bool, None, Sequence["JSONValue"], Mapping[str, "JSONValue"]]
+JSONValue: TypeAlias = "str | int | float | bool | Sequence[JSONValue] | Mapping[str, JSONValue] | None"
 # A progress sink: one human-readable line per call (already throttled, or to be throttled).
 Progress = Callable[[str], None]
 

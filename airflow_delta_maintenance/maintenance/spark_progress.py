@@ -94,7 +94,7 @@ class SparkOutput:
         self._clock = clock
         self._started = clock()
         self._names: dict[int, str] = {}
-        self._state = "starting the driver"
+        self._state = "waiting for the first stage"
         self.stages_done = 0
         self.jobs_done = 0
         self.job_result: dict[str, object] | None = None

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..deltalog.cleanup import retention_ms_from_days
 from .._coerce import as_bool, as_days
+from ..deltalog.cleanup import retention_ms_from_days
 from ..maintenance.cleanup import cleanup_report, run_metadata_cleanup
 from ._base import DeltaTableOperator, translate_errors
 

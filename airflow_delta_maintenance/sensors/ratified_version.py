@@ -193,10 +193,11 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        status = (event or {}).get("status", "missing event")
+        event = event or {}
+        status = event.get("status", "missing event")
         if status == "success":
             return self._record({k: v for k, v in event.items() if k not in ("status", "message")})
         if status == "timeout":
             last_seen = event.get("latest_ratified_version")
             raise self._nothing_new(str(event.get("reason") or event.get("message")), None if last_seen is None else int(last_seen))
-        raise AirflowFailException(f"ratified-version sensor for {self.table_uri} ended with {status}: {(event or {}).get('message')}")
+        raise AirflowFailException(f"ratified-version sensor for {self.table_uri} ended with {status}: {event.get('message')}")
