@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,10 +85,15 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
     def log(self) -> Any:
         """The upstream hook logs each line of spark-submit's output here: scheduler lines become
         a throttled progress line, the job's result line is kept (``job_result``)."""
-        base = super().log
-        if self.__dict__.get("_delta_output") is None:
-            self.__dict__["_delta_output"] = SparkOutput(Throttled(base.info), verbose=self.__dict__.get("_show_spark_logs", False))
-        return _SparkOutputLog(base, self.__dict__["_delta_output"])
+        return _SparkOutputLog(super().log, self._spark_output())
+
+    def _spark_output(self) -> SparkOutput:
+        """The reader of this submission's output, made on first use (its progress goes to the log)."""
+        output = self.__dict__.get("_delta_output")
+        if output is None:
+            base = super().log
+            output = self.__dict__["_delta_output"] = SparkOutput(Throttled(base.info), verbose=self.__dict__.get("_show_spark_logs", False))
+        return output
 
     @property
     def job_result(self) -> dict[str, Any] | None:
@@ -98,9 +104,18 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
     def submit(self, application: str = "", **kwargs: Any) -> None:
         if self.using_local_default:
             self.log.info("no Spark connection configured: running the job locally (local[*])")
+        output = self._spark_output()
+        done = threading.Event()
+
+        def beat() -> None:  # the driver's start prints nothing: say the state now and then (throttled)
+            while not done.wait(1.0):
+                output.heartbeat()
+
+        threading.Thread(target=beat, daemon=True).start()
         try:
             super().submit(application, **kwargs)
         finally:
+            done.set()
             self.remove_credentials()
 
     def remove_credentials(self) -> None:

@@ -7,6 +7,7 @@ log4j2 configuration (paths shortened; a warning line and the job's result line 
 from __future__ import annotations
 
 import json
+import os
 import stat
 import sys
 from pathlib import Path
@@ -99,3 +100,18 @@ def test_the_cli_runner_streams_progress_while_spark_runs(tmp_path: Path, monkey
     spark_submit.run_spark_submit(job, progress=heard.append, verbose=True)
     err = capsys.readouterr().err
     assert "INFO DAGScheduler" in err and "log4j2.configurationFile" not in err  # verbose: Spark's own configuration
+
+
+def test_the_task_log_hears_from_a_silent_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A driver that prints nothing for a while (the JVM starting) still gets a line in the task log."""
+    fake = tmp_path / "spark-submit"
+    fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(3)\nprint('{{\"version\": 1, \"existed\": true}}')\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    monkeypatch.setattr(spark_hook, "Throttled", lambda emit: emit)
+    hook = DeltaSparkSubmitHook(application_args=["--version", "1"])
+    hook.submit(str(tmp_path / "app.py"))
+    out = capsys.readouterr().out
+    assert out.count("spark: waiting for the first stage (0 stage(s) done,") >= 2, out
+    assert hook.job_result == {"version": 1, "existed": True}
