@@ -19,7 +19,7 @@ from .._airflow_compat import (
 
 from .._coerce import as_bool, as_int, as_seconds, as_version
 from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
-from ..maintenance.report import utc_now_iso
+from ..maintenance.report import TaskReport
 from ..hooks.storage import DeltaStorageHook
 from ..triggers.ratified_version import DeltaRatifiedVersionTrigger
 
@@ -126,7 +126,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         if self._skipping:
             reason = "skip_wait requested: not waiting for ratified versions"
             self.log.info("wait: skipped — %s", reason)
-            return PokeReturnValue(is_done=True, xcom_value={"table": self.table_uri, "operation": "wait", "skipped": True, "reason": reason})
+            return PokeReturnValue(is_done=True, xcom_value=TaskReport(self.table_uri, "wait", skipped=True, reason=reason).to_dict())
         try:
             identity = self._identity()
             observation = poll_ratified_versions(
@@ -149,13 +149,11 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
 
     def _record(self, observation: dict[str, Any]) -> dict[str, Any]:
         """The wait's XCom in the common shape (README, "XCom"), plus what was observed."""
-        self.log.info("wait: %s", observation.get("reason"))
-        return {
-            "table": self.table_uri, "operation": "wait", "skipped": False, "reason": observation.get("reason"),
-            "version": observation.get("latest_ratified_version"), "count": observation.get("new_commits", 0),
-            "finished_at": utc_now_iso(),
-            **{k: v for k, v in observation.items() if k not in ("reason", "satisfied")},
-        }
+        reason = observation.get("reason")
+        self.log.info("wait: %s", reason)
+        details = {k: v for k, v in observation.items() if k not in ("reason", "satisfied")}
+        return TaskReport(self.table_uri, "wait", what=str(reason), reason=reason, version=observation.get("latest_ratified_version"),
+                          count=int(observation.get("new_commits") or 0), details=details).to_dict()
 
     def _nothing_new(self, detail: str, last_seen: int | None) -> AirflowException:
         """The timeout passed: say what was awaited, the last version seen and the last observation

@@ -90,6 +90,16 @@ def test_xcom_is_small_and_has_the_same_keys_everywhere(coordinated_table: tuple
     assert len(json.dumps(records["publish"])) < 600
 
 
+def test_the_sensor_record_has_the_common_keys(coordinated_table: tuple[str, str]) -> None:
+    spec, uri = coordinated_table
+    done = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, coordinator_spec=spec, min_new_commits=3).poke({})
+    skipped = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, coordinator_spec=spec, skip=True).poke({})
+    for record in (done.xcom_value, skipped.xcom_value):
+        assert set(record) >= COMMON_KEYS and record["operation"] == "wait", record
+    assert (done.xcom_value["version"], done.xcom_value["count"], done.xcom_value["skipped"]) == (12, 12, False)
+    assert skipped.xcom_value["skipped"] and "skip_wait requested" in skipped.xcom_value["reason"]
+
+
 def test_the_sensor_logs_an_observation_only_when_it_changes(coordinated_table: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     spec, uri = coordinated_table
     sensor = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, coordinator_spec=spec, target_version=99)
