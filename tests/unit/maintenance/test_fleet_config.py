@@ -1,4 +1,4 @@
-"""The discovery section, the fleet file and the precedence of settings (issue 17, discovery)."""
+"""The discovery section, the fleet file and the precedence of settings."""
 
 from __future__ import annotations
 
