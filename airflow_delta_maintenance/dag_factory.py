@@ -27,8 +27,10 @@ from airflow.sdk import AssetWatcher
 from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule, conf
 from .assets import published_log_asset, table_asset
 
-from .maintenance.config import ConfigError, TableConfig, TableConfigError, load_config_entries
+from .fleet_dags import DISCOVERY_DAG_ID, build_discovery_dag
+from .maintenance.config import ConfigError, TableConfig, TableConfigError
 from .maintenance.fleet import jitter_cron, jitter_duration
+from .maintenance.fleet_config import load_fleet
 from .operators.checkpoint import DeltaCheckpointOperator
 from .operators.cleanup import DeltaLogCleanupOperator
 from .operators.compaction import DeltaLogCompactionOperator
@@ -299,8 +301,12 @@ def build_invalid_table_dag(entry: TableConfigError, start_date: Any = None) -> 
 def build_dags(config_path: str | Path) -> dict[str, DAG]:
     """One DAG per table of the YAML file at ``config_path``: a placeholder for each invalid one
     (logged as an error), the maintenance DAG for the others. File-level mistakes still raise."""
-    tables, invalid = load_config_entries(config_path)
+    # the YAML tables and the discovered ones of the fleet file (read only, no network I/O)
+    fleet = load_fleet(config_path)
+    tables, invalid = fleet.tables, fleet.invalid + ([fleet.fleet_error] if fleet.fleet_error else [])
     dags: dict[str, DAG] = {}
+    if fleet.discovery is not None:
+        dags[DISCOVERY_DAG_ID] = build_discovery_dag(config_path, fleet.discovery)
     # 10,000 DAGs are millions of long-lived objects: the cyclic collector would rescan them again
     # and again while they are built (~15% of a 10,000-table parse) and find nothing to free.
     collecting = gc.isenabled()

@@ -18,6 +18,8 @@ import pytest
 from tests._infra.servers import free_port, stop, wait_for_port
 from tests.integration.ui.conftest import EXAMPLE_DAGS, PASSWORD, USER, Deployment, make_table
 
+from ..airflow_runs.conftest import airflow_home  # noqa: F401 - the migrated Airflow home fixture (the fleet health tests)
+
 HERE = Path(__file__).resolve().parent
 ASSET_DAG, WATCH_DAG = "delta_maintenance__asset_orders", "delta_maintenance__watch_orders"
 
