@@ -147,11 +147,11 @@ def _airflow_home_report_dir() -> str | None:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
-    from ..maintenance.config import load_config_entries
+    from ..maintenance.fleet_config import fleet_entries
     from ..maintenance.fleet_history import read_last_success
     from ..maintenance.fleet_status import fleet_status
 
-    tables, invalid = load_config_entries(args.config)
+    tables, invalid = fleet_entries(args.config)
     report_dir = args.report_dir or os.environ.get("DELTA_MAINTENANCE_REPORT_DIR") or _airflow_home_report_dir()
     if args.parallel < 1:
         raise ValueError(f"--parallel must be at least 1, got {args.parallel}")

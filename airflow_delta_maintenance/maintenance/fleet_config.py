@@ -451,6 +451,13 @@ def resolve_discovered(
     return tables, invalid, disabled, shadowed
 
 
+def fleet_entries(config_path: str | Path) -> tuple[list[TableConfig], list[TableConfigError]]:
+    """Every table of the fleet (YAML and discovered) and the entries that cannot be used, the
+    fleet file's own error among them: what the health view reports on."""
+    fleet = load_fleet(config_path)
+    return fleet.tables, fleet.invalid + ([fleet.fleet_error] if fleet.fleet_error else [])
+
+
 def load_fleet(config_path: str | Path) -> FleetTables:
     """The YAML tables and, when the file has a ``discovery:`` section, the discovered tables of
     its fleet file. No network I/O: this is what DAG parsing calls. File-level mistakes of the

@@ -18,7 +18,8 @@ from typing import Any
 from .._airflow_compat import BaseOperator
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
-from ..maintenance.config import TableConfig, load_config_entries
+from ..maintenance.config import TableConfig
+from ..maintenance.fleet_config import fleet_entries
 from ..maintenance.fleet_history import DEFAULT_MAX_SAMPLES, Alert, read_last_success
 from ..maintenance.fleet_report import publish_fleet_report
 from ..maintenance.fleet_status import fleet_status
@@ -101,7 +102,7 @@ class DeltaFleetReportOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         directory = resolve_report_dir(self.report_dir)
-        tables, invalid = load_config_entries(self.config_path)
+        tables, invalid = fleet_entries(self.config_path)
         for entry in invalid:
             self.log.error("table %s is not reported: %s", entry.name, entry.error)
         healths = fleet_status(tables, ConfiguredTableOpener(), last_success=read_last_success(directory), parallelism=self.parallelism)

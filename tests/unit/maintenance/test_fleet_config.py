@@ -1,4 +1,4 @@
-"""The discovery section, the fleet file and the precedence of settings (issue 17, discovery)."""
+"""The discovery section, the fleet file and the precedence of settings."""
 
 from __future__ import annotations
 
@@ -279,3 +279,19 @@ def test_the_discovery_dag_id_cannot_be_taken_by_a_table(tmp_path: Path, fleet_w
     expected = ["delta_maintenance__invalid_discovery_name", *(["delta_maintenance__invalid_discovered_0"] if fleet_written else [])]
     assert sorted(e.dag_id for e in fleet.invalid) == sorted(expected)
     assert all("reserved for the discovery DAG" in str(e.error) for e in fleet.invalid)
+
+
+def test_the_health_view_reports_discovered_tables_and_an_unusable_fleet_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_delta_maintenance.cli import main
+    from airflow_delta_maintenance.maintenance.fleet_config import fleet_entries
+
+    config = setup(tmp_path, BASE + "tables: []\n", [uc_table("orders"), ddb_table("s3://lake/raw/clicks")])
+    tables, invalid = fleet_entries(config)
+    assert sorted(t.name for t in tables) == sorted(by_name(config)) and len(tables) == 2 and invalid == []
+    (tmp_path / "tables.fleet.json").unlink()
+    tables, invalid = fleet_entries(config)
+    assert tables == [] and [e.name for e in invalid] == ["discovered fleet"]
+    # status --config says so instead of reporting an empty fleet
+    assert main(["status", "--config", str(config), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tables"] == [] and [e["name"] for e in out["invalid"]] == ["discovered fleet"]
