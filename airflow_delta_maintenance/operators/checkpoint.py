@@ -6,24 +6,27 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
-from ..maintenance.spark_submit import SparkJobSpec, checkpoint_job, verify_checkpoint
+from ..maintenance.spark_submit import checkpoint_job, verify_checkpoint
 from ._base import DeltaTableOperator, translate_errors
+from ._spark import SparkEngineMixin
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 
-class DeltaCheckpointOperator(DeltaTableOperator):
+class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
     """Write a checkpoint at the latest published version when ``interval`` commits have passed.
 
     ``engine="spark"`` submits ``spark_jobs/checkpoint.py`` through ``SparkSubmitHook``
-    (connection ``spark_conn_id``, ``local[*]`` by default) and then verifies the checkpoint by
-    reading the log: a zero exit code alone is not success. ``engine="local"`` writes it here.
+    (connection ``spark_conn_id``, ``local[*]`` by default; its extras say where and how, see
+    ``hooks.spark``) and then verifies the checkpoint by reading the log: a zero exit code alone
+    is not success. ``engine="local"`` writes it here.
 
     :param interval: commits between checkpoints (default: the table's ``delta.checkpointInterval``) (templated)
     :param force: write even if not due (templated)
     :param version: published version to checkpoint (default: latest published) (templated)
     :param spark_conf: extra Spark conf; ``spark_jars`` / ``spark_packages``: dependencies
+    :param spark_settings: overrides of the Spark connection's settings (``SparkSettings`` fields)
     """
 
     template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "interval", "force", "version", "engine")
@@ -39,7 +42,8 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         spark_conf: dict[str, Any] | None = None,
         spark_jars: str | None = None,
         spark_packages: str | None = None,
-        ship_package: bool = False,
+        spark_settings: dict[str, Any] | None = None,
+        ship_package: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -51,7 +55,7 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         self.spark_conf = spark_conf or {}
         self.spark_jars = spark_jars
         self.spark_packages = spark_packages
-        self.ship_package = ship_package
+        self.spark_settings = {**(spark_settings or {}), **({} if ship_package is None else {"ship_package": ship_package})}
         self._hook: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -74,18 +78,8 @@ class DeltaCheckpointOperator(DeltaTableOperator):
                 summary.update(checkpoint_version=result.version, kind=result.kind, num_actions=result.num_actions, size_bytes=result.size_in_bytes, existed=result.existed)
                 return summary
             job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=self.spark_conf, jars=self.spark_jars,
-                                 packages=self.spark_packages, ship_package=self.ship_package)
-            self._submit(job)
+                                 packages=self.spark_packages)
+            self.submit_spark_job(job)
             group = translate_errors("checkpoint verification", self.table_uri, lambda: verify_checkpoint(table.store, decision.version))
         summary.update(checkpoint_version=group.version, files=len(group.files), size_bytes=group.size_in_bytes)
         return summary
-
-    def _submit(self, job: SparkJobSpec) -> None:
-        from ..hooks.spark import DeltaSparkSubmitHook
-
-        self._hook = DeltaSparkSubmitHook(conn_id=self.spark_conn_id, name=f"delta-checkpoint-{self.task_id}", **job.hook_kwargs())
-        self._hook.submit(job.application)
-
-    def on_kill(self) -> None:
-        if self._hook is not None:
-            self._hook.on_kill()
