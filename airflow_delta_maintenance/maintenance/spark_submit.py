@@ -12,8 +12,9 @@ connection's extras, operator arguments or CLI flags. ``plan_submission`` turns 
 - **Shipping**: for masters other than ``local`` the package's ``deltalog`` and ``spark_jobs``
   modules are zipped (cached by content hash) and passed with ``--py-files``; jars, packages and
   extra Python files come from the settings.
-- **Launcher**: ``spark-submit`` of the installed ``pyspark`` by absolute path (its ``SPARK_HOME``
-  is the package), and the client-mode driver runs this interpreter: nothing has to be on ``PATH``.
+- **Launcher**: ``spark-submit`` by absolute path (``$SPARK_HOME``'s, else the installed
+  ``pyspark``'s, whose ``SPARK_HOME`` is the package), and the client-mode driver runs this
+  interpreter: nothing has to be on ``PATH``.
 
 Secrets (storage keys, secret, session token) never travel in argv nor in environment values:
 YARN and Kubernetes render driver environment variables as ``--conf`` arguments. They are written
@@ -391,11 +392,16 @@ def plan_submission(settings: SparkSettings, spec: SparkJobSpec, credentials_pat
 
 
 def spark_submit_binary() -> str:
-    """``spark-submit`` of the installed pyspark by absolute path (it sets ``SPARK_HOME`` to the
-    package itself, so nothing needs to be on ``PATH``), else the one on ``PATH``."""
+    """``spark-submit`` by absolute path, so that nothing has to be on ``PATH``: ``$SPARK_HOME``'s
+    (a Spark distribution), else the installed pyspark's (its ``SPARK_HOME`` is the package
+    itself; ``pyspark-client`` has none), else the one on ``PATH``."""
+    candidates = []
+    if os.environ.get("SPARK_HOME"):
+        candidates.append(Path(os.environ["SPARK_HOME"]) / "bin" / "spark-submit")
     spec = importlib.util.find_spec("pyspark")
     if spec is not None and spec.origin:
-        candidate = Path(spec.origin).parent / "bin" / "spark-submit"
+        candidates.append(Path(spec.origin).parent / "bin" / "spark-submit")
+    for candidate in candidates:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return str(candidate)
     return shutil.which("spark-submit") or "spark-submit"
