@@ -157,7 +157,7 @@ def listeners_of_this_test() -> Iterator[dict[tuple[int, str, str], str]]:
             ours = _descendants(os.getpid())
             out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
             for line in out.splitlines():
-                m = SS_LINE.match("LISTEN " + line.split(None, 1)[1] if line.startswith("LISTEN") else line)
+                m = SS_LINE.match(line)
                 if not m:
                     continue
                 address, port, users = m.groups()
@@ -238,6 +238,8 @@ def test_checkpoint_and_compaction_jobs_on_a_standalone_cluster_over_s3(
     assert job_listeners, "no listener of the jobs was observed: the check saw nothing"
     wildcard = {k: v for k, v in listeners.items() if k[1] not in LOOPBACK_ADDRESSES}
     assert not wildcard, f"listening beyond loopback: {wildcard}"
+    print(f"[cluster] {len(job_listeners)} listening sockets of {len({k[0] for k in job_listeners})} job processes seen, "
+          f"all on {sorted({address for _, address, _ in listeners})}", file=sys.stderr)
 
     started = time.monotonic()
     check_with_deltalake(uri, s3_endpoint, ids)
