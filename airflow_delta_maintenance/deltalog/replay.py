@@ -346,10 +346,3 @@ def replay_actions(
         deltas=deltas if keep_lines else None,
         delta_base_order=base,
     )
-
-
-def in_commit_timestamp(commit_info: Mapping[str, Any] | None) -> int | None:
-    if not commit_info:
-        return None
-    value = commit_info.get("inCommitTimestamp")
-    return int(value) if isinstance(value, (int, float, np.integer)) else None

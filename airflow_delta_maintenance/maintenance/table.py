@@ -19,19 +19,21 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..coordinators.base import CommitCoordinatorClient, CommitsResponse, RatifiedCommit
 from ..deltalog.errors import TableNotFoundError
 from ..deltalog.listing import LogSegmentFiles, list_log_files
 from ..deltalog.log_segment import CatalogCommit
-from ..deltalog.snapshot import Snapshot, load_snapshot
 from ..deltalog.storage import LogStore, open_table_storage
 from ..deltalog.table_state import TableState, load_table_state
 from .coordinator import open_coordinator
 from .discovery import TableCoordination, read_table_coordination, resolve_coordinator_spec
 from .errors import CoordinatorMismatchError, InconsistentCoordinatorError
 from .staged import list_staged, read_ratified_commit
+
+if TYPE_CHECKING:
+    from ..deltalog.snapshot import Snapshot
 
 __all__ = [
     "MaintainedTable",
@@ -80,6 +82,7 @@ def cap_listing(files: LogSegmentFiles, head: int | None) -> tuple[LogSegmentFil
         compactions=tuple(c for c in files.compactions if c.end_version <= head),
         crcs=tuple(c for c in files.crcs if c.version <= head),
         last_checkpoint=files.last_checkpoint,
+        hidden=files.hidden,
     )
     return capped, tuple(sorted(above))
 
@@ -338,6 +341,8 @@ def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | N
 
 def load_ratified_snapshot(table: MaintainedTable, version: int | None = None) -> Snapshot:
     """The table at ``version`` (default: the latest ratified) as its catalog sees it, with its files."""
+    from ..deltalog.snapshot import load_snapshot  # the replay machinery: only callers that need files pay for it
+
     view = table.catalog_view()
     return load_snapshot(
         table.store, view.latest_ratified_version if version is None else version, files=view.files,
