@@ -8,7 +8,7 @@ little memory), then 20 small commits. Commits 0..10 and the checkpoint are 60 d
 cleanup has work to plan. Operations, as the use cases the operators call them:
 
 - ``import``: the modules only (the fixed cost of a process);
-- ``import-operators``: ``airflow_delta_maintenance.operators`` (Airflow itself included), for
+- ``import-operators``: the checkpoint and cleanup operator classes (Airflow itself included), for
   scale: a worker process holds that anyway;
 - ``spark-worker``: what ``DeltaCheckpointOperator(engine="spark")`` runs on the worker around the
   submission: ``open_table``, ``plan_checkpoint`` (listing, ratified protocol/metadata/properties,
@@ -17,7 +17,9 @@ cleanup has work to plan. Operations, as the use cases the operators call them:
 - ``cleanup``: ``run_metadata_cleanup(table, dry_run=True)``, as ``DeltaMetadataCleanupOperator``;
 - ``status``: ``table_status(table)``, as the status sensor/CLI;
 - ``checkpoint-local``: ``delta-maintenance checkpoint TABLE`` (the single-node engine replays
-  every file action: it is expected to grow with the table; run only up to ``--heavy-up-to``).
+  every file action: it is expected to grow with the table; run only up to ``--heavy-up-to``);
+- ``*-airflow``: the same, in a process that imported the operator classes first (Airflow
+  included), as in a worker.
 
 None of the first four replays file actions (protocol/metadata-only loading, checkpoint
 verification by column and batch), so their peak should not grow with the table. The machine is
@@ -91,8 +93,10 @@ OPS = r"""
 import json, os, sys, time
 op, path = sys.argv[1], sys.argv[2]
 t = time.perf_counter()
-if op == "import-operators":
-    import airflow_delta_maintenance.operators  # noqa: F401
+op, in_airflow = op.removesuffix("-airflow"), op.endswith("-airflow") or op == "import-operators"
+if in_airflow:
+    from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator  # noqa: F401
+    from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator  # noqa: F401
 from airflow_delta_maintenance.maintenance.table import open_table
 from airflow_delta_maintenance.maintenance.checkpoint import plan_checkpoint
 from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
@@ -116,8 +120,9 @@ sys.stdout.flush()
 os._exit(0)
 """
 
-ALL_OPS = ["import", "import-operators", "spark-worker", "cleanup", "status", "checkpoint-local"]
-LIGHT_OPS = ("import", "import-operators", "spark-worker", "cleanup", "status")
+ALL_OPS = ["import", "import-operators", "spark-worker", "cleanup", "status", "checkpoint-local",
+           "spark-worker-airflow", "cleanup-airflow", "status-airflow"]
+LIGHT_OPS = ("import", "import-operators", "spark-worker", "cleanup", "status", "spark-worker-airflow", "cleanup-airflow", "status-airflow")
 
 
 def run_op(op: str, table: str, work: str, i: int) -> tuple[float, float, dict]:
