@@ -16,6 +16,7 @@ import os
 import posixpath
 import stat as stat_module
 import shutil
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -520,12 +521,18 @@ _UNLINK_THREADS = 32
 _UNLINK_SERIAL_BELOW = 64
 
 
-def _unlink_each(paths: Sequence[str]) -> None:
+def _unlink_each(paths: Sequence[str], failed: threading.Event | None = None) -> None:
     for p in paths:
+        if failed is not None and failed.is_set():
+            return  # another thread hit an error: stop, as a serial loop would
         try:
             os.unlink(p)
         except FileNotFoundError:
             pass  # another cleaner removed it first: fine
+        except BaseException:
+            if failed is not None:
+                failed.set()
+            raise
 
 
 def _unlink_all(paths: Sequence[str]) -> None:
@@ -535,11 +542,12 @@ def _unlink_all(paths: Sequence[str]) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     # Thread i takes every n-th path: each walks the list in the callers' order, so the deleted
-    # range still grows from the oldest file. The first error (a permission error) is re-raised
-    # once every thread has stopped.
+    # range still grows from the oldest file. The first error (a permission error) stops every
+    # thread and is re-raised once they have stopped.
     n = _UNLINK_THREADS
+    failed = threading.Event()
     with ThreadPoolExecutor(max_workers=n, thread_name_prefix="delta-unlink") as pool:
-        futures = [pool.submit(_unlink_each, paths[i::n]) for i in range(n)]
+        futures = [pool.submit(_unlink_each, paths[i::n], failed) for i in range(n)]
     for f in futures:
         f.result()
 
