@@ -18,7 +18,9 @@ from typing import Any
 
 from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule
 
-from .maintenance.config import ConfigError, TableConfig, TableConfigError, load_config_entries
+from .fleet_dags import DISCOVERY_DAG_ID, build_discovery_dag
+from .maintenance.config import ConfigError, TableConfig, TableConfigError
+from .maintenance.fleet_config import load_fleet
 from .operators.checkpoint import DeltaCheckpointOperator
 from .operators.cleanup import DeltaLogCleanupOperator
 from .operators.compaction import DeltaLogCompactionOperator
@@ -184,8 +186,12 @@ def build_invalid_table_dag(entry: TableConfigError, start_date: Any = None) -> 
 def build_dags(config_path: str | Path) -> dict[str, DAG]:
     """One DAG per table of the YAML file at ``config_path``: a placeholder for each invalid one
     (logged as an error), the maintenance DAG for the others. File-level mistakes still raise."""
-    tables, invalid = load_config_entries(config_path)
+    # the YAML tables and the discovered ones of the fleet file (read only, no network I/O)
+    fleet = load_fleet(config_path)
+    tables, invalid = fleet.tables, fleet.invalid + ([fleet.fleet_error] if fleet.fleet_error else [])
     dags: dict[str, DAG] = {}
+    if fleet.discovery is not None:
+        dags[DISCOVERY_DAG_ID] = build_discovery_dag(config_path, fleet.discovery)
     for table in tables:
         try:
             dags[table.dag_id] = build_maintenance_dag(table)

@@ -34,11 +34,13 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_delta_maintenance.operators.checkpoint",
                     "airflow_delta_maintenance.operators.compaction",
                     "airflow_delta_maintenance.operators.cleanup",
+                    "airflow_delta_maintenance.operators.discovery",
                 ],
             }
         ],
         "sensors": [{"integration-name": "Delta Lake maintenance", "python-modules": ["airflow_delta_maintenance.sensors.ratified_version"]}],
         "triggers": [{"integration-name": "Delta Lake maintenance", "python-modules": ["airflow_delta_maintenance.triggers.ratified_version"]}],
+        "notifications": ["airflow_delta_maintenance.notifiers.health.DeltaHealthNotifier"],
         "hooks": [
             {
                 "integration-name": "Delta Lake maintenance",

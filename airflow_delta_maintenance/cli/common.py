@@ -18,6 +18,7 @@ __all__ = [
     "storage_options",
     "open_cli_table",
     "emit_json",
+    "cli_progress",
     "run_guarded",
     "EXIT_BAD_INPUT",
     "EXIT_STORAGE",
@@ -79,6 +80,14 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
+
+
+def cli_progress() -> Any:
+    """A progress sink for a long step: a line on stderr at most every few seconds (stdout keeps
+    the result, one JSON object with --json)."""
+    from ..maintenance.report import Throttled
+
+    return Throttled(lambda message: print(message, file=sys.stderr, flush=True))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from .common import add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
+from .common import add_coordinator_option, add_storage_options, cli_progress, emit_json, open_cli_table, run_guarded
 
 # Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
@@ -23,6 +23,7 @@ def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=["local", "spark"], default="local", help="local (single node, default) or spark (spark-submit)")
     p.add_argument("--master", default="local[*]", help="Spark master for --engine spark")
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
+    p.add_argument("--spark-verbose", action="store_true", help="show Spark's own log lines (default: warnings only, and progress)")
 
 
 def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
@@ -49,6 +50,7 @@ def register(sub: Any) -> None:
     k.add_argument("--end", type=int, default=None, help="last version of the window (> start)")
     k.add_argument("--interval", type=int, default=10, help="without --start/--end: aligned windows ending on multiples of it")
     k.add_argument("--max-window-bytes", type=int, default=0, help="skip windows with more commit bytes (0: no guard)")
+    k.add_argument("--list", action="store_true", help="with --interval: list every window written or skipped")
     _engine(k)
     k.set_defaults(handler=lambda a: run_guarded(lambda: _compact(a)))
 
@@ -60,11 +62,14 @@ def register(sub: Any) -> None:
     d.add_argument("--allow-shorter-retention", action="store_true", help="accept a retention below the table's own")
     d.add_argument("--allow-future-now", action="store_true", help="accept a --now later than the real clock")
     d.add_argument("--allow-catalog-managed", action="store_true", help="the table's catalog permits metadata cleanup")
+    d.add_argument("--list", action="store_true", help="list every file of the plan (default: the summary and counts per kind)")
     d.set_defaults(handler=lambda a: run_guarded(lambda: _cleanup(a)))
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
+    import time
+
+    from ..maintenance.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
     from ..maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
 
     with open_cli_table(args) as table:
@@ -72,24 +77,32 @@ def _checkpoint(args: argparse.Namespace) -> int:
         decision, store = plan.decision, table.store
         out: dict[str, Any] = {"decision": decision.to_dict(), "checkpoint_version": decision.version, "written": False,
                                "files": [], "num_actions": 0, "num_add_files": 0, "size_bytes": 0}
+        outcome = CheckpointOutcome(table.uri, decision, args.engine)
         if (decision.due or decision.last_checkpoint_version == decision.version) and args.engine == "spark":
+            started = time.monotonic()
             job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=_spark_conf(args))
-            reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
+            reported = json.loads(run_spark_submit(job, args.master, **_spark_output(args)).strip().splitlines()[-1])
             group = verify_checkpoint(store, decision.version)  # the log, not the exit code, says it worked
             out.update(kind="spark", written=not reported.get("existed", False), existed=reported.get("existed", False),
                        files=[f.name for f in group.files], num_actions=reported.get("num_actions", 0),
                        num_add_files=reported.get("num_add_files", 0), size_bytes=group.size_in_bytes)
+            outcome = CheckpointOutcome.spark(table.uri, decision, group, existed=bool(reported.get("existed", False)),
+                                              num_actions=int(reported.get("num_actions", 0)), seconds=time.monotonic() - started)
         elif decision.due or decision.last_checkpoint_version == decision.version:
-            r = run_local_checkpoint(table, plan)
+            r = run_local_checkpoint(table, plan, progress=cli_progress())
             out.update(kind=r.kind, written=not r.existed, existed=r.existed, files=r.files, num_actions=r.num_actions,
                        num_add_files=r.num_add_files, size_bytes=r.size_in_bytes, stats_parsed=r.stats_parsed)
+            outcome = CheckpointOutcome.local(table.uri, decision, r)
     if args.json:
         emit_json(out)
-    elif out["written"]:
-        print(f"{table.uri}: wrote {out['kind']} checkpoint at {out['checkpoint_version']} ({out['num_actions']} actions, {out['size_bytes']} bytes)")
     else:
-        print(f"{table.uri}: no checkpoint written: {decision.reason}")
+        print(outcome.report().summary())
     return 0
+
+
+def _spark_output(args: argparse.Namespace) -> dict[str, Any]:
+    """Spark's progress to stderr, throttled; its own log lines only with --spark-verbose."""
+    return {"progress": cli_progress(), "verbose": args.spark_verbose}
 
 
 def _compact(args: argparse.Namespace) -> int:
@@ -107,7 +120,7 @@ def _compact(args: argparse.Namespace) -> int:
         if args.engine == "spark":
             check_compaction_window(table, args.start, args.end)
             job = compaction_job(table.uri, args.start, args.end, table.storage_options, conf=_spark_conf(args))
-            reported = json.loads(run_spark_submit(job, args.master).strip().splitlines()[-1])
+            reported = json.loads(run_spark_submit(job, args.master, **_spark_output(args)).strip().splitlines()[-1])
             found = verify_compaction(table.store, args.start, args.end)  # the log, not the exit code, says it worked
             out = {"start_version": args.start, "end_version": args.end, "path": found.name, "created": reported["created"], "size_bytes": found.size}
         else:
@@ -128,17 +141,17 @@ def _compact_windows(table: Any, args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result.to_dict())
     else:
-        print(f"{table.uri}: wrote {len(result.written)} compaction file(s), skipped {len(result.skipped)}")
-        for w in result.written:
+        print(result.report().summary())
+        for w in result.written if args.list else ():
             print(f"  [{w['start']}, {w['end']}] {w['file']}")
-        for w in result.skipped:
+        for w in result.skipped if args.list else ():
             print(f"  skipped [{w['start']}, {w['end']}]: {w['reason']}")
     return 0
 
 
 def _cleanup(args: argparse.Namespace) -> int:
     from ..deltalog.cleanup import retention_ms_from_days
-    from ..maintenance.cleanup import run_metadata_cleanup
+    from ..maintenance.cleanup import cleanup_report, run_metadata_cleanup
 
     retention = None if args.retention_days is None else retention_ms_from_days(args.retention_days)
     now_ms = None
@@ -154,20 +167,17 @@ def _cleanup(args: argparse.Namespace) -> int:
             catalog_permits_cleanup=args.allow_catalog_managed,
             now_ms=now_ms,
             allow_future_now=args.allow_future_now,
+            progress=cli_progress(),
         )
-    store = table.store
     if args.json:
         emit_json(result.to_dict())
         return 0
+    report = cleanup_report(result)
+    print(report.summary())
     p = result.plan
-    if p.skipped:
-        print(f"{store.uri}: cleanup skipped: {p.skip_reason}")
-        return 0
-    verb = "would delete" if result.dry_run else "deleted"
-    print(
-        f"{store.uri}: cutoff {p.cutoff_timestamp} → commit {p.cutoff_commit}, anchor checkpoint {p.cutoff_checkpoint}; "
-        f"{verb} {len(p.deletions)} file(s), {p.bytes} bytes: " + ", ".join(f"{k}={v}" for k, v in p.counts.items())
-    )
-    for d in p.deletions:
+    if not p.skipped:
+        print(f"  cutoff {report.details['cutoff']} → commit {p.cutoff_commit}, anchor checkpoint {p.cutoff_checkpoint}; "
+              + ", ".join(f"{k}={v}" for k, v in p.counts.items()))
+    for d in p.deletions if args.list else ():
         print(f"  {d.kind:<20} {d.size:>10}  {d.path}")
     return 0

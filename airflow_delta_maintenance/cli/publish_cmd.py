@@ -39,11 +39,7 @@ def _publish(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result.to_dict())
     else:
-        print(
-            f"{result.table_uri}: published {len(result.published)} commit(s) {_span(result.published)}, "
-            f"{len(result.already_published)} already published; latest ratified {result.latest_ratified_version}, "
-            f"latest published {result.latest_published_version} ({result.seconds:.3f}s)"
-        )
+        print(result.report().summary())
     return 0
 
 

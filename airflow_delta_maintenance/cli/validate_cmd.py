@@ -21,10 +21,14 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..maintenance.config import load_config_entries
     from ..maintenance.config_check import check_table
+    from ..maintenance.fleet_config import load_fleet
 
-    tables, invalid = load_config_entries(args.file)
+    fleet = load_fleet(args.file)  # the YAML tables and the discovered ones of its fleet file
+    # a fleet file that no discovery has written yet (CI, a first deployment) is a note; a malformed
+    # or stale one is a failure, as it is for the DAG file
+    unusable = [fleet.fleet_error] if fleet.fleet_error and not fleet.fleet_missing else []
+    tables, invalid = fleet.tables, fleet.invalid + unusable
     opts = storage_options(args) if args.check_tables else {}
     rows: list[dict[str, Any]] = []
     for table in tables:
@@ -36,13 +40,16 @@ def _run(args: argparse.Namespace) -> int:
     for entry in invalid:
         rows.append({"name": entry.name, "dag_id": entry.dag_id, "valid": False, "problems": [f"{entry.error.key}: {entry.error.detail}"], "notes": []})
     failed = [r for r in rows if not r["valid"] or r["problems"]]
+    notes = [f"discovery: {fleet.fleet_error.error.detail}"] if fleet.fleet_error and fleet.fleet_missing else []
     if args.json:
-        emit_json({"file": args.file, "tables": rows, "ok": not failed})
+        emit_json({"file": args.file, "tables": rows, "ok": not failed, "notes": notes})
     else:
         for r in rows:
             state = "INVALID" if not r["valid"] else ("FAILED" if r["problems"] else "ok")
             print(f"{state:<8} {r['name']}: " + ("; ".join(r["problems"]) or f"DAG {r['dag_id']}"))
             for note in r["notes"]:
                 print(f"         {r['name']}: {note}")
+        for note in notes:
+            print(f"note     {note}")
         print(f"{args.file}: {len(rows)} table(s), {len(failed)} with problems")
     return 2 if failed else 0

@@ -207,6 +207,42 @@ class DynamoDBCoordinator:
             time.sleep(0.5)
         raise CoordinatorError(f"{self.describe()}: table did not become ACTIVE", retryable=True)
 
+    def list_registered_tables(self, page_size: int = 1000) -> list[tuple[str, str]]:
+        """Every Delta table the coordinator table holds: ``(tableId, path)`` sorted by path.
+
+        One paginated ``Scan`` projecting only ``tableId`` and ``path`` (a reserved word, hence the
+        placeholder), following ``LastEvaluatedKey``; items without a string ``path`` are not
+        delta-spark's and are left out. Used by fleet discovery; the per-table conf is still read
+        from each table's own metadata when it is maintained.
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        found: list[tuple[str, str]] = []
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "TableName": self.dynamodb_table, "ProjectionExpression": "tableId, #p",
+                "ExpressionAttributeNames": {"#p": "path"}, "Limit": page_size,
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            try:
+                resp = self.client.scan(**kwargs)
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                if code == "ResourceNotFoundException":
+                    raise TableNotFoundError(f"{self.describe()}: DynamoDB table {self.dynamodb_table} does not exist") from None
+                raise CoordinatorError(f"{self.describe()}: Scan failed: {code}", retryable=_transient(code)) from None
+            except BotoCoreError as exc:
+                raise CoordinatorError(f"{self.describe()}: Scan failed: {type(exc).__name__}", retryable=True) from None
+            for item in resp.get("Items", []):
+                table_id, path = item.get("tableId", {}).get("S"), item.get("path", {}).get("S")
+                if table_id and path:
+                    found.append((table_id, path))
+            start = resp.get("LastEvaluatedKey") or None
+            if not start:
+                return sorted(found, key=lambda t: (t[1], t[0]))
+
     # ---- reads -------------------------------------------------------------------------------
 
     def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:

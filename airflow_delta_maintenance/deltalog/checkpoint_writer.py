@@ -18,7 +18,7 @@ from __future__ import annotations
 import io
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -344,11 +344,13 @@ def write_checkpoint(
     sidecar_max_actions: int = 1_000_000,
     files: LogSegmentFiles | None = None,
     classic_name: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> CheckpointResult:
     """Write the checkpoint of ``snapshot.version`` (must be published); idempotent.
 
     ``classic_name`` forces a classic-named (V2 when the table has v2Checkpoint) checkpoint, which
-    cleanup leaves behind so that old clients can read the protocol and fail cleanly.
+    cleanup leaves behind so that old clients can read the protocol and fail cleanly. ``progress``
+    hears one line per row group of file actions written (the caller throttles).
     """
     started = time.monotonic()
     files = files if files is not None else list_log_files(store)
@@ -387,11 +389,21 @@ def write_checkpoint(
     written: list[str] = []
     total_bytes = 0
     run = new_run()
+    done = 0
+
+    def counted(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        nonlocal done
+        for batch in batches:
+            yield batch
+            done += batch.num_rows  # the writer asks for the next batch once this one is written
+            if progress is not None:
+                progress(f"checkpoint: v{v} {done:,} of {n:,} file actions written")
+
     if uuid_named:
         sidecar_rows = []
         parts = max(1, -(-n // sidecar_max_actions)) if n else 0
         side_schema = pa.schema([layout.schema.field("add"), layout.schema.field("remove")])
-        batches = file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions))
+        batches = counted(file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions)))
         pending: list[pa.RecordBatch] = []
         for i in range(parts):
             name = f"{v:020d}.checkpoint.{i + 1:010d}.{parts:010d}.{run.tag}.parquet"
@@ -408,7 +420,7 @@ def write_checkpoint(
         top = non_file
         top_name = classic_checkpoint_name(v)
         num_actions = non_file.num_rows + n
-        top_batches = file_action_batches(snapshot, layout, layout.schema.names)
+        top_batches = counted(file_action_batches(snapshot, layout, layout.schema.names))
     try:
         for row in sidecar_rows if uuid_named else ():
             side = f"{SIDECAR_DIR}/{row['sidecar']['path']}"

@@ -32,7 +32,7 @@ import itertools
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -357,13 +357,23 @@ class PlanChangedError(DeltaLogError):
     """The log changed between planning and execution in a way that invalidates the plan."""
 
 
+# Files per deletion request (S3's DeleteObjects limit): also the step of the progress lines.
+DELETE_BATCH = 1000
+
+
 def execute_cleanup(
-    store: LogStore, plan: CleanupPlan, *, dry_run: bool = True, fresh_plan: CleanupPlan | None = None
+    store: LogStore,
+    plan: CleanupPlan,
+    *,
+    dry_run: bool = True,
+    fresh_plan: CleanupPlan | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> CleanupResult:
     """Delete the planned files in order (commits first); a file already gone is fine.
 
     ``fresh_plan`` is the same plan recomputed from a new listing just before deleting: it must
-    keep the same anchor checkpoint, and only files in both plans are deleted.
+    keep the same anchor checkpoint, and only files in both plans are deleted. ``progress`` hears
+    one line per batch of ``DELETE_BATCH`` files (the caller throttles).
     """
     started = time.monotonic()
     if dry_run:
@@ -383,11 +393,15 @@ def execute_cleanup(
     deleted = _remove(store, leftovers)
     if plan.skipped:
         return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
+    total = sum(1 for d in plan.deletions if d.path in allowed)
     # Kind by kind in plan order (commits before checkpoints); within a kind the order is free.
     for _, group in itertools.groupby((d for d in plan.deletions if d.path in allowed), key=lambda d: d.kind):
         names = [d.path for d in group]
-        store.delete_many(names)
-        deleted += len(names)
+        for i in range(0, len(names), DELETE_BATCH):
+            store.delete_many(names[i : i + DELETE_BATCH])
+            deleted += len(names[i : i + DELETE_BATCH])
+            if progress is not None:
+                progress(f"cleanup: deleted {deleted:,} of {total:,} files below v{plan.cutoff_checkpoint}")
     return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
 
 

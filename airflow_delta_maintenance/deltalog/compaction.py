@@ -1,4 +1,4 @@
-"""Log compaction files ``<x>.<y>.compacted.json`` (PROTOCOL "Log Compaction Files", delta PR #7080).
+"""Log compaction files ``<x>.<y>.compacted.json`` (PROTOCOL "Log Compaction Files", delta-io/delta PR #7080).
 
 A compaction is a patch over the state before ``x``, not a snapshot: it keeps every tombstone
 whatever its age (removes, ``domainMetadata`` with ``removed=true``) and every txn, or a reader
@@ -65,7 +65,7 @@ def plan_compaction_windows(
     published_version: int | None = None,
     max_window_bytes: int = 0,
 ) -> list[CompactionWindow]:
-    """Aligned windows as in PR #7080: each ends on a multiple of ``interval`` and starts after the
+    """Aligned windows as in delta-io/delta PR #7080: each ends on a multiple of ``interval`` and starts after the
     last checkpoint before it; windows that a checkpoint at or after their end already covers, or
     shorter than two versions, or with a commit missing, are not listed; windows already written
     or over ``max_window_bytes`` of commits (> 0 enables the guard) are listed with a skip reason.

@@ -101,6 +101,25 @@ def _timestamp_at(store: LogStore, files: LogSegmentFiles, version: int, ict_fro
     return commit.modification_time
 
 
+def _may_lack_expired_tombstones(segment: LogSegment, retention_ms: int) -> bool:
+    """Whether a chosen compaction may have dropped removes its window's commits hold.
+
+    A compaction must keep every remove of its window: the files they cancel were added before the
+    window. Some writers (the deltalake wheel's ``compact_logs``) drop tombstones already expired
+    under ``delta.deletedFileRetentionDuration`` when they write, which resurrects those files for a
+    reader that trusts the compaction. A tombstone of the window can only have been expired if one
+    of the window's commits is older than the compaction's write time minus the retention; then
+    the window's commits are replayed instead."""
+    commits = {c.version: c for c in segment.files.commits}
+    for d in segment.deltas:
+        if isinstance(d, CatalogCommit) or d.end_version == d.version:
+            continue
+        window = [commits[v] for v in range(d.version, d.end_version + 1) if v in commits]
+        if window and min(c.modification_time for c in window) <= d.modification_time - retention_ms:
+            return True
+    return False
+
+
 def _replay_segment(
     store: LogStore,
     files: LogSegmentFiles,
@@ -108,6 +127,7 @@ def _replay_segment(
     catalog_commits: Sequence[CatalogCommit],
     latest_ratified_version: int | None,
     skip_checkpoints: frozenset[str],
+    use_compactions: bool = True,
 ) -> tuple[LogSegment, Any]:
     def segment_for(use_compactions: bool) -> LogSegment:
         return build_log_segment(
@@ -120,7 +140,9 @@ def _replay_segment(
             table=store.uri,
         )
 
-    segment = segment_for(True)
+    segment = segment_for(use_compactions)
+    if not use_compactions:
+        return segment, replay_actions(store, segment)
     try:
         return segment, replay_actions(store, segment)
     except UnreconciledCompactionError:
@@ -173,6 +195,8 @@ def load_snapshot(
         raise ProtocolViolationError(f"{store.uri}: no metaData action in versions ≤ {segment.version}", path=store.log_dir)
     check_read_supported(result.protocol, path=store.uri)
     properties = TableProperties.from_configuration(result.metadata.configuration)
+    if _may_lack_expired_tombstones(segment, properties.deleted_file_retention_ms):
+        segment, result = _replay_segment(store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), False)
     cutoff = now - properties.deleted_file_retention_ms
     tombstones = result.removes.filter(pc.greater(pc.fill_null(result.removes.column("deletionTimestamp"), 0), cutoff))
 

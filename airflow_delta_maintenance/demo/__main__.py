@@ -113,13 +113,14 @@ def main() -> int:
     print(f"run {result['state']} in {time.monotonic() - started:.0f}s; tasks: " + ", ".join(f"{k}={v}" for k, v in sorted(result["tasks"].items())))
     print(f"  wait:       latest ratified {x['wait_for_ratified_commits']['latest_ratified_version']}, "
           f"published {x['wait_for_ratified_commits']['latest_published_version']}")
-    p = x["publish"]["published"]
-    print(f"  publish:    published versions {p[0]}..{p[-1]} ({len(p)} commits), reported to the coordinator")
+    p = x["publish"]
+    print(f"  publish:    published versions {p['from_version']}..{p['to_version']} ({p['count']} commits), reported to the coordinator")
     c = x["checkpoint"]
-    print(f"  checkpoint: {c['engine']} wrote the checkpoint at version {c.get('checkpoint_version')} ({c.get('size_bytes')} bytes)")
-    print("  compaction: " + (", ".join(f"[{w['start']}, {w['end']}]" for w in x["compact_log"]["written"]) or "nothing to compact"))
+    print(f"  checkpoint: {c['engine']} wrote the checkpoint at version {c['version']} ({c['bytes']} bytes)")
+    k = x["compact_log"]
+    print("  compaction: " + (f"{k['count']} window(s) over {k['from_version']}..{k['to_version']}" if k["count"] else k["reason"]))
     d = x["cleanup"]
-    print(f"  cleanup:    dry run; {d['skipped_reason'] or str(sum(d['counts'].values())) + ' file(s) would go'}")
+    print(f"  cleanup:    dry run; {d['reason'] if d['skipped'] else str(d['count']) + ' file(s) would go'}")
 
     banner("after maintenance")
     print(render(table_status(maintained)), flush=True)

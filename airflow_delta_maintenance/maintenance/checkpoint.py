@@ -8,11 +8,21 @@ from typing import Any
 from ..deltalog.checkpoint_writer import CheckpointResult, write_checkpoint
 from ..deltalog.features import check_write_supported
 from ..deltalog.errors import UnpublishedVersionError
-from ..deltalog.listing import LogSegmentFiles
+from ..deltalog.listing import CheckpointGroup, LogSegmentFiles
+from ..deltalog.paths import LogFileType
 from ..deltalog.snapshot import load_snapshot
+from .report import JSONValue, Progress, TaskReport, human_bytes
 from .table import CatalogView, MaintainedTable, ratified_state
 
-__all__ = ["CheckpointDecision", "CheckpointPlan", "decide_checkpoint", "plan_checkpoint", "run_local_checkpoint"]
+__all__ = [
+    "CheckpointDecision",
+    "CheckpointPlan",
+    "CheckpointOutcome",
+    "decide_checkpoint",
+    "plan_checkpoint",
+    "run_local_checkpoint",
+    "checkpoint_kind",
+]
 
 
 @dataclass(frozen=True)
@@ -74,8 +84,57 @@ def plan_checkpoint(
     return CheckpointPlan(view, decision)
 
 
-def run_local_checkpoint(table: MaintainedTable, plan: CheckpointPlan) -> CheckpointResult:
+def run_local_checkpoint(table: MaintainedTable, plan: CheckpointPlan, *, progress: Progress | None = None) -> CheckpointResult:
     """Single-node checkpoint of a published version (read from published files only)."""
     files = plan.view.files
     snapshot = load_snapshot(table.store, plan.decision.version, files=files)
-    return write_checkpoint(table.store, snapshot, files=files)
+    return write_checkpoint(table.store, snapshot, files=files, progress=progress)
+
+
+def checkpoint_kind(group: CheckpointGroup) -> str:
+    """``classic``, ``multi-part`` or ``uuid-v2``: the naming of a checkpoint found in the log."""
+    first = group.files[0].type
+    if first is LogFileType.CHECKPOINT_UUID:
+        return "uuid-v2"
+    return "multi-part" if first is LogFileType.CHECKPOINT_MULTIPART else "classic"
+
+
+@dataclass(frozen=True)
+class CheckpointOutcome:
+    """A checkpoint task's outcome, whichever engine wrote it (or why nothing was written)."""
+
+    table_uri: str
+    decision: CheckpointDecision
+    engine: str
+    written: bool = False  # a new checkpoint is visible because of this run
+    existed: bool = False  # the engine found the checkpoint already there
+    kind: str | None = None
+    files: int = 0
+    num_actions: int = 0
+    size_bytes: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def local(cls, table_uri: str, decision: CheckpointDecision, result: CheckpointResult) -> CheckpointOutcome:
+        return cls(table_uri, decision, "local", not result.existed, result.existed, result.kind, len(result.files),
+                   result.num_actions, result.size_in_bytes, result.seconds)
+
+    @classmethod
+    def spark(cls, table_uri: str, decision: CheckpointDecision, group: CheckpointGroup, *, existed: bool,
+              num_actions: int, seconds: float) -> CheckpointOutcome:
+        return cls(table_uri, decision, "spark", not existed, existed, checkpoint_kind(group), len(group.files),
+                   num_actions, group.size_in_bytes, seconds)
+
+    def report(self) -> TaskReport:
+        d = self.decision
+        details: dict[str, JSONValue] = {"engine": self.engine, "kind": self.kind, "files": self.files, "existed": self.existed,
+                   "last_checkpoint_version": d.last_checkpoint_version, "commits_since_checkpoint": d.commits_since_checkpoint,
+                   "interval": d.interval}
+        if not self.written:
+            reason = d.reason if not d.due else f"a checkpoint already exists at v{d.version}"
+            return TaskReport(self.table_uri, "checkpoint", skipped=True, reason=reason, version=d.version,
+                              bytes=self.size_bytes, duration_s=self.seconds, details=details)
+        parts = f"{self.files} part" + ("" if self.files == 1 else "s")
+        what = f"wrote v{d.version} ({self.kind}, {parts}, {self.num_actions:,} actions, {human_bytes(self.size_bytes)})"
+        return TaskReport(self.table_uri, "checkpoint", what=what, reason=d.reason, version=d.version, count=self.num_actions,
+                          bytes=self.size_bytes, duration_s=self.seconds, details=details)

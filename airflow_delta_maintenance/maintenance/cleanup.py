@@ -6,10 +6,12 @@ from ..deltalog.checkpoint_writer import write_checkpoint
 from ..deltalog.cleanup import CleanupPlan, CleanupResult, check_cleanup_clock, execute_cleanup, plan_log_cleanup
 from ..deltalog.listing import LogSegmentFiles, list_log_files
 from ..deltalog.snapshot import load_snapshot
+from ..deltalog.table_properties import DAY_MS
 from .errors import MaintenanceError
+from .report import JSONValue, Progress, TaskReport, human_bytes, iso_utc
 from .table import MaintainedTable, ratified_state
 
-__all__ = ["RetentionTooShortError", "run_metadata_cleanup"]
+__all__ = ["RetentionTooShortError", "run_metadata_cleanup", "cleanup_report"]
 
 _PLAN_ATTEMPTS = 3
 
@@ -27,6 +29,7 @@ def run_metadata_cleanup(
     catalog_permits_cleanup: bool = False,
     now_ms: int | None = None,
     allow_future_now: bool = False,
+    progress: Progress | None = None,
 ) -> CleanupResult:
     """Plan the cleanup of the table as its catalog sees it and, unless ``dry_run``, execute it.
 
@@ -74,4 +77,31 @@ def run_metadata_cleanup(
         anchor = load_snapshot(store, plan.cutoff_checkpoint, files=view.files, now_ms=state.now_ms)
         write_checkpoint(store, anchor, files=view.files, classic_name=True)
     # Re-validate against a fresh listing (same cap) right before deleting: a writer or cleaner may have run.
-    return execute_cleanup(store, plan, dry_run=False, fresh_plan=make_plan(view.recap(list_log_files(store))))
+    return execute_cleanup(store, plan, dry_run=False, fresh_plan=make_plan(view.recap(list_log_files(store))), progress=progress)
+
+
+def cleanup_report(result: CleanupResult) -> TaskReport:
+    """The summary and the small record of a cleanup: counts and bytes per kind, never the files."""
+    p = result.plan
+    details: dict[str, JSONValue] = {
+        "dry_run": result.dry_run,
+        "executed": not result.dry_run and not p.skipped,
+        "deleted": result.deleted,
+        "counts": dict(p.counts),
+        "cutoff": iso_utc(p.cutoff_timestamp),
+        "now": iso_utc(p.now_ms),
+        "retention_days": round(p.retention_ms / DAY_MS, 6),
+        "cutoff_commit_version": p.cutoff_commit,
+        "needs_compat_checkpoint": p.needs_compat_checkpoint,
+        "unreadable_checkpoints": len(p.unreadable_checkpoints),
+        "leftovers": len(p.leftovers),
+    }
+    if p.skipped:
+        return TaskReport(p.table_uri, "cleanup", skipped=True, reason=p.skip_reason, version=p.cutoff_checkpoint,
+                          duration_s=result.seconds, details=details)
+    n = len(p.deletions) if result.dry_run else result.deleted
+    verb = "would delete" if result.dry_run else "deleted"
+    files = f"{n:,} file" + ("" if n == 1 else "s")
+    what = f"{verb} {files} ({human_bytes(p.bytes)}) below v{p.cutoff_checkpoint}" + (" (dry run)" if result.dry_run else "")
+    return TaskReport(p.table_uri, "cleanup", what=what, version=p.cutoff_checkpoint, count=n, bytes=p.bytes,
+                      duration_s=result.seconds, details=details)

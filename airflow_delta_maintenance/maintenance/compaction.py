@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..deltalog.compaction import CompactionResult, plan_compaction_windows, write_compaction
 from ..deltalog.features import check_write_supported
 from ..deltalog.errors import UnpublishedVersionError
+from .report import JSONValue, TaskReport, human_bytes, version_range
 from .table import CatalogView, MaintainedTable, ratified_state
 
 __all__ = ["CompactionRunResult", "run_log_compaction", "check_compaction_window", "compact_window"]
@@ -18,9 +21,45 @@ class CompactionRunResult:
     table_uri: str
     written: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    interval: int = 10
+    published_version: int = -1
+    already_compacted: int = 0  # aligned windows found written already
+    seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def report(self) -> TaskReport:
+        """The span the windows written cover, their count and bytes; skipped windows by reason."""
+        new = [w for w in self.written if not w["existed"]]
+        by_reason: dict[str, int] = {}
+        for w in self.skipped:
+            by_reason[w["reason"]] = by_reason.get(w["reason"], 0) + 1
+        details: dict[str, JSONValue] = {
+            "interval": self.interval,
+            "windows": len(new),
+            "actions": sum(int(w["num_actions"]) for w in new),
+            "skipped_windows": dict(by_reason),
+            "already_compacted": self.already_compacted + len(self.written) - len(new),
+            "published_version": self.published_version,
+        }
+        first = min((int(w["start"]) for w in new), default=None)
+        last = max((int(w["end"]) for w in new), default=None)
+        size = sum(int(w["size_bytes"]) for w in new)
+        duration = self.seconds
+        if not new:
+            parts = [f"{n} window(s) {reason}" for reason, n in sorted(by_reason.items())]
+            if self.already_compacted or len(self.written):
+                parts.append(f"{self.already_compacted + len(self.written)} window(s) already compacted")
+            reason = (f"no window of {self.interval} to compact through v{self.published_version}"
+                      + (f" ({'; '.join(parts)})" if parts else " (windows a checkpoint covers are not compacted)"))
+            return TaskReport(self.table_uri, "compaction", skipped=True, reason=reason, version=self.published_version,
+                              duration_s=duration, details=details)
+        what = f"wrote {len(new)} window(s) over {version_range(first, last)} ({human_bytes(size)})"
+        if by_reason:
+            what += ", skipped " + ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items()))
+        return TaskReport(self.table_uri, "compaction", what=what, version=self.published_version, from_version=first,
+                          to_version=last, count=len(new), bytes=size, duration_s=duration, details=details)
 
 
 def _checked_view(table: MaintainedTable) -> CatalogView:
@@ -49,14 +88,20 @@ def compact_window(table: MaintainedTable, start: int, end: int) -> CompactionRe
 
 def run_log_compaction(table: MaintainedTable, *, interval: int = 10, max_window_bytes: int = 0) -> CompactionRunResult:
     """Aligned windows over versions the catalog ratified and that are durably published."""
+    started = time.monotonic()
     view = _checked_view(table)
     files, published = view.files, view.published_version
-    written, skipped = [], []
+    written: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    exists = 0
     for w in plan_compaction_windows(files, interval, published_version=published, max_window_bytes=max_window_bytes):
         if w.skip_reason:
             if w.skip_reason != "exists":
                 skipped.append({"start": w.start, "end": w.end, "reason": w.skip_reason, "size_bytes": w.size_bytes})
+            else:
+                exists += 1
             continue
         result: CompactionResult = write_compaction(table.store, w.start, w.end, files=files, published_version=published, check_features=False)
-        written.append({"start": result.start, "end": result.end, "file": result.file, "existed": result.existed, "num_actions": result.num_actions})
-    return CompactionRunResult(table.uri, written, skipped)
+        written.append({"start": result.start, "end": result.end, "file": result.file, "existed": result.existed,
+                        "num_actions": result.num_actions, "size_bytes": result.size_in_bytes})
+    return CompactionRunResult(table.uri, written, skipped, interval, published, exists, round(time.monotonic() - started, 6))

@@ -46,10 +46,13 @@ __all__ = [
     "CheckpointConfig",
     "CompactionConfig",
     "CleanupConfig",
+    "HealthConfig",
     "load_config",
     "load_config_entries",
+    "read_yaml",
     "parse_config",
     "parse_config_entries",
+    "parse_discovered_table",
     "parse_schedule",
 ]
 
@@ -100,6 +103,16 @@ class CleanupConfig:
     catalog_permits_cleanup: bool = False
 
 
+# --- health thresholds (the fleet health view: status --config, the fleet report, alerts) ---
+@dataclass(frozen=True)
+class HealthConfig:
+    """A table lags when a figure exceeds its threshold (``value / threshold`` is its lag score)."""
+
+    enabled: bool = True
+    max_pending_commits: int = 20  # ratified commits not yet published
+    max_commits_since_checkpoint: int = 100  # published commits after the newest complete checkpoint
+
+
 @dataclass(frozen=True)
 class TableConfig:
     name: str
@@ -113,6 +126,7 @@ class TableConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     compaction: CompactionConfig = field(default_factory=CompactionConfig)
     cleanup: CleanupConfig = field(default_factory=CleanupConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
     pool: str | None = None
     tags: tuple[str, ...] = ()
     owner: str = "airflow"
@@ -171,10 +185,12 @@ def parse_schedule(value: str) -> str | timedelta:
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
-_SECTIONS = {"sensor": SensorConfig, "checkpoint": CheckpointConfig, "compaction": CompactionConfig, "cleanup": CleanupConfig}
+_SECTIONS = {
+    "sensor": SensorConfig, "checkpoint": CheckpointConfig, "compaction": CompactionConfig, "cleanup": CleanupConfig, "health": HealthConfig,
+}
 _TOP = {
     "name", "uri", "schedule", "coordinator", "coordinator_conn_id", "storage_conn_id", "publish",
-    "sensor", "checkpoint", "compaction", "cleanup", "pool", "tags", "owner", "retries", "retry_delay_minutes",
+    "sensor", "checkpoint", "compaction", "cleanup", "health", "pool", "tags", "owner", "retries", "retry_delay_minutes",
 }
 
 
@@ -242,10 +258,14 @@ def _section(path: str, table: str, name: str, raw: Any) -> Any:
         for key in ("allow_shorter_retention", "catalog_permits_cleanup"):
             if key in v:
                 _typed(path, table, k(key), v[key], bool)
+    elif name == "health":
+        for key in ("max_pending_commits", "max_commits_since_checkpoint"):
+            if key in v:
+                _typed(path, table, k(key), v[key], int, minimum=1)
     return cls(**v)
 
 
-def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int) -> TableConfig:
+def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int, *, discovered: bool = False) -> TableConfig:
     if not isinstance(raw, Mapping):
         raise ConfigError(path, None, f"tables[{index}]", f"expected a mapping, got {raw!r}")
     name = raw.get("name")
@@ -264,7 +284,8 @@ def _table(path: str, raw: Any, defaults: Mapping[str, Any], index: int) -> Tabl
             parse_coordinator_spec(merged["coordinator"])
         except InvalidCoordinatorSpecError as exc:
             raise ConfigError(path, name, "coordinator", str(exc)) from None
-    if merged.get("coordinator") and merged.get("coordinator_conn_id") and not auto:
+    # a discovered table carries its own spec; its source's connection then supplies only credentials
+    if merged.get("coordinator") and merged.get("coordinator_conn_id") and not auto and not discovered:
         raise ConfigError(path, name, "coordinator", "give coordinator or coordinator_conn_id, not both (coordinator: auto may take a connection for the endpoint)")
     for key in ("schedule", "coordinator_conn_id", "storage_conn_id", "pool", "owner"):
         if merged.get(key) is not None:
@@ -297,16 +318,18 @@ def _root(data: Any, path: str) -> tuple[Mapping[str, Any], list[Any]]:
     if not isinstance(data, Mapping):
         raise ConfigError(path, None, "<root>", "expected a mapping with 'defaults' and 'tables'")
     for key in data:
-        if key not in ("defaults", "tables"):
-            raise ConfigError(path, None, key, "unknown top-level key (allowed: defaults, tables)")
+        if key not in ("defaults", "tables", "discovery"):
+            raise ConfigError(path, None, key, "unknown top-level key (allowed: defaults, tables, discovery)")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, Mapping):
         raise ConfigError(path, None, "defaults", "expected a mapping")
     if "name" in defaults or "uri" in defaults:
         raise ConfigError(path, None, "defaults", "name and uri belong to each table")
     tables = data.get("tables")
-    if not isinstance(tables, list) or not tables:
-        raise ConfigError(path, None, "tables", "expected a non-empty list of tables")
+    if "discovery" in data and tables is None:  # every table may come from discovery (maintenance.fleet_config)
+        tables = []
+    if not isinstance(tables, list) or (not tables and "discovery" not in data):
+        raise ConfigError(path, None, "tables", "expected a non-empty list of tables (or a discovery section)")
     return defaults, tables
 
 
@@ -333,6 +356,13 @@ def parse_config_entries(data: Any, path: str = "<config>") -> tuple[list[TableC
     return good, bad
 
 
+def parse_discovered_table(path: str, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> TableConfig:
+    """A discovered table (``identity``: name, uri, coordinator[, coordinator_conn_id]) with its
+    merged ``settings`` (see ``maintenance.fleet_config`` for the precedence), validated like a
+    YAML table; ``ConfigError`` otherwise."""
+    return _table(path, identity, settings, 0, discovered=True)
+
+
 def parse_config(data: Any, path: str = "<config>") -> list[TableConfig]:
     """Every table, or the first ``ConfigError`` (strict: for tools that need the whole file)."""
     good, bad = parse_config_entries(data, path)
@@ -350,6 +380,9 @@ def _read_yaml(path: str | Path) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(str(path), None, "<yaml>", f"not valid YAML{where}: {problem}") from None
+
+
+read_yaml = _read_yaml  # the YAML of a configuration file, with one-line errors (for maintenance.fleet_config)
 
 
 def load_config(path: str | Path) -> list[TableConfig]:

@@ -19,6 +19,7 @@ from ..deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError
 from ..deltalog.paths import commit_name
 from ..deltalog.storage import LogStore
 from .errors import MissingStagedCommitError, PublishForkError, StagedCommitError
+from .report import JSONValue, TaskReport, human_bytes, version_range
 from .staged import StagedListing, is_staged_commit, list_staged, read_ratified_commit
 from .table import CatalogView, MaintainedTable
 
@@ -34,9 +35,35 @@ class PublishResult:
     latest_published_version: int = -1
     reported_version: int | None = None
     seconds: float = 0.0
+    bytes: int = 0  # of the commits this run copied
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def report(self) -> TaskReport:
+        """Ranges and counts (the versions published are consecutive), never the version lists."""
+        details: dict[str, JSONValue] = {
+            "already_published": len(self.already_published),
+            "latest_ratified_version": self.latest_ratified_version,
+            "latest_published_version": self.latest_published_version,
+            "reported_version": self.reported_version,
+        }
+        first, last = (self.published[0], self.published[-1]) if self.published else (None, None)
+        n = len(self.published)
+        skipped = not self.published and self.reported_version is None
+        if self.latest_published_version >= self.latest_ratified_version:
+            reason = f"nothing to publish: latest ratified v{self.latest_ratified_version} is published"
+        else:
+            reason = (f"nothing to publish up to the requested version (published through v{self.latest_published_version}, "
+                      f"latest ratified v{self.latest_ratified_version})")
+        what = f"published {version_range(first, last)} ({n} commit{'' if n == 1 else 's'}, {human_bytes(self.bytes)})"
+        if self.reported_version is not None:
+            what += f", reported v{self.reported_version}"
+        return TaskReport(
+            self.table_uri, "publish", what=what, skipped=skipped, reason=reason if skipped else None,
+            version=self.latest_published_version, from_version=first, to_version=last, count=n, bytes=self.bytes,
+            duration_s=self.seconds, details=details,
+        )
 
 
 def _copy(store: LogStore, commit: RatifiedCommit, data: bytes) -> bool:
@@ -127,8 +154,13 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
         prefetched = {}  # read one by one below, so a missing file gets its typed error
     # Every commit is verified before the first copy: an altered one publishes nothing at all.
     verified = [(c, read_ratified_commit(store, c, listing, prefetched)) for c in todo]
+    copied_bytes = 0
     for c, data in verified:
-        (published if _copy(store, c, data) else already).append(c.version)
+        if _copy(store, c, data):
+            published.append(c.version)
+            copied_bytes += len(data)
+        else:
+            already.append(c.version)
         durable = c.version
 
     reported = None
@@ -145,5 +177,6 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
         latest_published_version=durable,
         reported_version=reported,
         seconds=round(time.monotonic() - started, 6),
+        bytes=copied_bytes,
     )
 

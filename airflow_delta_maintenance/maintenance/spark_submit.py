@@ -22,7 +22,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
+from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +35,8 @@ from ..deltalog.listing import CheckpointGroup, list_log_files
 from ..deltalog.paths import ParsedLogPath
 from ..deltalog.storage import LogStore
 from .errors import MaintenanceError
+from .report import Progress
+from .spark_progress import SparkOutput, quiet_spark_conf
 
 __all__ = [
     "STORAGE_OPTIONS_ENV",
@@ -237,22 +241,65 @@ def compaction_job(
     return _job(f"delta-compaction-{start}-{end}", "log_compaction", table_uri, args, storage_options, conf, jars, packages, ship_package)
 
 
-def run_spark_submit(spec: SparkJobSpec, master: str = "local[*]", *, timeout: float | None = None) -> str:
-    """Run the job with ``spark-submit`` (the CLI's Spark engine); returns its stdout."""
+def run_spark_submit(
+    spec: SparkJobSpec,
+    master: str = "local[*]",
+    *,
+    timeout: float | None = None,
+    progress: Progress | None = None,
+    verbose: bool = False,
+) -> str:
+    """Run the job with ``spark-submit`` (the CLI's Spark engine); returns its stdout.
+
+    Spark's stderr is read as it comes: stage progress goes to ``progress`` (the caller throttles);
+    Spark's own log stays at WARN unless ``verbose``, when its lines are echoed to our stderr."""
     conf = {**(local_spark_conf() if master.startswith("local") else {}), **spec.conf}
+    if not verbose:
+        conf = quiet_spark_conf(conf)
     spec = SparkJobSpec(spec.name, spec.application, spec.application_args, conf, spec.jars, spec.packages, spec.py_files, spec.env_vars, spec.credentials)
     env = {**os.environ, **spec.env_vars}
     if master.startswith("local"):
         env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    output = SparkOutput(progress, verbose=verbose)
+    tail: deque[str] = deque(maxlen=200)
     with credentials_file(spec.credentials) as path:
         if spec.credentials:
             env[CREDENTIALS_FILE_ENV] = path
-        proc = subprocess.run(spec.command(master), capture_output=True, text=True, env=env, timeout=timeout)
-    if proc.returncode != 0:
-        output = proc.stdout.splitlines() + proc.stderr.splitlines()
-        tail = "\n".join(line for line in output if "delta-maintenance spark job failed" in line) or proc.stderr[-2000:]
-        raise SparkJobError(f"Spark job {spec.name} exited with {proc.returncode}: {tail}")
-    return proc.stdout
+        proc = subprocess.Popen(spec.command(master), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout: list[str] = []
+        reader = threading.Thread(target=lambda: stdout.append(proc.stdout.read() if proc.stdout else ""), daemon=True)
+        reader.start()
+        timer = threading.Timer(timeout, proc.kill) if timeout is not None else None
+        if timer is not None:
+            timer.start()
+        done = threading.Event()
+
+        def beat() -> None:  # the driver's start prints nothing: say the state now and then (throttled)
+            while not done.wait(1.0):
+                output.heartbeat()
+
+        threading.Thread(target=beat, daemon=True).start()
+        try:
+            for line in proc.stderr or ():
+                tail.append(line.rstrip("\n"))
+                if output.feed(line) and verbose:
+                    sys.stderr.write(line)
+            returncode = proc.wait()
+            reader.join()
+        finally:
+            done.set()
+            if timer is not None:
+                timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+    out = "".join(stdout)
+    if timer is not None and returncode < 0:
+        raise subprocess.TimeoutExpired(spec.command(master), timeout or 0)
+    if returncode != 0:
+        lines = out.splitlines() + list(tail)
+        failed = "\n".join(line for line in lines if "delta-maintenance spark job failed" in line) or "\n".join(tail)[-2000:]
+        raise SparkJobError(f"Spark job {spec.name} exited with {returncode}: {failed}")
+    return out
 
 
 def verify_checkpoint(store: LogStore, version: int) -> CheckpointGroup:

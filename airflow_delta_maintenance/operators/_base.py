@@ -20,6 +20,7 @@ from ..deltalog.errors import (
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
 from ..maintenance.errors import CoordinatorMismatchError, InconsistentCoordinatorError, PublishForkError, StagedCommitError
+from ..maintenance.report import Progress, TaskReport, Throttled
 from ..maintenance.table import MaintainedTable
 
 if TYPE_CHECKING:
@@ -101,6 +102,15 @@ class DeltaTableOperator(BaseOperator):
         (connections and credentials are resolved once per task by the cached hooks)."""
         options = self.storage_hook.get_storage_options(self.table_uri)
         return self.coordinator_hook.open_table(self.table_uri, options, allow_unsafe_writes=allow_unsafe_writes)
+
+    def progress(self) -> Progress:
+        """A sink for a long step's progress: at most one task-log line every few seconds."""
+        return Throttled(self.log.info)
+
+    def finish(self, report: TaskReport) -> dict[str, Any]:
+        """Log the task's one summary line; its small record is the task's XCom (README: XCom)."""
+        self.log.info("%s", report.summary())
+        return report.to_dict()
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The maintained table as both input and output dataset (lazy OpenLineage import)."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
+from .._airflow_compat import AirflowFailException
+from .._coerce import as_bool, as_int, as_version
+from ..deltalog.checkpoint_writer import checkpoint_num_rows
+from ..maintenance.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
 from ..maintenance.spark_submit import SparkJobSpec, checkpoint_job, verify_checkpoint
 from ._base import DeltaTableOperator, translate_errors
 
@@ -16,6 +20,10 @@ if TYPE_CHECKING:
 class DeltaCheckpointOperator(DeltaTableOperator):
     """Write a checkpoint at the latest published version when ``interval`` commits have passed.
 
+    Logs one summary line (``checkpoint: wrote v120 (classic, 1 part, 210,345 actions, 14.2 MiB)
+    in 3.1 s``, or ``checkpoint: skipped — <reason>``) and returns the common record (README,
+    "XCom"): ``version``, ``count`` (actions), ``bytes``, ``engine``, ``kind``, ``files``.
+
     ``engine="spark"`` submits ``spark_jobs/checkpoint.py`` through ``SparkSubmitHook``
     (connection ``spark_conn_id``, ``local[*]`` by default) and then verifies the checkpoint by
     reading the log: a zero exit code alone is not success. ``engine="local"`` writes it here.
@@ -24,6 +32,8 @@ class DeltaCheckpointOperator(DeltaTableOperator):
     :param force: write even if not due (templated)
     :param version: published version to checkpoint (default: latest published) (templated)
     :param spark_conf: extra Spark conf; ``spark_jars`` / ``spark_packages``: dependencies
+    :param show_spark_logs: pass Spark's own log lines to the task log (default: Spark's warnings
+        and errors, and a progress line at most every 5 s from its scheduler)
     """
 
     template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "interval", "force", "version", "engine")
@@ -40,6 +50,7 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         spark_jars: str | None = None,
         spark_packages: str | None = None,
         ship_package: bool = False,
+        show_spark_logs: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -52,38 +63,43 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         self.spark_jars = spark_jars
         self.spark_packages = spark_packages
         self.ship_package = ship_package
+        self.show_spark_logs = show_spark_logs
         self._hook: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        force = self.force if isinstance(self.force, bool) else str(self.force).strip().lower() in ("true", "1", "yes")
-        version = None if self.version in (None, "", "None") else int(self.version)  # type: ignore[arg-type]
+        force = as_bool(self.force, "force", False)
+        version = as_version(self.version, "version")
+        interval = as_int(self.interval, "interval", None, minimum=1)
         if self.engine not in ("spark", "local"):
-            raise ValueError(f"engine must be spark or local, got {self.engine!r}")
+            raise AirflowFailException(f"parameter engine must be spark or local, got {self.engine!r}")
 
-        interval = None if self.interval in (None, "", "None") else int(self.interval)  # type: ignore[arg-type]
         table = translate_errors("checkpoint planning", self.table_uri, self.open_table)
         with table:
             plan = translate_errors("checkpoint planning", self.table_uri, lambda: plan_checkpoint(table, interval=interval, version=version, force=force))
             decision = plan.decision
-            summary: dict[str, Any] = {"engine": self.engine, **decision.to_dict(), "skipped": not decision.due}
             if not decision.due:
-                self.log.info("checkpoint not due: %s", decision.reason)
-                return summary
+                return self.finish(CheckpointOutcome(table.uri, decision, self.engine).report())
             if self.engine == "local":
-                result = translate_errors("checkpoint", self.table_uri, lambda: run_local_checkpoint(table, plan))
-                summary.update(checkpoint_version=result.version, kind=result.kind, num_actions=result.num_actions, size_bytes=result.size_in_bytes, existed=result.existed)
-                return summary
+                result = translate_errors("checkpoint", self.table_uri, lambda: run_local_checkpoint(table, plan, progress=self.progress()))
+                return self.finish(CheckpointOutcome.local(table.uri, decision, result).report())
+            started = time.monotonic()
             job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=self.spark_conf, jars=self.spark_jars,
                                  packages=self.spark_packages, ship_package=self.ship_package)
             self._submit(job)
             group = translate_errors("checkpoint verification", self.table_uri, lambda: verify_checkpoint(table.store, decision.version))
-        summary.update(checkpoint_version=group.version, files=len(group.files), size_bytes=group.size_in_bytes)
-        return summary
+            reported = self._hook.job_result or {}
+            actions = reported.get("num_actions")
+            if actions is None:  # the job said nothing we could read: count the rows it wrote
+                actions = translate_errors("checkpoint verification", self.table_uri, lambda: checkpoint_num_rows(table.store, group.files))
+            outcome = CheckpointOutcome.spark(table.uri, decision, group, existed=bool(reported.get("existed", False)),
+                                              num_actions=int(actions), seconds=round(time.monotonic() - started, 6))
+        return self.finish(outcome.report())
 
     def _submit(self, job: SparkJobSpec) -> None:
         from ..hooks.spark import DeltaSparkSubmitHook
 
-        self._hook = DeltaSparkSubmitHook(conn_id=self.spark_conn_id, name=f"delta-checkpoint-{self.task_id}", **job.hook_kwargs())
+        self._hook = DeltaSparkSubmitHook(conn_id=self.spark_conn_id, name=f"delta-checkpoint-{self.task_id}",
+                                          show_spark_logs=self.show_spark_logs, **job.hook_kwargs())
         self._hook.submit(job.application)
 
     def on_kill(self) -> None:

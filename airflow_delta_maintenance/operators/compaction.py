@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._coerce import as_int
 from ..maintenance.compaction import run_log_compaction
 from ._base import DeltaTableOperator, translate_errors
 
@@ -14,6 +15,11 @@ if TYPE_CHECKING:
 
 class DeltaLogCompactionOperator(DeltaTableOperator):
     """Write ``<x>.<y>.compacted.json`` for every aligned window not yet compacted.
+
+    Logs one summary line (``compaction: wrote 2 window(s) over 1-20 (3.1 KiB) in 0.2 s``, or the
+    skip with its reason) and returns the common record (README, "XCom"): ``from_version`` /
+    ``to_version`` span the windows written, ``count`` is their number; ``skipped_windows`` counts
+    the skipped ones by reason.
 
     :param interval: window length; windows end on multiples of it (templated)
     :param max_window_bytes: skip windows whose commits exceed this many bytes (0: no guard)
@@ -27,10 +33,11 @@ class DeltaLogCompactionOperator(DeltaTableOperator):
         self.max_window_bytes = max_window_bytes
 
     def execute(self, context: Context) -> dict[str, Any]:
+        interval = as_int(self.interval, "interval", 10, minimum=2) or 10
+        max_bytes = as_int(self.max_window_bytes, "max_window_bytes", 0, minimum=0) or 0
+
         def run() -> dict[str, Any]:
             with self.open_table() as table:
-                return run_log_compaction(table, interval=int(self.interval), max_window_bytes=self.max_window_bytes).to_dict()
+                return self.finish(run_log_compaction(table, interval=interval, max_window_bytes=max_bytes).report())
 
-        result = translate_errors("log compaction", self.table_uri, run)
-        self.log.info("wrote %d compaction file(s); skipped %s", len(result["written"]), result["skipped"])
-        return result
+        return translate_errors("log compaction", self.table_uri, run)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,9 @@ from .._airflow_compat import (
     conf,
 )
 
+from .._coerce import as_bool, as_int, as_seconds, as_version
 from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
+from ..maintenance.report import TaskReport
 from ..hooks.storage import DeltaStorageHook
 from ..triggers.ratified_version import DeltaRatifiedVersionTrigger
 
@@ -80,6 +81,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         self.skip = skip
         self.skip_when_nothing_new = skip_when_nothing_new
         self._last_reason = "no successful poke"
+        self._last_seen: int | None = None
         self._identity_cache: dict[str, Any] | None = None
 
     @cached_property
@@ -90,19 +92,24 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
     def storage_hook(self) -> DeltaStorageHook:
         return DeltaStorageHook(self.delta_storage_conn_id)
 
-    @staticmethod
-    def _int(value: Any) -> int | None:
-        return None if value in (None, "", "None") else int(value)
-
     def _condition(self) -> dict[str, int | None]:
-        target, new = self._int(self.target_version), self._int(self.min_new_commits)
+        target = as_version(self.target_version, "target_version")
+        new = as_int(self.min_new_commits, "min_new_commits", None, minimum=1)
         if target is None and new is None:
             new = 1  # default: any new ratified commit
-        return {"target_version": target, "min_new_commits": new, "baseline_version": self._int(self.baseline_version)}
+        return {"target_version": target, "min_new_commits": new, "baseline_version": as_version(self.baseline_version, "baseline_version")}
+
+    def _wanted(self) -> str:
+        """What this sensor waits for, in words (for the timeout and skip messages)."""
+        c = self._condition()
+        if c["target_version"] is not None:
+            return f"ratified version {c['target_version']}"
+        base = "the last published version" if c["baseline_version"] is None else f"v{c['baseline_version']}"
+        return f"{c['min_new_commits']} new ratified commit(s) beyond {base}"
 
     @property
     def _skipping(self) -> bool:
-        return self.skip is True or str(self.skip).strip().lower() in ("true", "1", "yes")
+        return as_bool(self.skip, "skip", False)
 
     def _identity(self) -> dict[str, Any]:
         """The table identity, resolved once per task try (the table's metadata is read once; each
@@ -117,8 +124,9 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
         if self._skipping:
-            self.log.info("skip requested: not waiting for ratified versions")
-            return PokeReturnValue(is_done=True, xcom_value={"skipped": True})
+            reason = "skip_wait requested: not waiting for ratified versions"
+            self.log.info("wait: skipped — %s", reason)
+            return PokeReturnValue(is_done=True, xcom_value=TaskReport(self.table_uri, "wait", skipped=True, reason=reason).to_dict())
         try:
             identity = self._identity()
             observation = poll_ratified_versions(
@@ -131,26 +139,43 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
                 self._last_reason = f"last poke failed transiently: {type(exc).__name__}: {exc}"
                 return False
             raise AirflowFailException(f"ratified-version sensor for {self.table_uri}: {type(exc).__name__}: {exc}") from exc
-        self.log.info("%s", observation["reason"])
+        if observation["reason"] != self._last_reason:  # a line per change, not per poke
+            self.log.info("%s", observation["reason"])
         self._last_reason = observation["reason"]
+        self._last_seen = observation["latest_ratified_version"]
         if observation["satisfied"]:
-            return PokeReturnValue(is_done=True, xcom_value=observation)
+            return PokeReturnValue(is_done=True, xcom_value=self._record(observation))
         return False
 
-    def _nothing_new(self, detail: str) -> AirflowException:
-        message = f"{self.table_uri}: nothing new before the timeout ({detail})"
-        return AirflowSkipException(message) if self.skip_when_nothing_new else AirflowSensorTimeout(message)
+    def _record(self, observation: dict[str, Any]) -> dict[str, Any]:
+        """The wait's XCom in the common shape (README, "XCom"), plus what was observed."""
+        reason = observation.get("reason")
+        self.log.info("wait: %s", reason)
+        details = {k: v for k, v in observation.items() if k not in ("reason", "satisfied")}
+        return TaskReport(self.table_uri, "wait", what=str(reason), reason=reason, version=observation.get("latest_ratified_version"),
+                          count=int(observation.get("new_commits") or 0), details=details).to_dict()
+
+    def _nothing_new(self, detail: str, last_seen: int | None) -> AirflowException:
+        """The timeout passed: say what was awaited, the last version seen and the last observation
+        (the task log shows this line, not only "Skipping task.")."""
+        seen = "no version seen" if last_seen is None else f"last ratified version seen v{last_seen}"
+        message = f"{self.table_uri}: nothing new before the timeout: waited for {self._wanted()}; {seen} ({detail})"
+        if self.skip_when_nothing_new:
+            self.log.info("wait: skipped — %s", message)
+            return AirflowSkipException(message)
+        self.log.error("%s", message)
+        return AirflowSensorTimeout(message)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             try:
                 return super().execute(context)
             except AirflowSensorTimeout:  # raised only by the timeout check: poke raises no timeout
-                raise self._nothing_new(self._last_reason) from None
+                raise self._nothing_new(self._last_reason, self._last_seen) from None
         result = self.poke(context)
         if isinstance(result, PokeReturnValue) and result.is_done:
             return result.xcom_value
-        timeout = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else float(self.timeout)
+        timeout = as_seconds(self.timeout, "timeout", 7 * 24 * 3600.0) or 0.0
         self.defer(
             trigger=DeltaRatifiedVersionTrigger(
                 self.table_uri,
@@ -158,7 +183,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
                 coordinator_spec=self._identity()["coordinator_spec"],
                 table_conf=self._identity()["table_conf"],
                 delta_storage_conn_id=self.delta_storage_conn_id,
-                poll_interval=float(self.poke_interval if not isinstance(self.poke_interval, timedelta) else self.poke_interval.total_seconds()),
+                poll_interval=as_seconds(self.poke_interval, "poke_interval", 60.0) or 60.0,
                 end_time=time.time() + timeout,
                 **self._condition(),
             ),
@@ -166,10 +191,11 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        status = (event or {}).get("status", "missing event")
+        event = event or {}
+        status = event.get("status", "missing event")
         if status == "success":
-            self.log.info("%s", event.get("message"))
-            return {k: v for k, v in event.items() if k not in ("status", "message")}
+            return self._record({k: v for k, v in event.items() if k not in ("status", "message")})
         if status == "timeout":
-            raise self._nothing_new(str(event.get("reason") or event.get("message")))
-        raise AirflowFailException(f"ratified-version sensor for {self.table_uri} ended with {status}: {(event or {}).get('message')}")
+            last_seen = event.get("latest_ratified_version")
+            raise self._nothing_new(str(event.get("reason") or event.get("message")), None if last_seen is None else int(last_seen))
+        raise AirflowFailException(f"ratified-version sensor for {self.table_uri} ended with {status}: {event.get('message')}")

@@ -2,7 +2,7 @@
 
     spark-submit checkpoint.py --table-uri URI --version V [--sidecars N]
 
-Delayed commit (seed 001): executors write their output under unique names in a private staging
+Delayed commit: executors write their output under unique names in a private staging
 directory (``_delta_log/_spark_staging/<run tag>/``, invisible to readers; the tag names this run
 and its start, see ``deltalog.run_identity``); only after every task succeeded does the driver make
 the checkpoint visible — sidecars moved into ``_sidecars/`` and the top-level file created if

@@ -20,7 +20,8 @@ __all__ = ["DeltaRatifiedVersionTrigger"]
 
 class DeltaRatifiedVersionTrigger(BaseTrigger):
     """Fires ``success`` when the ratified version reaches the target (or enough new commits),
-    ``timeout`` at ``end_time`` (epoch seconds, with the last observation's reason), ``error`` on
+    ``timeout`` at ``end_time`` (epoch seconds, with the last observation's reason and the last
+    ratified version seen), ``error`` on
     a permanent error. Transient errors are logged and polled again; an observation is logged only
     when it changes. Connections are read once per trigger run. Only JSON primitives are serialised."""
 
@@ -89,6 +90,7 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         last_reason = "no successful poll"
+        last_seen: int | None = None
         while True:  # poll before looking at the clock: a timeout always carries an observation
             try:
                 observation = await sync_to_async(self._poll_once)()
@@ -105,8 +107,9 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
                 if observation["reason"] != last_reason:  # a line per change, not per poll
                     self.log.info("%s: %s", self.table_uri, observation["reason"])
                 last_reason = observation["reason"]
+                last_seen = observation["latest_ratified_version"]
             if self.end_time is not None and time.time() >= self.end_time:
                 message = f"{self.table_uri}: nothing new before the timeout ({last_reason})"
-                yield TriggerEvent({"status": "timeout", "message": message, "reason": last_reason})
+                yield TriggerEvent({"status": "timeout", "message": message, "reason": last_reason, "latest_ratified_version": last_seen})
                 return
             await asyncio.sleep(self.poll_interval)

@@ -171,7 +171,7 @@ def rows() -> list[str]:
 
 HEADER = """# Golden tables catalogue
 
-`tables/` is a vendored, byte-identical copy of `/work/shared/golden-tables` (Apache-2.0 tables from
+`tables/` is a vendored, byte-identical copy of the upstream golden tables (Apache-2.0 tables from
 delta-io/delta `connectors/golden-tables`, delta-io/delta-rs `crates/test/tests/data` and
 delta-io/delta-kernel-rs `kernel/tests/data`; origins in `tables/README.md`). `*.tar.zst` entries
 are unpacked into a temporary directory by the test (the `zstandard` module, else `tar --zstd`).

@@ -45,7 +45,7 @@ from tests.golden.wheel_oracle import assert_same_as_wheel
 
 pytestmark = pytest.mark.interop
 
-# Vendored copy of /work/shared/golden-tables (identical; Apache-2.0, origins in tables/README.md) so
+# Vendored copy of the upstream golden tables (byte-identical; Apache-2.0, origins in tables/README.md) so
 # that a clean clone tests the same tables; DELTA_GOLDEN_TABLES points elsewhere if needed.
 GOLDEN = Path(os.environ.get("DELTA_GOLDEN_TABLES") or Path(__file__).with_name("tables"))
 

@@ -4,6 +4,7 @@ table with the embedded coordinator and a local Spark checkpoint; a second run c
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,8 @@ from .conftest import EXAMPLE_DAGS, airflow_env
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1800)]  # above the run deadline below
 
 
-def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The run's outcome (states, XCom) and what its tasks logged."""
     proc = subprocess.run(
         [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(EXAMPLE_DAGS / "delta_maintenance.py"), json.dumps(conf or {})],
         env=airflow_env(home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config)),
@@ -32,7 +34,7 @@ def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> dic
     )
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT "):]), proc.stdout + proc.stderr
 
 
 def log_state(uri: str) -> dict[str, tuple[int, int]]:
@@ -50,28 +52,34 @@ def test_generated_dag_runs_end_to_end_and_a_second_run_changes_nothing(airflow_
         f"defaults:\n  coordinator: {spec}\n  checkpoint: {{interval: 10, engine: spark}}\n  compaction: {{interval: 10}}\n"
         f"tables:\n  - name: orders\n    uri: {uri}\n"
     )
-    first = run_dag(airflow_home, config)
+    first, logs = run_dag(airflow_home, config)
     assert first["state"] == "success" and set(first["tasks"].values()) == {"success"}, first
+    # the task logs: a summary line per task, and Spark's warnings only (its INFO lines stay out)
+    assert re.search(r"checkpoint: wrote v24 \(classic, 1 part, 26 actions, [\d.]+ KiB\) in \d+\.\d s", logs), logs[-5000:]
+    assert "publish: published 1-24 (24 commits" in logs and "compaction: wrote 2 window(s) over 1-20" in logs, logs[-5000:]
+    assert " INFO SparkContext" not in logs and " INFO DAGScheduler" not in logs, logs[-5000:]
     x = first["xcom"]
     # wait: saw 24 ratified commits beyond the published version 0
     assert x["wait_for_ratified_commits"]["latest_ratified_version"] == 24 and x["wait_for_ratified_commits"]["latest_published_version"] == 0
     # publish: every version, in order, then reported
-    assert x["publish"]["published"] == list(range(1, 25)) and client.get_commits(uri).commits == ()
+    assert (x["publish"]["from_version"], x["publish"]["to_version"], x["publish"]["count"]) == (1, 24, 24)
+    assert client.get_commits(uri).commits == ()
     files = list_log_files(open_table_storage(uri))
     assert [c.version for c in files.commits] == list(range(25))
     # checkpoint (Spark, local mode) at the latest published version, readable by our reader
-    assert x["checkpoint"]["checkpoint_version"] == 24 and x["checkpoint"]["engine"] == "spark"
+    assert x["checkpoint"]["version"] == 24 and x["checkpoint"]["engine"] == "spark" and not x["checkpoint"]["skipped"]
     snap = load_snapshot(uri)
     assert snap.checkpoint_version == 24 and snap.num_files == 24
     # compaction: aligned windows before the checkpoint
-    assert [(w["start"], w["end"]) for w in x["compact_log"]["written"]] == [(1, 10), (11, 20)]
+    assert (x["compact_log"]["from_version"], x["compact_log"]["to_version"], x["compact_log"]["count"]) == (1, 20, 2)
     assert [(c.version, c.end_version) for c in files.compactions] == [(1, 10), (11, 20)]
     # cleanup: a dry run that found nothing expired (every commit is minutes old)
-    assert x["cleanup"]["dry_run"] and x["cleanup"]["deleted"] == 0 and x["cleanup"]["skipped_reason"]
+    assert x["cleanup"]["dry_run"] and x["cleanup"]["deleted"] == 0 and x["cleanup"]["skipped"] and x["cleanup"]["reason"]
 
     before = log_state(uri)
-    second = run_dag(airflow_home, config, {"skip_wait": True})
+    second, logs = run_dag(airflow_home, config, {"skip_wait": True})
     assert second["state"] == "success", second
-    assert second["xcom"]["publish"]["published"] == [] and second["xcom"]["checkpoint"]["skipped"]
-    assert second["xcom"]["compact_log"]["written"] == []
+    assert "wait: skipped — skip_wait requested" in logs and "checkpoint: skipped — a checkpoint already exists at 24" in logs, logs[-5000:]
+    assert second["xcom"]["publish"]["count"] == 0 and second["xcom"]["checkpoint"]["skipped"]
+    assert second["xcom"]["compact_log"]["count"] == 0 and second["xcom"]["compact_log"]["skipped"]
     assert log_state(uri) == before

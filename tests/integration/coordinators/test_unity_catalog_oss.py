@@ -1,4 +1,4 @@
-"""What the real Unity Catalog OSS server does that the stand-in never did (issue 14).
+"""What the real Unity Catalog OSS server does that the stand-in never did.
 
 Each test runs on the real servers (0.6.0 and 0.5.1, authorization off and on; the id names the
 server). Lost answers are made on the client side: the request reaches the real server and is

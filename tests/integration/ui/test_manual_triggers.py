@@ -1,9 +1,11 @@
 """Manual runs of a table's maintenance DAG: through the real UI in headless Chromium, and through
-the REST API (/api/v2); each is asserted on the table's _delta_log afterwards."""
+the REST API (/api/v2); each is asserted on the table's _delta_log afterwards, and a task's log in
+the UI shows the task's summary line."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -87,14 +89,36 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
     assert run["state"] == "success", run
     assert run["conf"]["force_checkpoint"] is True and run["conf"]["dry_run"] is True
     assert_maintained(uri, latest=12)
-    with sync_playwright() as p:  # keep a screenshot of the finished run
+    # every task's log has its one summary line; the record in XCom has the common keys
+    summaries = {
+        "publish": r"publish: published 1-12 \(12 commits, [\d.]+ KiB\), reported v12 in \d+\.\d s",
+        "checkpoint": r"checkpoint: wrote v12 \([\w-]+, 1 part, [\d,]+ actions, [\d.]+ KiB\) in \d+\.\d s",
+        "cleanup": r"cleanup: skipped — no commit is older than the retention cutoff",
+    }
+    for task_id, pattern in summaries.items():
+        log = json.dumps(airflow_deployment.api("GET", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/{task_id}/logs/1?full_content=true"),
+                         ensure_ascii=False)
+        assert len(re.findall(pattern, log)) == 1, (task_id, log[-3000:])
+    xcom = airflow_deployment.api("GET", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/publish/xcomEntries/return_value?deserialize=true")
+    record = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+    assert (record["operation"], record["from_version"], record["to_version"], record["count"]) == ("publish", 1, 12, 12), record
+    log_shot = airflow_deployment.artifacts / "ui-task-log-summary.png"
+    with sync_playwright() as p:  # keep a screenshot of the finished run, and of a task log with its summary line
         browser, page = _new_page(p)
-        _sign_in(page, airflow_deployment.url)
-        page.goto(f"{airflow_deployment.url}/dags/{dag_id}/runs/{run['dag_run_id']}")
-        expect(page.get_by_text("Success").first).to_be_visible()
-        page.screenshot(path=str(shot), full_page=True)
-        browser.close()
-    assert shot.stat().st_size > 10_000
+        try:
+            _sign_in(page, airflow_deployment.url)
+            page.goto(f"{airflow_deployment.url}/dags/{dag_id}/runs/{run['dag_run_id']}")
+            expect(page.get_by_text("Success").first).to_be_visible()
+            page.screenshot(path=str(shot), full_page=True)
+            page.goto(f"{airflow_deployment.url}/dags/{dag_id}/runs/{run['dag_run_id']}/tasks/checkpoint")  # its Logs tab
+            expect(page.get_by_text(re.compile(summaries["checkpoint"])).first).to_be_visible()
+            page.screenshot(path=str(log_shot), full_page=True)
+        except Exception:
+            page.screenshot(path=str(airflow_deployment.artifacts / "ui-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000 and log_shot.stat().st_size > 10_000
 
 
 def test_trigger_with_params_through_the_rest_api(airflow_deployment: Deployment) -> None:

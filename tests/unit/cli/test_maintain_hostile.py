@@ -1,4 +1,4 @@
-"""``checkpoint``, ``compact-log``, ``inspect`` and ``cleanup`` on damaged input (issue 13): typed
+"""``checkpoint``, ``compact-log``, ``inspect`` and ``cleanup`` on damaged input: typed
 one-line errors naming the file, line or option, bounded work, and nothing written from bad input.
 Tables live on local disk; the ``deltalake`` wheel is the independent reader."""
 

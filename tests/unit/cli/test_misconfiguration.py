@@ -49,4 +49,4 @@ def test_a_relative_database_path_is_refused(table: tuple[str, str], tmp_path: P
 def test_the_correct_spec_still_publishes(table: tuple[str, str], tmp_path: Path) -> None:
     spec, uri = table
     out = run("publish", uri, "--coordinator", spec, cwd=tmp_path)
-    assert out.returncode == 0 and "published 1 commit(s) [1]" in out.stdout, out
+    assert out.returncode == 0 and "publish: published v1 (1 commit" in out.stdout, out

@@ -1,4 +1,4 @@
-"""Cleanup on damaged or hostile logs (issue 13), driven through the CLI on local disk and checked
+"""Cleanup on damaged or hostile logs, driven through the CLI on local disk and checked
 against the ``deltalake`` wheel: every version inside retention reads exactly as it was recorded.
 
 Ages are real: commits get storage mtimes days before the real clock, because the CLI plans with

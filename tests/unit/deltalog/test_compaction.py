@@ -62,7 +62,7 @@ def test_unpublished_or_missing_versions_are_refused(log: LogBuilder) -> None:
 
 
 def test_aligned_windows_start_after_the_last_checkpoint_and_respect_the_size_guard(log: LogBuilder) -> None:
-    # windows that checkpoint 12 covers ([1, 5], [6, 10]) are wasted work: not planned (PR #7080)
+    # windows that checkpoint 12 covers ([1, 5], [6, 10]) are wasted work: not planned (as in delta-io/delta PR #7080)
     log.commit(0, [protocol(), metadata()])
     for v in range(1, 26):
         log.commit(v, [add(f"f{v}")])

@@ -233,6 +233,26 @@ def test_compactions_are_chosen_greedily_like_delta_spark(log: LogBuilder) -> No
     assert [(d.version, d.end_version) for d in seg5.deltas] == [(0, 0), (1, 3), (4, 4), (5, 5)]
 
 
+def test_a_compaction_that_may_have_dropped_expired_tombstones_yields_to_its_commits(log: LogBuilder) -> None:
+    # The deltalake wheel's compact_logs drops removes already expired under the table's
+    # deletedFileRetentionDuration; trusting such a file resurrects the files they removed.
+    retention = {"delta.deletedFileRetentionDuration": "interval 1 hours"}
+    log.commit(0, [commit_info(), protocol(), metadata(retention), add("a", 1), add("b", 2)], mtime_ms=NOW - 3 * 3_600_000)
+    log.commit(1, [commit_info(), remove("a", NOW - 3 * 3_600_000), add("c", 3)], mtime_ms=NOW - 3 * 3_600_000)
+    log.commit(2, [commit_info(), add("d", 4)], mtime_ms=NOW - 3 * 3_600_000)
+    lossy = ndjson([add("c", 3), add("d", 4)])  # the remove of "a" expired two hours before this was written
+    log.write(compaction_name(1, 2), lossy, mtime_ms=NOW)
+    snap = load_snapshot(ROOT, now_ms=NOW)
+    assert files_of(snap) == {"b": 2, "c": 3, "d": 4}
+    assert [(d.version, d.end_version) for d in snap.segment.deltas] == [(0, 0), (1, 1), (2, 2)]
+    # written within the retention, no tombstone of the window could have expired: it is used
+    log.set_mtime(compaction_name(1, 2), NOW - 3 * 3_600_000 + 60_000)
+    log.write(compaction_name(1, 2), ndjson([remove("a", NOW - 3 * 3_600_000), add("c", 3), add("d", 4)]), mtime_ms=NOW - 3 * 3_600_000 + 60_000)
+    snap = load_snapshot(ROOT, now_ms=NOW)
+    assert files_of(snap) == {"b": 2, "c": 3, "d": 4}
+    assert [(d.version, d.end_version) for d in snap.segment.deltas] == [(0, 0), (1, 2)]
+
+
 def test_catalog_tail_caps_the_latest_version_and_wins(log: LogBuilder) -> None:
     simple_log(log, 4)  # published 0..3
     log.commit(4, [add("published-but-not-ratified", 1)])

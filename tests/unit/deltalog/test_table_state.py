@@ -152,8 +152,9 @@ def test_v2_json_checkpoint(log: LogBuilder) -> None:
 
 def test_compactions_and_catalog_tail(log: LogBuilder) -> None:
     simple_log(log, 8)
-    log.write(compaction_name(1, 3), ndjson([add("b", 2), add("f3", 3), remove("f1", NOW), remove("f2", NOW)]))
-    log.write(compaction_name(4, 6), ndjson([metadata({"from": "compaction"}), add("f6", 6), remove("f3", NOW), remove("f4", NOW), remove("f5", NOW)]))
+    # compactions written right after their windows (an old window is replayed from its commits)
+    log.write(compaction_name(1, 3), ndjson([add("b", 2), add("f3", 3), remove("f1", NOW), remove("f2", NOW)]), mtime_ms=1010)
+    log.write(compaction_name(4, 6), ndjson([metadata({"from": "compaction"}), add("f6", 6), remove("f3", NOW), remove("f4", NOW), remove("f5", NOW)]), mtime_ms=1010)
     log.commit(6, [commit_info(), metadata({"from": "compaction"}), add("f6", 6), remove("f5", NOW)], mtime_ms=1006)
     assert_same_at_every_version(7)
     assert [(d.version, d.end_version) for d in load_table_state(ROOT).segment.deltas] == [(0, 0), (1, 3), (4, 6), (7, 7)]

@@ -118,7 +118,7 @@ def test_the_cleanup_operator_sees_the_ratified_tail_too(table: tuple[str, str],
     ratify_property(spec, uri, 6, "delta.enableExpiredLogCleanup", "false")
     op = DeltaLogCleanupOperator(task_id="cleanup", table_uri=uri, coordinator_spec=spec, dry_run=False)
     summary = op.execute({})
-    assert "enableExpiredLogCleanup" in summary["skipped_reason"] and published(uri) == [0, 1, 2, 3, 4, 5]
+    assert "enableExpiredLogCleanup" in summary["reason"] and summary["skipped"] and published(uri) == [0, 1, 2, 3, 4, 5]
 
 
 # --- files above the catalog's head -------------------------------------------------------------

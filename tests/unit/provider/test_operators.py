@@ -30,10 +30,12 @@ def test_publish_then_idempotent_retry(coordinated_table: tuple[str, str]) -> No
     op = DeltaPublishCommitsOperator(task_id="publish", table_uri=uri, coordinator_spec=spec, up_to_version="{{ params.x }}")
     op.up_to_version = "8"  # as rendered
     first = op.execute({})
-    assert first["published"] == list(range(1, 9)) and first["latest_published_version"] == 8
+    assert (first["from_version"], first["to_version"], first["count"]) == (1, 8, 8) and first["latest_published_version"] == 8
     op.up_to_version = None
-    assert op.execute({})["published"] == [9, 10, 11, 12]
-    assert op.execute({})["published"] == []
+    second = op.execute({})
+    assert (second["from_version"], second["to_version"], second["count"]) == (9, 12, 4)
+    third = op.execute({})
+    assert third["count"] == 0 and third["skipped"] and third["reason"] == "nothing to publish: latest ratified v12 is published"
 
 
 def test_publish_fork_fails_permanently(coordinated_table: tuple[str, str]) -> None:
@@ -52,11 +54,11 @@ def test_local_checkpoint_compaction_and_dry_run_cleanup(coordinated_table: tupl
     DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec).execute({})
     coord = {"coordinator_spec": spec}
     compacted = DeltaLogCompactionOperator(task_id="k", table_uri=uri, interval=5, **coord).execute({})
-    assert [(w["start"], w["end"]) for w in compacted["written"]] == [(1, 5), (6, 10)]
+    assert (compacted["from_version"], compacted["to_version"], compacted["count"]) == (1, 10, 2)
     not_due = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=20, **coord).execute({})
     assert not_due["skipped"] and "only 13 commits" in not_due["reason"]
     written = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10, **coord).execute({})
-    assert written["checkpoint_version"] == 12 and not written["skipped"]
+    assert written["version"] == 12 and not written["skipped"] and written["kind"] == "classic" and written["count"] == 14
     again = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="local", interval=10, **coord).execute({})
     assert again["skipped"]
     cleanup = DeltaLogCleanupOperator(task_id="d", table_uri=uri, **coord).execute({})

@@ -70,7 +70,10 @@ def test_deferrable_sensor_defers_with_a_serialisable_trigger(coordinated_table:
 def test_execute_complete(coordinated_table: tuple[str, str]) -> None:
     spec, uri = coordinated_table
     sensor = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, coordinator_spec=spec, target_version=2)
-    assert sensor.execute_complete({}, {"status": "success", "message": "ok", "latest_ratified_version": 3}) == {"latest_ratified_version": 3}
+    observation = {"latest_ratified_version": 3, "latest_published_version": 0, "unpublished": 3, "baseline_version": 0,
+                   "new_commits": 3, "satisfied": True, "reason": "ratified version 3 >= 2"}
+    done = sensor.execute_complete({}, {"status": "success", "message": "ratified version 3 >= 2", **observation})
+    assert done["latest_ratified_version"] == 3 and done["version"] == 3 and done["operation"] == "wait" and not done["skipped"]
     for event in ({"status": "error", "message": "bad"}, None):
         with pytest.raises(AirflowFailException):
             sensor.execute_complete({}, event)
@@ -158,14 +161,16 @@ def test_nothing_new_is_a_skip_with_the_reason_in_every_mode(coordinated_table: 
     spec, uri = coordinated_table
     sensor = _generated_sensor(spec, uri, mode="poke", min_new_commits=100)
     assert not sensor.soft_fail and not sensor.never_fail, "errors must not be soft-failed"
-    with pytest.raises(AirflowSkipException, match=r"nothing new before the timeout \(latest ratified 12; waiting for 100 new commits beyond 0\)"):
+    with pytest.raises(AirflowSkipException, match=r"nothing new before the timeout: waited for 100 new ratified commit\(s\) beyond the last "
+                       r"published version; last ratified version seen v12 \(latest ratified 12; waiting for 100 new commits beyond 0\)"):
         sensor.execute({})
     deferrable = _generated_sensor(spec, uri, deferrable=True, min_new_commits=100)
     with pytest.raises(TaskDeferred) as deferred:
         deferrable.execute({})
     event = _run(deferred.value.trigger)
     assert event.payload["status"] == "timeout"
-    with pytest.raises(AirflowSkipException, match="latest ratified 12; waiting for 100 new commits"):
+    # a deferred timeout says what it waited for and the last version seen, not only "Skipping task."
+    with pytest.raises(AirflowSkipException, match=r"waited for 100 new ratified commit\(s\).*last ratified version seen v12 \(latest ratified 12; waiting for 100 new commits"):
         deferrable.execute_complete({}, event.payload)
     # a hand-written sensor keeps Airflow's default: a timeout fails
     with pytest.raises(AirflowSensorTimeout, match="nothing new"):

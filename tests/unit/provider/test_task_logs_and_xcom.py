@@ -1,0 +1,183 @@
+"""Logs a person reads and a small, consistent XCom: one summary line per task, the reason on every
+skip, progress for long steps, one record shape for every operator, one rule for templated values."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
+
+from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator
+from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator
+from airflow_delta_maintenance.operators.compaction import DeltaLogCompactionOperator
+from airflow_delta_maintenance.operators.publish import DeltaPublishCommitsOperator
+from airflow_delta_maintenance.sensors.ratified_version import DeltaRatifiedVersionSensor
+
+from .conftest import add
+
+COMMON_KEYS = {"table", "operation", "skipped", "reason", "version", "from_version", "to_version", "count", "bytes", "duration_s", "finished_at"}
+
+
+def _lines(capsys: pytest.CaptureFixture[str], needle: str) -> list[str]:
+    out = capsys.readouterr()
+    return [line for line in (out.out + out.err).splitlines() if needle in line]
+
+
+def _run_all(spec: str, uri: str, capsys: pytest.CaptureFixture[str]) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """Each operator once; its XCom and the lines its task log got."""
+    coord = {"table_uri": uri, "coordinator_spec": spec}
+    ops = {
+        "publish": DeltaPublishCommitsOperator(task_id="publish", **coord),
+        "compaction": DeltaLogCompactionOperator(task_id="compact_log", interval=5, **coord),
+        "checkpoint": DeltaCheckpointOperator(task_id="checkpoint", engine="local", interval=10, **coord),
+        "cleanup": DeltaLogCleanupOperator(task_id="cleanup", **coord),
+    }
+    out = {}
+    for name, op in ops.items():
+        capsys.readouterr()
+        xcom = op.execute({})
+        out[name] = (xcom, _lines(capsys, f"{name}: "))
+    return out
+
+
+def test_every_operator_logs_one_summary_line(coordinated_table: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    spec, uri = coordinated_table
+    first = _run_all(spec, uri, capsys)
+    expected = {
+        "publish": r"publish: published 1-12 \(12 commits, [\d.]+ KiB\), reported v12 in \d+\.\d s",
+        "compaction": r"compaction: wrote 2 window\(s\) over 1-10 \([\d.,]+ (KiB|bytes)\) in \d+\.\d s",
+        "checkpoint": r"checkpoint: wrote v12 \(classic, 1 part, 14 actions, [\d.]+ KiB\) in \d+\.\d s",
+        "cleanup": r"cleanup: skipped — no commit is older than the retention cutoff",
+    }
+    for name, pattern in expected.items():
+        lines = first[name][1]
+        assert len(lines) == 1 and re.search(pattern, lines[0]), (name, lines)
+    # a second run: every skip says why, in the same one line
+    second = _run_all(spec, uri, capsys)
+    reasons = {
+        "publish": "publish: skipped — nothing to publish: latest ratified v12 is published",
+        "compaction": "compaction: skipped — no window of 5 to compact through v12",
+        "checkpoint": "checkpoint: skipped — a checkpoint already exists at 12",
+        "cleanup": "cleanup: skipped — no commit is older than the retention cutoff",
+    }
+    for name, needle in reasons.items():
+        xcom, lines = second[name]
+        assert len(lines) == 1 and needle in lines[0], (name, lines)
+        assert xcom["skipped"] is True and xcom["reason"] and xcom["reason"] in lines[0]
+
+
+def test_xcom_is_small_and_has_the_same_keys_everywhere(coordinated_table: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    spec, uri = coordinated_table
+    records = {name: xcom for name, (xcom, _) in _run_all(spec, uri, capsys).items()}
+    for name, record in records.items():
+        assert set(record) >= COMMON_KEYS, name
+        assert record["operation"] == name and record["table"] == uri
+        json.dumps(record)  # plain JSON
+        # ranges and counts: no list anywhere (publish used to return every version number)
+        assert not [k for k, v in record.items() if isinstance(v, list)], (name, record)
+        # ISO-8601 UTC timestamps, never epoch milliseconds
+        assert datetime.fromisoformat(record["finished_at"].replace("Z", "+00:00")).utcoffset().total_seconds() == 0
+        assert not [k for k in record if k.endswith("_ms")], (name, record)
+    assert (records["publish"]["from_version"], records["publish"]["to_version"], records["publish"]["count"]) == (1, 12, 12)
+    assert records["checkpoint"]["version"] == 12 and records["checkpoint"]["bytes"] > 0
+    cleanup = records["cleanup"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT00:00:00Z", cleanup["cutoff"]) and cleanup["now"].endswith("Z")
+    # the record stays the same size however many versions were published
+    assert len(json.dumps(records["publish"])) < 600
+
+
+def test_the_sensor_record_has_the_common_keys(coordinated_table: tuple[str, str]) -> None:
+    spec, uri = coordinated_table
+    done = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, coordinator_spec=spec, min_new_commits=3).poke({})
+    skipped = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, coordinator_spec=spec, skip=True).poke({})
+    for record in (done.xcom_value, skipped.xcom_value):
+        assert set(record) >= COMMON_KEYS and record["operation"] == "wait", record
+    assert (done.xcom_value["version"], done.xcom_value["count"], done.xcom_value["skipped"]) == (12, 12, False)
+    assert skipped.xcom_value["skipped"] and "skip_wait requested" in skipped.xcom_value["reason"]
+
+
+def test_the_sensor_logs_an_observation_only_when_it_changes(coordinated_table: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    spec, uri = coordinated_table
+    sensor = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, coordinator_spec=spec, target_version=99)
+    capsys.readouterr()
+    for _ in range(4):
+        assert sensor.poke({}) is False
+    assert len(_lines(capsys, "waiting for version 99")) == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda uri, spec: DeltaLogCleanupOperator(task_id="d", table_uri=uri, coordinator_spec=spec, dry_run="ture"), "dry_run"),
+        (lambda uri, spec: DeltaCheckpointOperator(task_id="c", table_uri=uri, coordinator_spec=spec, engine="local", force="yes please"), "force"),
+        (lambda uri, spec: DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec, up_to_version="eight"), "up_to_version"),
+        (lambda uri, spec: DeltaLogCompactionOperator(task_id="k", table_uri=uri, coordinator_spec=spec, interval="10.5"), "interval"),
+        (lambda uri, spec: DeltaRatifiedVersionSensor(task_id="w", table_uri=uri, coordinator_spec=spec, skip="maybe"), "skip"),
+    ],
+)
+def test_a_templated_value_that_means_nothing_fails_naming_the_parameter(coordinated_table: tuple[str, str], make: Any, name: str) -> None:
+    """It used to be read with a rule of its own: dry_run="ture" meant a dry run, force="yes please"
+    meant no force, skip="maybe" meant waiting, and "eight" a raw ValueError."""
+    spec, uri = coordinated_table
+    op = make(uri, spec)
+    with pytest.raises(AirflowFailException, match=rf"parameter {name} must be"):
+        op.poke({}) if isinstance(op, DeltaRatifiedVersionSensor) else op.execute({})
+
+
+@pytest.mark.parametrize("rendered", [False, "False", "false", "0", "no", "off", 0])
+def test_the_same_rendered_false_means_the_same_for_every_flag(coordinated_table: tuple[str, str], rendered: Any) -> None:
+    spec, uri = coordinated_table
+    DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec).execute({})
+    assert DeltaCheckpointOperator(task_id="c", table_uri=uri, coordinator_spec=spec, engine="local", interval=100, force=rendered).execute({})["skipped"]
+    assert DeltaLogCleanupOperator(task_id="d", table_uri=uri, coordinator_spec=spec, dry_run=rendered).execute({})["dry_run"] is False
+    sensor = DeltaRatifiedVersionSensor(task_id="w", table_uri=uri, coordinator_spec=spec, target_version=99, skip=rendered)
+    assert sensor.poke({}) is False  # not skipped: it waits
+
+
+def test_a_long_local_checkpoint_reports_progress_by_row_group(coordinated_table: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_delta_maintenance.deltalog import checkpoint_writer
+    from airflow_delta_maintenance.maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
+    from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+    from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
+    from airflow_delta_maintenance.maintenance.table import open_table
+
+    spec, uri = coordinated_table
+    client = open_coordinator(spec)
+    for v in range(13, 20):
+        client.commit(uri, v, [add(f"g{v}")])
+    monkeypatch.setattr(checkpoint_writer, "ROWS_PER_ROW_GROUP", 5)
+    heard: list[str] = []
+    with open_table(uri, coordinator=spec) as table:
+        publish_ratified_commits(table)
+        run_local_checkpoint(table, plan_checkpoint(table, force=True), progress=heard.append)
+    assert heard == [f"checkpoint: v19 {n} of 19 file actions written" for n in (5, 10, 15, 19)]
+
+
+def test_a_long_cleanup_reports_progress_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_delta_maintenance.deltalog import cleanup
+    from airflow_delta_maintenance.deltalog.cleanup import CleanupPlan, Deletion, execute_cleanup
+
+    deleted: list[list[str]] = []
+
+    class Store:
+        uri = "memory://t"
+        log_dir = "memory://t/_delta_log"
+
+        def refuse_links(self, names: list[str]) -> None:
+            pass
+
+        def delete_many(self, names: list[str]) -> None:
+            deleted.append(list(names))
+
+    monkeypatch.setattr(cleanup, "DELETE_BATCH", 2)
+    monkeypatch.setattr(cleanup, "find_abandoned", lambda store: [])
+    deletions = (*(Deletion(f"{v:020d}.json", "commit", 10) for v in range(5)), Deletion("x.checkpoint.parquet", "checkpoint_classic", 5))
+    plan = CleanupPlan("memory://t", 0, 0, 0, cutoff_commit=5, cutoff_checkpoint=5, deletions=deletions)
+    heard: list[str] = []
+    result = execute_cleanup(Store(), plan, dry_run=False, progress=heard.append)  # type: ignore[arg-type]
+    assert result.deleted == 6 and [len(b) for b in deleted] == [2, 2, 1, 1]  # commits first, batches within a kind
+    assert heard[-1] == "cleanup: deleted 6 of 6 files below v5" and len(heard) == 4
