@@ -31,6 +31,12 @@ the machine is shared, a load above its core count means the runs competed for C
 sampled every 0.2 s from ``/proc/<pid>/status`` (VmHWM) of every process of the run's tree: the
 largest ``java`` (driver JVM, executors inside it in local mode) and the largest ``python`` (the
 PySpark driver process).
+
+Measured 2026-11-23 on the shared 2-core box (run by run, seconds; load before the run):
+2M live files, 200 commits — ours 889.7 (13.0), 222.1 (8.2), 105.8 (7.0); delta-spark 984.8
+(22.1), 363.0 (7.8), 243.0 (5.7): medians 222.1 s vs 363.0 s, 0.61x (pairs 0.90x, 0.61x, 0.44x);
+peak JVM 1388 vs 1568 MiB, Python driver 150 vs 119 MiB; both 2,000,942 rows, same columns, zstd.
+The load varied 5.7–22 within the run: only the ratios of neighbouring runs mean much.
 """
 
 from __future__ import annotations
