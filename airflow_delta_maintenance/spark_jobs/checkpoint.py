@@ -8,10 +8,16 @@ and its start, see ``deltalog.run_identity``); only after every task succeeded d
 the checkpoint visible — sidecars moved into ``_sidecars/`` and the top-level file created if
 absent (V2), or the single classic file created if absent — and then ``_last_checkpoint``.
 
-The driver trusts no listing that another run could change: the write's own row count (observed
-by its tasks) must equal the rows the driver planned and the rows in the footers of exactly the
-files that write produced (one Spark write-job id); each moved sidecar is checked before the
-top-level file names it, and the checkpoint is read back before ``_last_checkpoint`` points at it.
+The driver trusts no listing that another run could change: the write's own counts (rows, adds,
+removes, observed by its tasks and returned with its result) must agree with each other and with
+the rows in the footers of exactly the files that write produced (one Spark write-job id); each
+moved sidecar is checked before the top-level file names it, and the checkpoint is read back
+before ``_last_checkpoint`` points at it.
+
+The log is parsed, reconciled and written in one Spark job (plus a light pass that parses only the
+lines that can hold protocol, metadata, txn or domain metadata). The Python driver reads Parquet
+footers and the ``sidecar`` column chunks only, never a whole checkpoint file: its memory does not
+grow with the table.
 Leftovers of other runs are removed only when their owner is proven dead or they are a day old.
 On failure this run's staging directory and sidecars are removed and the job exits non-zero.
 """
