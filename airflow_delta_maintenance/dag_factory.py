@@ -1,6 +1,10 @@
-"""One maintenance DAG per configured table: wait → publish → checkpoint and compaction → cleanup.
+"""One maintenance DAG per configured table: wait → publish → compaction → checkpoint → cleanup.
 
 Building a DAG does no I/O to tables or coordinators: everything is resolved inside the tasks.
+``schedule: asset`` and ``schedule: watch`` DAGs run on the table's asset (a writer's outlet, or the
+``AssetWatcher`` over ``DeltaRatifiedVersionWatchTrigger``) and have no sensor task; time schedules
+are jittered per table and tasks go to the table's pool (``maintenance.fleet``). Publish and
+checkpoint emit events on the table's published-log asset (``assets``).
 Manual runs take Params (validated by JSON schema): ``dry_run``, ``force_checkpoint``,
 ``target_version`` and ``skip_wait``.
 
@@ -11,25 +15,34 @@ and only task state the error — every other table's DAG still loads.
 
 from __future__ import annotations
 
+import functools
+import gc
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule
+from airflow.sdk import AssetWatcher
+
+from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule, conf
+from .assets import published_log_asset, table_asset
 
 from .fleet_dags import DISCOVERY_DAG_ID, build_discovery_dag
 from .maintenance.config import ConfigError, TableConfig, TableConfigError
+from .maintenance.fleet import jitter_cron, jitter_duration
 from .maintenance.fleet_config import load_fleet
 from .operators.checkpoint import DeltaCheckpointOperator
 from .operators.cleanup import DeltaLogCleanupOperator
 from .operators.compaction import DeltaLogCompactionOperator
 from .operators.publish import DeltaPublishCommitsOperator
 from .sensors.ratified_version import DeltaRatifiedVersionSensor
+from .triggers.ratified_version import DeltaRatifiedVersionWatchTrigger
 
 __all__ = ["build_maintenance_dag", "build_invalid_table_dag", "build_dags"]
 
 log = logging.getLogger(__name__)
+
+_START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 _DOC = """
 ### Delta log maintenance for `{name}`
@@ -45,48 +58,148 @@ Manual runs: `dry_run`, `force_checkpoint`, `target_version`, `skip_wait`.
 """
 
 
-def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
-    import pendulum
+# Param definitions shared by every generated DAG: (default, description, JSON schema). The
+# schemas are shared, never mutated (Airflow only reads them), and each (schema, default) pair is
+# validated once per process by _validated_params instead of once per DAG.
+_PARAM_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dry_run": ("plan the cleanup without deleting", {"type": "boolean", "title": "Dry run"}),
+    "force_checkpoint": ("write a checkpoint even if not due", {"type": "boolean", "title": "Force a checkpoint"}),
+    "target_version": ("wait for and publish up to this version", {"type": ["null", "integer"], "minimum": 0, "title": "Target version"}),
+    "skip_wait": ("do not wait for new ratified commits", {"type": "boolean", "title": "Skip the wait"}),
+}
 
-    default_args = {
+
+@functools.lru_cache(maxsize=4)
+def _validated_params(dry_run_default: bool) -> tuple[tuple[str, Any, str, dict[str, Any]], ...]:
+    """(name, default, description, schema) of the Params, each default checked against its
+    schema here, once — what ``DAG(params=...)`` would otherwise repeat for every table's DAG."""
+    defaults = {"dry_run": dry_run_default, "force_checkpoint": False, "target_version": None, "skip_wait": False}
+    out = []
+    for name, (description, schema) in _PARAM_SPECS.items():
+        Param(defaults[name], description=description, **schema).resolve()  # raises on a bad default
+        out.append((name, defaults[name], description, schema))
+    return tuple(out)
+
+
+def _params(dry_run_default: bool) -> dict[str, Param]:
+    return {name: Param(default, description, schema=schema) for name, default, description, schema in _validated_params(dry_run_default)}
+
+
+@functools.lru_cache(maxsize=1)
+def _dag_config_defaults() -> dict[str, Any]:
+    """The DAG arguments whose defaults Airflow reads from its configuration, read once per
+    process: ``DAG()`` reads them again for every DAG (four configuration lookups per table)."""
+    import attrs
+
+    fields = attrs.fields_dict(DAG)
+    wanted = {
+        "max_active_tasks": lambda: conf.getint("core", "max_active_tasks_per_dag"),
+        "max_consecutive_failed_dag_runs": lambda: conf.getint("core", "max_consecutive_failed_dag_runs_per_dag"),
+        "disable_bundle_versioning": lambda: conf.getboolean("dag_processor", "disable_bundle_versioning"),
+    }
+    return {name: read() for name, read in wanted.items() if name in fields}
+
+
+@functools.lru_cache(maxsize=512)
+def _timetable(schedule: str | timedelta) -> Any:
+    """The timetable Airflow would build for a cron expression or a duration (honouring
+    ``[scheduler] create_cron_data_intervals``), once per distinct schedule: a fleet has at most
+    ~60 after jitter. Timetables are immutable; presets such as ``@once`` stay strings."""
+    from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable, DeltaDataIntervalTimetable, DeltaTriggerTimetable
+
+    intervals = _create_cron_data_intervals()
+    if isinstance(schedule, timedelta):
+        return DeltaDataIntervalTimetable(schedule) if intervals else DeltaTriggerTimetable(schedule)
+    if schedule.startswith("@") and schedule not in _PRESET_CRON_FORMS:
+        return schedule
+    return CronDataIntervalTimetable(schedule, timezone="UTC") if intervals else CronTriggerTimetable(schedule, timezone="UTC")
+
+
+_PRESET_CRON_FORMS = {"@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually"}
+
+
+@functools.lru_cache(maxsize=1)
+def _create_cron_data_intervals() -> bool:
+    return conf.getboolean("scheduler", "create_cron_data_intervals")
+
+
+def _schedule(table: TableConfig, start_date: Any) -> tuple[Any, Any]:
+    """(DAG schedule, start date): the table's asset, its watcher's asset, or a time schedule with
+    the table's jitter (``maintenance.fleet``)."""
+    kind = table.schedule_kind
+    if kind == "asset":
+        return table_asset(table.uri), start_date
+    if kind == "watch":
+        trigger = DeltaRatifiedVersionWatchTrigger(
+            table.uri,
+            coordinator_spec=table.coordinator,
+            delta_coordinator_conn_id=table.coordinator_conn_id,
+            delta_storage_conn_id=table.storage_conn_id,
+            min_new_commits=table.sensor.min_new_commits,
+            poll_interval=table.sensor.poke_interval_seconds,
+            **_call_budget(table),
+        )
+        return table_asset(table.uri, watchers=[AssetWatcher(name=f"{table.dag_id}__watch", trigger=trigger)]), start_date
+    schedule = table.airflow_schedule
+    if schedule is None:
+        return None, start_date
+    if table.jitter:
+        if isinstance(schedule, timedelta):  # relative to first sight unless it can be a cron expression
+            schedule = jitter_duration(schedule, table.uri) or schedule
+        else:
+            schedule = jitter_cron(schedule, table.uri)
+    return _timetable(schedule), start_date
+
+
+def _call_budget(table: TableConfig) -> dict[str, Any]:
+    limit = table.rate_limit
+    if not limit.enabled or not limit.calls_per_second:
+        return {"endpoint": table.coordinator_endpoint}
+    return {"endpoint": table.coordinator_endpoint, "calls_per_second": float(limit.calls_per_second), "burst": limit.burst}
+
+
+def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
+    """The table's DAG. Built for a fleet: no table or network I/O, tasks built outside the DAG
+    context and then added (Airflow would otherwise deep-copy the DAG's Params into every task; the
+    task runner merges the DAG's Params at run time anyway), Params validated once per process."""
+    schedule, start = _schedule(table, start_date or _START)
+    task_args: dict[str, Any] = {
         "owner": table.owner,
         "retries": table.retries,
         "retry_delay": timedelta(minutes=table.retry_delay_minutes),
     }
-    if table.pool:
-        default_args["pool"] = table.pool
-    params = {
-        "dry_run": Param(table.cleanup.mode != "delete", type="boolean", title="Dry run", description="plan the cleanup without deleting"),
-        "force_checkpoint": Param(False, type="boolean", title="Force a checkpoint", description="write a checkpoint even if not due"),
-        "target_version": Param(
-            None, type=["null", "integer"], minimum=0, title="Target version", description="wait for and publish up to this version"
-        ),
-        "skip_wait": Param(False, type="boolean", title="Skip the wait", description="do not wait for new ratified commits"),
-    }
+    pool = table.resolved_pool
+    if pool:
+        task_args["pool"] = pool
     dag = DAG(
         dag_id=table.dag_id,
         description=f"Delta log maintenance of {table.name} ({table.uri})",
-        schedule=table.airflow_schedule,
-        start_date=start_date or pendulum.datetime(2024, 1, 1, tz="UTC"),
+        schedule=schedule,
+        start_date=start,
         catchup=False,
         max_active_runs=1,
         tags=["delta-maintenance", *table.tags],
-        default_args=default_args,
-        params=params,
+        default_args=task_args,
         doc_md=_DOC.format(
             name=table.name, uri=table.uri, coordinator=table.coordinator or table.coordinator_conn_id or "none",
             engine=table.checkpoint.engine, interval=table.checkpoint.interval or "delta.checkpointInterval",
             compaction=table.compaction.interval, cleanup=table.cleanup.mode,
         ),
         render_template_as_native_obj=True,
+        **_dag_config_defaults(),
     )
-    common = {"table_uri": table.uri, "delta_storage_conn_id": table.storage_conn_id}
+    # Validated by _validated_params; added after construction so that DAG() does not validate them again.
+    dag.params.update(_params(table.cleanup.mode != "delete"))
+    common = {"table_uri": table.uri, "delta_storage_conn_id": table.storage_conn_id, **task_args}
     # Every task sees the table as its catalog does: gates, caps and conf come through the coordinator.
     coord = {"coordinator_spec": table.coordinator, "delta_coordinator_conn_id": table.coordinator_conn_id}
-    with dag:
-        upstream: list[Any] = []
-        if table.has_coordinator and table.sensor.enabled:
-            wait = DeltaRatifiedVersionSensor(
+    log_asset = published_log_asset(table.uri)
+    chain: list[Any] = []
+    # An asset or watch schedule already means "new commits": no sensor task holds a slot.
+    if table.has_coordinator and table.sensor.enabled and table.schedule_kind not in ("asset", "watch"):
+        budget = _call_budget(table)
+        chain.append(
+            DeltaRatifiedVersionSensor(
                 task_id="wait_for_ratified_commits",
                 **common,
                 **coord,
@@ -101,42 +214,41 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 # nothing new is not a failure: downstream is skipped, with the reason; errors
                 # still fail (no soft_fail, which would hide them as skips)
                 skip_when_nothing_new=True,
+                coordinator_endpoint=budget["endpoint"],
+                coordinator_calls_per_second=budget.get("calls_per_second"),
+                coordinator_burst=budget.get("burst"),
             )
-            upstream = [wait]
-        if table.publish:
-            publish = DeltaPublishCommitsOperator(task_id="publish", **common, **coord, up_to_version="{{ params.target_version }}")
-            for u in upstream:
-                u >> publish
-            upstream = [publish]
-        # Compaction, then the checkpoint: a checkpoint covers every window before it (compaction
-        # skips covered windows), so running them side by side would make the outcome depend on
-        # which task happens to run first.
-        writers = []
-        if table.compaction.enabled:
-            writers.append(
-                DeltaLogCompactionOperator(task_id="compact_log", **common, **coord, interval=table.compaction.interval, max_window_bytes=table.compaction.max_window_bytes)
+        )
+    if table.publish:
+        chain.append(
+            DeltaPublishCommitsOperator(task_id="publish", **common, **coord, up_to_version="{{ params.target_version }}", outlets=[log_asset])
+        )
+    # Compaction, then the checkpoint: a checkpoint covers every window before it (compaction
+    # skips covered windows), so running them side by side would make the outcome depend on
+    # which task happens to run first.
+    if table.compaction.enabled:
+        chain.append(
+            DeltaLogCompactionOperator(task_id="compact_log", **common, **coord, interval=table.compaction.interval, max_window_bytes=table.compaction.max_window_bytes)
+        )
+    if table.checkpoint.enabled:
+        chain.append(
+            DeltaCheckpointOperator(
+                task_id="checkpoint",
+                **common,
+                **coord,
+                engine=table.checkpoint.engine,
+                interval=table.checkpoint.interval,
+                force="{{ params.force_checkpoint }}",
+                spark_conn_id=table.checkpoint.spark_conn_id,
+                spark_conf=dict(table.checkpoint.spark_conf),
+                spark_jars=table.checkpoint.spark_jars,
+                spark_packages=table.checkpoint.spark_packages,
+                outlets=[log_asset],
             )
-        if table.checkpoint.enabled:
-            writers.append(
-                DeltaCheckpointOperator(
-                    task_id="checkpoint",
-                    **common,
-                    **coord,
-                    engine=table.checkpoint.engine,
-                    interval=table.checkpoint.interval,
-                    force="{{ params.force_checkpoint }}",
-                    spark_conn_id=table.checkpoint.spark_conn_id,
-                    spark_conf=dict(table.checkpoint.spark_conf),
-                    spark_jars=table.checkpoint.spark_jars,
-                    spark_packages=table.checkpoint.spark_packages,
-                )
-            )
-        for task in writers:
-            for u in upstream:
-                u >> task
-            upstream = [task]
-        if table.cleanup.enabled:
-            cleanup = DeltaLogCleanupOperator(
+        )
+    if table.cleanup.enabled:
+        chain.append(
+            DeltaLogCleanupOperator(
                 task_id="cleanup",
                 **common,
                 **coord,
@@ -147,8 +259,11 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 # after the writers whatever they did, but never after a failure upstream
                 trigger_rule=TriggerRule.NONE_FAILED,
             )
-            for u in upstream:
-                u >> cleanup
+        )
+    for task in chain:
+        dag.add_task(task)
+    for upstream, downstream in zip(chain, chain[1:]):
+        upstream >> downstream
     return dag
 
 
@@ -192,11 +307,19 @@ def build_dags(config_path: str | Path) -> dict[str, DAG]:
     dags: dict[str, DAG] = {}
     if fleet.discovery is not None:
         dags[DISCOVERY_DAG_ID] = build_discovery_dag(config_path, fleet.discovery)
-    for table in tables:
-        try:
-            dags[table.dag_id] = build_maintenance_dag(table)
-        except Exception as exc:  # noqa: BLE001 - one table's DAG must not hide the others
-            invalid.append(TableConfigError(table.name, table.dag_id, ConfigError(str(config_path), table.name, "<dag>", f"{type(exc).__name__}: {exc}")))
+    # 10,000 DAGs are millions of long-lived objects: the cyclic collector would rescan them again
+    # and again while they are built (~15% of a 10,000-table parse) and find nothing to free.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for table in tables:
+            try:
+                dags[table.dag_id] = build_maintenance_dag(table)
+            except Exception as exc:  # noqa: BLE001 - one table's DAG must not hide the others
+                invalid.append(TableConfigError(table.name, table.dag_id, ConfigError(str(config_path), table.name, "<dag>", f"{type(exc).__name__}: {exc}")))
+    finally:
+        if collecting:
+            gc.enable()
     for entry in invalid:
         log.error("delta maintenance: table %s: %s", entry.name, entry.error)
         dags[entry.dag_id] = build_invalid_table_dag(entry)

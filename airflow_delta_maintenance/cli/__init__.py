@@ -12,12 +12,12 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import discover_cmd, init_dags_cmd, inspect_cmd, maintain_cmd, publish_cmd, status_cmd, validate_cmd
+from . import discover_cmd, init_dags_cmd, inspect_cmd, maintain_cmd, pools_cmd, publish_cmd, status_cmd, validate_cmd
 
 __all__ = ["main", "console_main", "build_parser"]
 
 # Sub-command modules; each exposes register(subparsers) -> None.
-COMMANDS = [inspect_cmd, status_cmd, publish_cmd, maintain_cmd, validate_cmd, init_dags_cmd, discover_cmd]
+COMMANDS = [inspect_cmd, status_cmd, publish_cmd, maintain_cmd, validate_cmd, init_dags_cmd, discover_cmd, pools_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

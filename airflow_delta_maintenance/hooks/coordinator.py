@@ -107,10 +107,27 @@ class DeltaCoordinatorHook(BaseHook):
         connection (``auto``: discovered from the table, the connection supplying the endpoint),
         and its per-table conf from the table's own metadata."""
         connection_spec, creds = self._connection
+        self.record_lineage(table_uri)
         return open_table(
             table_uri, storage_options, coordinator=self.spec or None, connection_spec=connection_spec,
             credentials=creds, allow_unsafe_writes=allow_unsafe_writes,
         )
+
+    def record_lineage(self, table_uri: str, *, output: bool = False) -> None:
+        """Hook-level lineage: the table read (its asset), or the published log written
+        (``output``), reported to Airflow's hook lineage collector (a no-op unless a lineage
+        reader such as OpenLineage is enabled)."""
+        from ..maintenance.lineage import published_log_asset_uri, table_asset_uri
+
+        try:
+            from airflow.sdk.lineage import get_hook_lineage_collector
+        except ImportError:  # pragma: no cover - Airflow 3.0 keeps it in core
+            return
+        collector = get_hook_lineage_collector()
+        if output:
+            collector.add_output_asset(context=self, uri=published_log_asset_uri(table_uri))
+        else:
+            collector.add_input_asset(context=self, uri=table_asset_uri(table_uri))
 
     def get_client(self, storage_options: Mapping[str, Any] | None = None) -> CommitCoordinatorClient:
         spec, creds = self._resolved

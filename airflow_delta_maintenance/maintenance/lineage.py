@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..deltalog.storage import normalize_table_uri
 
-__all__ = ["openlineage_dataset_name"]
+__all__ = ["openlineage_dataset_name", "table_asset_uri", "published_log_asset_uri"]
 
 
 def openlineage_dataset_name(table_uri: str) -> tuple[str, str]:
@@ -18,3 +18,17 @@ def openlineage_dataset_name(table_uri: str) -> tuple[str, str]:
         return "file", uri
     authority, _, path = rest.partition("/")
     return f"{scheme}://{authority}", path.strip("/") or "/"
+
+
+def table_asset_uri(table_uri: str) -> str:
+    """The table's Airflow asset URI: the normalised table URI (``s3a://b/t/`` → ``s3://b/t``, as
+    the Amazon provider names S3 assets), ``file://`` + the absolute path for a local table. Writer
+    DAGs declare it as an outlet; ``schedule: asset`` DAGs and the watcher's events use it."""
+    uri = normalize_table_uri(table_uri)
+    return uri if "://" in uri else f"file://{uri}"
+
+
+def published_log_asset_uri(table_uri: str) -> str:
+    """The asset the maintenance itself produces: the table's published ``_delta_log``. Distinct
+    from the table's asset so that a DAG scheduled on the table never triggers itself."""
+    return table_asset_uri(table_uri) + "/_delta_log"

@@ -8,7 +8,7 @@ from typing import Any
 from ..coordinators.errors import TableNotFoundError
 from .table import MaintainedTable
 
-__all__ = ["VersionObservation", "observe_ratified_versions"]
+__all__ = ["VersionObservation", "observe_ratified_versions", "observe_for_watch"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,20 @@ def observe_ratified_versions(
         return VersionObservation(latest, published, len(commits), baseline, new, True, f"{new} commits ratified beyond {baseline}")
     wanted = f"version {target_version}" if target_version is not None else f"{min_new_commits} new commits beyond {baseline}"
     return VersionObservation(latest, published, len(commits), baseline, new, False, f"latest ratified {latest}; waiting for {wanted}")
+
+
+def observe_for_watch(table: MaintainedTable, *, min_new_commits: int, last_seen_version: int | None) -> VersionObservation:
+    """What the fleet watcher asks at each poll (one ``get_commits`` call): are at least
+    ``min_new_commits`` ratified beyond both the last published version and the last version the
+    watcher already fired for? Counting from the published version alone would fire again at
+    every poll until the maintenance run has published; counting from the last fired version
+    alone would fire early for commits already published (a stale remembered version)."""
+    seen = observe_ratified_versions(table, min_new_commits=min_new_commits)
+    baseline = max(seen.latest_published_version, -1 if last_seen_version is None else last_seen_version)
+    new = max(0, seen.latest_ratified_version - baseline)
+    satisfied = new >= min_new_commits
+    reason = (
+        f"{new} commits ratified beyond {baseline}" if satisfied
+        else f"latest ratified {seen.latest_ratified_version}; waiting for {min_new_commits} new commits beyond {baseline}"
+    )
+    return VersionObservation(seen.latest_ratified_version, seen.latest_published_version, seen.unpublished, baseline, new, satisfied, reason)

@@ -103,6 +103,21 @@ class DeltaTableOperator(BaseOperator):
         options = self.storage_hook.get_storage_options(self.table_uri)
         return self.coordinator_hook.open_table(self.table_uri, options, allow_unsafe_writes=allow_unsafe_writes)
 
+    def emit_log_event(self, context: Context | None, **extra: Any) -> None:
+        """Put what this run did (``published_version``, ``checkpoint_version`` …) into the extra
+        of the event this task emits on the table's published-log asset, when it is an outlet
+        (the generated DAGs make it one: ``assets.published_log_asset``)."""
+        self.coordinator_hook.record_lineage(self.table_uri, output=True)
+        events = context.get("outlet_events") if context else None
+        if events is None:
+            return
+        from ..maintenance.lineage import published_log_asset_uri
+
+        uri = published_log_asset_uri(self.table_uri)
+        for outlet in self.outlets or ():
+            if getattr(outlet, "uri", None) == uri:
+                events[outlet].extra.update(extra)
+
     def progress(self) -> Progress:
         """A sink for a long step's progress: at most one task-log line every few seconds."""
         return Throttled(self.log.info)

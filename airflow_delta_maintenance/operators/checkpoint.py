@@ -67,6 +67,12 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         self._hook: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
+        record = self._checkpoint()
+        due = not record["skipped"]
+        self.emit_log_event(context, checkpoint_version=record["version"] if due else None, checkpoint_due=due)
+        return record
+
+    def _checkpoint(self) -> dict[str, Any]:
         force = as_bool(self.force, "force", False)
         version = as_version(self.version, "version")
         interval = as_int(self.interval, "interval", None, minimum=1)

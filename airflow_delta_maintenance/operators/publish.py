@@ -40,4 +40,7 @@ class DeltaPublishCommitsOperator(DeltaTableOperator):
             with self.open_table(allow_unsafe_writes=self.allow_unsafe_writes) as table:
                 return self.finish(publish_ratified_commits(table, up_to=up_to).report())
 
-        return translate_errors("publishing", self.table_uri, run)
+        result = translate_errors("publishing", self.table_uri, run)
+        self.emit_log_event(context, published_version=result["version"], latest_ratified_version=result["latest_ratified_version"],
+                            published=result["count"])
+        return result

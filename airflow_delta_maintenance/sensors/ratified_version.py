@@ -49,6 +49,8 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
     :param baseline_version: count new commits from here (default: the last published) (templated)
     :param skip: succeed at once without waiting, e.g. ``"{{ params.skip_wait }}"`` (templated)
     :param skip_when_nothing_new: skip (not fail) when the timeout passes without the condition
+    :param coordinator_endpoint: the endpoint whose call budget the polls draw from
+    :param coordinator_calls_per_second: that budget (``maintenance.rate_limit``; None: no cap)
     """
 
     template_fields: Sequence[str] = ("table_uri", "target_version", "min_new_commits", "baseline_version", "coordinator_spec", "skip")
@@ -67,9 +69,15 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         skip: bool | str = False,
         skip_when_nothing_new: bool = False,
+        coordinator_endpoint: str | None = None,
+        coordinator_calls_per_second: float | None = None,
+        coordinator_burst: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.coordinator_endpoint = coordinator_endpoint
+        self.coordinator_calls_per_second = coordinator_calls_per_second
+        self.coordinator_burst = coordinator_burst
         self.table_uri = table_uri
         self.target_version = target_version
         self.min_new_commits = min_new_commits
@@ -127,6 +135,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
             reason = "skip_wait requested: not waiting for ratified versions"
             self.log.info("wait: skipped — %s", reason)
             return PokeReturnValue(is_done=True, xcom_value=TaskReport(self.table_uri, "wait", skipped=True, reason=reason).to_dict())
+        self._wait_for_call_budget()
         try:
             identity = self._identity()
             observation = poll_ratified_versions(
@@ -146,6 +155,13 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         if observation["satisfied"]:
             return PokeReturnValue(is_done=True, xcom_value=self._record(observation))
         return False
+
+    def _wait_for_call_budget(self) -> None:
+        from ..maintenance.rate_limit import bucket_for
+
+        bucket = bucket_for(self.coordinator_endpoint or "default", self.coordinator_calls_per_second, self.coordinator_burst)
+        if bucket is not None and (wait := bucket.reserve()) > 0:
+            time.sleep(wait)
 
     def _record(self, observation: dict[str, Any]) -> dict[str, Any]:
         """The wait's XCom in the common shape (README, "XCom"), plus what was observed."""
@@ -185,6 +201,9 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
                 delta_storage_conn_id=self.delta_storage_conn_id,
                 poll_interval=as_seconds(self.poke_interval, "poke_interval", 60.0) or 60.0,
                 end_time=time.time() + timeout,
+                endpoint=self.coordinator_endpoint,
+                calls_per_second=self.coordinator_calls_per_second,
+                burst=self.coordinator_burst,
                 **self._condition(),
             ),
             method_name="execute_complete",

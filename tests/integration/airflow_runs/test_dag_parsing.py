@@ -92,3 +92,38 @@ def test_the_placeholder_task_fails_with_the_error(tmp_path: Path) -> None:
     assert task.retries == 0
     with pytest.raises(AirflowFailException, match="table 'x': schedule: 'every hour' is not a cron expression"):
         task.execute({})
+
+
+FLEET = r"""
+import json, socket, sys, time
+def no_network(*a, **k):
+    raise AssertionError("network access while parsing")
+socket.socket.connect = no_network
+from airflow.dag_processing.dagbag import DagBag
+cpu = time.process_time()
+bag = DagBag(dag_folder=sys.argv[1])
+cpu = time.process_time() - cpu
+print("RESULT " + json.dumps({"cpu": cpu, "dags": len(bag.dag_ids), "errors": {k: str(v)[-2000:] for k, v in bag.import_errors.items()},
+                              "cron": {d: bag.dags[d].timetable.expression for d in bag.dag_ids}}))
+"""
+
+
+def test_a_fleet_of_1000_tables_parses_quickly_with_start_minutes_spread_across_the_hour(tmp_path: Path) -> None:
+    """Through Airflow's DagBag, as the dag-processor parses the file. The assertion on CPU seconds
+    is generous (a regression guard, not a benchmark: ``benchmarks/fleet_parse.py`` has the figures);
+    before the fleet work 1,000 tables cost 4–6 s of CPU here, 10,000 about 50 s."""
+    lines = ["defaults:", "  coordinator: dynamodb://commits?region=eu-west-1", "  schedule: '@hourly'", "tables:"]
+    lines += [f"  - {{name: t{i:04d}, uri: 's3://lake/db/t{i:04d}'}}" for i in range(1000)]
+    config = tmp_path / "tables.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    env = airflow_env(tmp_path / "home", EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config), AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT="600")
+    out = subprocess.run([sys.executable, "-c", FLEET, str(EXAMPLE_DAGS / "delta_maintenance.py")], env=env, capture_output=True, text=True, timeout=900)
+    line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(line[len("RESULT "):])
+    assert result["errors"] == {} and result["dags"] == 1000
+    assert result["cpu"] < 15, f"parsing 1,000 tables took {result['cpu']:.1f} s of CPU"
+    minutes = [int(expr.split()[0]) for expr in result["cron"].values()]
+    assert all(expr.split()[1:] == ["*", "*", "*", "*"] for expr in result["cron"].values())
+    per_minute = [minutes.count(m) for m in range(60)]
+    assert min(per_minute) >= 1 and max(per_minute) <= 50, per_minute  # 1,000/60 ≈ 17 a minute, none at :00 together

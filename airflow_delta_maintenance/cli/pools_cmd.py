@@ -1,0 +1,79 @@
+"""``delta-maintenance pools FILE [--output POOLS.json] [--apply]``: the Airflow pools a
+``tables.yaml`` uses — one per coordinator endpoint for tables with ``pool: auto`` — with their
+sizes. ``--output`` writes them in the format of ``airflow pools import``; ``--apply`` runs that
+command (on a host with the Airflow CLI and access to the deployment). A task whose pool does not
+exist is never scheduled, so create the pools before deploying the DAG file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from typing import Any
+
+from .common import emit_json, run_guarded
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("pools", help="the Airflow pools of a tables.yaml (pool: auto → one per coordinator endpoint); --apply creates them")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--output", metavar="POOLS_JSON", help="write them for `airflow pools import`")
+    p.add_argument("--apply", action="store_true", help="run `airflow pools import` with them")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.set_defaults(handler=lambda a: run_guarded(lambda: _run(a)))
+
+
+def pools_import_document(tables: list[Any]) -> dict[str, dict[str, Any]]:
+    """``airflow pools import`` JSON: name → slots, description, include_deferred (False: a deferred
+    sensor holds no slot; the triggerer's token bucket budgets its polls)."""
+    from ..maintenance.fleet import pools_for
+
+    named = [t for t in tables if t.resolved_pool]
+    sizes = pools_for((t.resolved_pool, t.pool_slots) for t in named)
+    users = Counter(t.resolved_pool for t in named)
+    endpoints = {t.resolved_pool: t.coordinator_endpoint for t in named}
+    return {
+        name: {"slots": slots, "include_deferred": False,
+               "description": f"delta maintenance: {users[name]} table(s) on coordinator endpoint {endpoints[name]}"}
+        for name, slots in sorted(sizes.items())
+    }
+
+
+def _airflow() -> str:
+    local = os.path.join(os.path.dirname(sys.executable), "airflow")
+    found = local if os.path.exists(local) else shutil.which("airflow")
+    if not found:
+        raise FileNotFoundError("the airflow command is not installed here: write the pools with --output and import them where it is")
+    return found
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..maintenance.config import load_config
+
+    document = pools_import_document(load_config(args.file))
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(document, f, indent=2, sort_keys=True)
+    applied = None
+    if args.apply:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(document, f)
+        try:
+            done = subprocess.run([_airflow(), "pools", "import", f.name], capture_output=True, text=True, timeout=600)
+        finally:
+            os.unlink(f.name)
+        if done.returncode != 0:
+            raise RuntimeError(f"airflow pools import failed ({done.returncode}): {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+        applied = True
+    if args.json:
+        emit_json({"file": args.file, "pools": document, "applied": bool(applied)})
+    else:
+        for name, pool in document.items():
+            print(f"{name}\t{pool['slots']} slots\t{pool['description']}")
+        print(f"{args.file}: {len(document)} pool(s)" + (" created/updated in Airflow" if applied else ""))
+    return 0
