@@ -113,7 +113,8 @@ def run_tree(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
     done.set()
     sampler.join()
     if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} … failed ({proc.returncode}): {err[-2000:]}")
+        cause = [x for x in err.splitlines() if "OutOfMemoryError" in x or "Exception:" in x][:1]
+        raise RuntimeError(f"{os.path.basename(cmd[0])} failed ({proc.returncode}{', 52 = JVM out of memory' if proc.returncode == 52 else ''}): {(cause or [''])[0][:300]} {err[-600:]}")
     reported = next((json.loads(x) for x in reversed(out.strip().splitlines()) if x.startswith("{")), {})
     return {"seconds": wall, "jvm_mib": peaks.get("java", 0) / 1024, "python_mib": peaks.get("python", 0) / 1024, "reported": reported}
 
@@ -199,6 +200,7 @@ def main() -> int:
     ap.add_argument("--commits", type=int, default=200)
     ap.add_argument("--driver-memory", default="1g")
     ap.add_argument("--previous-checkpoint", action="store_true", help="start from a classic checkpoint halfway")
+    ap.add_argument("--sides", nargs="+", default=["ours", "delta-spark"], choices=["ours", "delta-spark"])
     ap.add_argument("--cache", default="/tmp/delta-maintenance-bench-spark")
     ap.add_argument("--json", default=None, help="also write the raw results here")
     args = ap.parse_args()
@@ -211,19 +213,24 @@ def main() -> int:
     for files in args.files:
         table = ensure_table(args.cache, files, args.commits, args.previous_checkpoint, args.driver_memory)
         before = log_names(table)
-        runs: dict[str, list[dict[str, Any]]] = {"ours": [], "delta-spark": []}
+        runs: dict[str, list[dict[str, Any]]] = {side: [] for side in args.sides}
         outputs: dict[str, Any] = {}
         for i in range(args.repeat):
-            for side in ("ours", "delta-spark"):
+            for side in args.sides:
                 cmd, env = ours_cmd(table, version, args.driver_memory) if side == "ours" else theirs_cmd(table, args.driver_memory, script)
                 load = os.getloadavg()[0]
                 try:
                     r = run_tree(cmd, env)
                     outputs[side] = describe_output(table, version)
+                except RuntimeError as exc:  # e.g. exit 52: the driver JVM ran out of memory
+                    r = {"failed": str(exc)[-400:]}
                 finally:
                     restore(table, before)
                 r["load"] = load
                 runs[side].append(r)
+                if "failed" in r:
+                    print(f"  {files} {side} run {i + 1}/{args.repeat}: FAILED (load {load:.2f}): {r['failed']}", file=sys.stderr, flush=True)
+                    continue
                 print(f"  {files} {side} run {i + 1}/{args.repeat}: {r['seconds']:.1f}s JVM {r['jvm_mib']:.0f} MiB python {r['python_mib']:.0f} MiB"
                       f" (load {load:.2f})", file=sys.stderr, flush=True)
         results[str(files)] = {"runs": runs, "outputs": outputs}
@@ -232,14 +239,21 @@ def main() -> int:
     for files, res in results.items():
         line = [f"{int(files):>10} live files"]
         med = {}
-        for side, runs in res["runs"].items():
+        for side, all_runs in res["runs"].items():
+            runs = [r for r in all_runs if "failed" not in r]
+            failed = len(all_runs) - len(runs)
+            if not runs:
+                line.append(f"  {side:<11} all {failed} runs FAILED: {all_runs[-1]['failed'][-200:]}")
+                continue
             s = summary([r["seconds"] for r in runs])
             med[side] = s["median"]
             jvm = max(r["jvm_mib"] for r in runs)
             py = max(r["python_mib"] for r in runs)
             loads = ", ".join(f"{r['load']:.1f}" for r in runs)
-            line.append(f"  {side:<11} {s['median']:7.1f}s [{s['min']:.1f}–{s['max']:.1f}] n={s['n']}  peak JVM {jvm:.0f} MiB, Python {py:.0f} MiB  load {loads}")
-        line.append(f"  ratio ours/delta-spark (medians): {med['ours'] / med['delta-spark']:.2f}x")
+            line.append(f"  {side:<11} {s['median']:7.1f}s [{s['min']:.1f}–{s['max']:.1f}] n={s['n']}  peak JVM {jvm:.0f} MiB, Python {py:.0f} MiB  load {loads}"
+                        + (f"  ({failed} failed)" if failed else ""))
+        if len(med) == 2:
+            line.append(f"  ratio ours/delta-spark (medians): {med['ours'] / med['delta-spark']:.2f}x")
         for side, out in res["outputs"].items():
             line.append(f"  output {side:<11} rows={out['rows']} bytes={out['bytes']} codec={out['codec']} columns={out['columns']} add={out['add_fields']}")
         print("\n".join(line))
