@@ -38,7 +38,7 @@ Measured 2026-11-23 on the shared 2-core box (run by run, seconds; load before t
 peak JVM 1388 vs 1568 MiB, Python driver 150 vs 119 MiB; both 2,000,942 rows, same columns, zstd.
 The load varied 5.7–22 within the run: only the ratios of neighbouring runs mean much.
 10M live files, 200 commits — ours 509.3 s (load 4.2), peak JVM 1401 MiB, Python driver 150 MiB
-(the same as at 2M); delta-spark failed three times out of three (load 4.2, 1.5, 1.5): its driver
+(the same as at 2M); delta-spark failed in all three runs (1-minute load about 1.5–4): its driver
 JVM ran out of heap (java.lang.OutOfMemoryError in a shuffle-map stage of the state
 reconstruction, exit 52) with the same 1 GiB — no ratio exists at 10M with this configuration.
 """
