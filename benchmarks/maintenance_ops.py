@@ -2,11 +2,9 @@
 each measured as a whole process, the way a user runs it.
 
 - ours: the installed command, ``delta-maintenance checkpoint|compact-log|cleanup TABLE --json``
-  (imports, listing, the work, and for cleanup the re-listing and re-planning it performs before
-  deleting);
-- for cleanup also "ours-state": the same command with the use case reading ``load_table_state``
-  (protocol, metadata, properties) instead of ``load_snapshot``, and "ours-light": that plus
-  ``referenced_sidecar_names`` (only the checkpoints' ``sidecar`` column) in cleanup planning;
+  (imports, listing, the work; for cleanup also the anchor checkpoint's verification, the
+  abandoned-leftover collection, and the fresh listing and re-planning it performs before
+  deleting: the re-validation is included in the time);
 - delta-rs: a fresh ``python -c`` doing ``import deltalake``, ``DeltaTable(path)`` and the call:
   ``create_checkpoint()``, ``compact_logs(1, N-1)``, ``cleanup_metadata()``.
 
@@ -18,7 +16,7 @@ before each run (see ``_harness.py``). What each side wrote is printed too (chec
 and rows, compaction lines, files deleted), so that the comparison is seen to be like for like.
 
     python benchmarks/maintenance_ops.py [--files 200000 2000000] [--cleanup-commits 20000] [--repeat 3]
-                                         [--ops checkpoint compaction cleanup] [--json]
+                                         [--ops checkpoint compaction cleanup] [--workdir DIR] [--json]
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import CLI, PYTHON, Runs, build_log_in_subprocess, in_subprocess, interleaved, ratio_line, run_measured  # noqa: E402
+from _harness import CLI, PYTHON, Runs, build_log_in_subprocess, compile_package, in_subprocess, interleaved, ratio_line, run_measured  # noqa: E402
 
 # Both writers put the same columns in a checkpoint: stats as JSON and as a struct, and typed
 # partition values (delta-rs writes the struct forms only when the table asks for them).
@@ -50,22 +48,6 @@ else:
     dt.cleanup_metadata()
 sys.stdout.flush()
 os._exit(0)  # skip interpreter teardown (the wheel can abort there)
-"""
-
-# The same command with the cleanup use case reading a TableState instead of a Snapshot (the
-# wiring ``deltalog.table_state`` exists for; reported as its own engine, "ours-state").
-# "ours-light" also plans with referenced_sidecar_names (the checkpoints' sidecar column only).
-STATE_CLI = r"""
-import sys
-from airflow_delta_maintenance.deltalog.table_state import load_table_state, referenced_sidecar_names
-from airflow_delta_maintenance.maintenance import cleanup
-cleanup.load_snapshot = load_table_state
-if sys.argv[1] == "light":
-    from airflow_delta_maintenance.deltalog import cleanup as planning
-    planning._referenced_sidecars = referenced_sidecar_names
-from airflow_delta_maintenance.cli import console_main
-sys.argv = ["delta-maintenance", *sys.argv[2:]]
-sys.exit(console_main())
 """
 
 # What a run left in the log, read in a separate small process after it.
@@ -94,8 +76,6 @@ def command(op: str, engine: str, path: str, commits: int) -> list[str]:
     if engine == "ours":
         extra = {"checkpoint": [], "compaction": ["--start", "1", "--end", str(commits - 1)], "cleanup": ["--execute"]}[op]
         return [CLI, {"checkpoint": "checkpoint", "compaction": "compact-log", "cleanup": "cleanup"}[op], path, "--json", *extra]
-    if engine in ("ours-state", "ours-light"):
-        return [PYTHON, "-c", STATE_CLI, engine.removeprefix("ours-"), *command(op, "ours", path, commits)[1:]]
     return [PYTHON, "-c", WHEEL, op, path, "1", str(commits - 1)]
 
 
@@ -133,9 +113,11 @@ def main() -> int:
     ap.add_argument("--cleanup-commits", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--ops", nargs="+", default=["checkpoint", "compaction", "cleanup"])
+    ap.add_argument("--workdir", default=None, help="where the copies live (default: the system temp dir, i.e. the disk)")
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="bench-maint-")
+    compile_package()
+    work = tempfile.mkdtemp(prefix="bench-maint-", dir=ns.workdir)
     rows: list[tuple[str, int, dict[str, Runs], dict[str, dict]]] = []
     try:
         for files in ns.files:
@@ -156,14 +138,13 @@ def main() -> int:
             in_subprocess("import sys, deltalake; deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2])).create_checkpoint()", source, str(ns.cleanup_commits - 10))
             age_log(source, 60)
             print(f"  cleanup {ns.cleanup_commits} commits", file=sys.stderr, flush=True)
-            engines = ("ours", "ours-state", "ours-light", "delta-rs")
-            rows.append(("cleanup", ns.cleanup_commits, *measure("cleanup", source, work, ns.cleanup_commits, ns.repeat, engines)))
+            rows.append(("cleanup", ns.cleanup_commits, *measure("cleanup", source, work, ns.cleanup_commits, ns.repeat)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if ns.json:
         print(json.dumps([{"op": op, "size": size, **{e: r.to_dict() for e, r in runs.items()}, "wrote": d} for op, size, runs, d in rows], indent=2))
         return 0
-    print(f"cpus {os.cpu_count()}; whole processes; median [min–max]; ratios ours/delta-rs")
+    print(f"cpus {os.cpu_count()}; whole processes; median [min–max]; ratios ours/delta-rs; work dir {work}")
     for op, size, runs, described in rows:
         for engine in (e for e in runs if e != "delta-rs"):
             print(ratio_line(f"{op} {size}" + ("" if engine == "ours" else f" ({engine})"), runs[engine], runs["delta-rs"]))

@@ -8,20 +8,24 @@ little memory), then 20 small commits. Commits 0..10 and the checkpoint are 60 d
 cleanup has work to plan. Operations, as the use cases the operators call them:
 
 - ``import``: the modules only (the fixed cost of a process);
-- ``checkpoint local``: ``delta-maintenance checkpoint TABLE`` (full replay, checkpoint written);
-- ``spark worker side``: what ``DeltaCheckpointOperator(engine="spark")`` runs on the worker
-  before submitting: one listing, the table's ``delta.checkpointInterval``, ``decide_checkpoint``;
-- ``cleanup``: ``maintenance.cleanup.run_metadata_cleanup(dry_run=True)``;
-- ``status``: ``maintenance.status.table_status``.
+- ``import-operators``: the checkpoint and cleanup operator classes (Airflow itself included), for
+  scale: a worker process holds that anyway;
+- ``spark-worker``: what ``DeltaCheckpointOperator(engine="spark")`` runs on the worker around the
+  submission: ``open_table``, ``plan_checkpoint`` (listing, ratified protocol/metadata/properties,
+  ``delta.checkpointInterval``, the decision) and, after the job, ``verify_checkpoint`` of the
+  checkpoint (here the existing one at version 10, which holds every live file);
+- ``cleanup``: ``run_metadata_cleanup(table, dry_run=True)``, as ``DeltaMetadataCleanupOperator``;
+- ``status``: ``table_status(table)``, as the status sensor/CLI;
+- ``checkpoint-local``: ``delta-maintenance checkpoint TABLE`` (the single-node engine replays
+  every file action: it is expected to grow with the table; run only up to ``--heavy-up-to``);
+- ``*-airflow``: the same, in a process that imported the operator classes first (Airflow
+  included), as in a worker.
 
-Each of the last three is measured as wired today (``load_snapshot``: every file action replayed)
-and with ``load_table_state`` in its place (``*-state``: protocol, metadata and properties only),
-the change the ``deltalog.table_state`` API exists for; ``cleanup-light``/``status-light`` also
-plan cleanup with ``referenced_sidecar_names`` (only the checkpoints' ``sidecar`` column) in place
-of ``deltalog.cleanup``'s whole-file read of every remaining checkpoint. The machine is shared (2 cores, other
-agents running); runs are short, interleaved, and reported with the load average.
+None of the first four replays file actions (protocol/metadata-only loading, checkpoint
+verification by column and batch), so their peak should not grow with the table. The machine is
+shared (2 cores, other agents running); runs are interleaved and reported with the load average.
 
-    python benchmarks/worker_memory.py [--sizes 200000 2000000] [--repeat 2] [--ops ...] [--json]
+    python benchmarks/worker_memory.py [--sizes 200000 2000000] [--repeat 3] [--ops ...] [--json]
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import CLI, PYTHON, Runs, in_subprocess, interleaved, run_measured  # noqa: E402
+from _harness import CLI, PYTHON, Runs, compile_package, in_subprocess, interleaved, run_measured  # noqa: E402
 
 BUILD = r"""
 import json, os, sys, time, uuid
@@ -89,40 +93,36 @@ OPS = r"""
 import json, os, sys, time
 op, path = sys.argv[1], sys.argv[2]
 t = time.perf_counter()
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
-from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.deltalog.table_state import load_table_state
-from airflow_delta_maintenance.maintenance import cleanup, status
-from airflow_delta_maintenance.maintenance.checkpoint import decide_checkpoint
-light = op.endswith("-state") or op.endswith("-light")
-load = load_table_state if light else load_snapshot
-if light:  # the wiring the table-state API is for: same arguments, no file actions
-    cleanup.load_snapshot = status.load_snapshot = load_table_state
-if op.endswith("-light"):  # and cleanup planning reading only the checkpoints' sidecar column
-    from airflow_delta_maintenance.deltalog import cleanup as plan
-    from airflow_delta_maintenance.deltalog.table_state import referenced_sidecar_names
-    plan._referenced_sidecars = referenced_sidecar_names
+op, in_airflow = op.removesuffix("-airflow"), op.endswith("-airflow") or op == "import-operators"
+if in_airflow:
+    from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator  # noqa: F401
+    from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator  # noqa: F401
+from airflow_delta_maintenance.maintenance.table import open_table
+from airflow_delta_maintenance.maintenance.checkpoint import plan_checkpoint
+from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
+from airflow_delta_maintenance.maintenance.status import table_status
+from airflow_delta_maintenance.maintenance.spark_submit import verify_checkpoint
 imported = time.perf_counter()
-store = open_table_storage(path)
 out = {}
-if op == "import":
-    pass
-elif op.startswith("spark-worker"):
-    files = list_log_files(store)
-    interval = load(store, files=files).properties.checkpoint_interval
-    out = decide_checkpoint(files, interval=interval).to_dict()
-elif op.startswith("cleanup"):
-    out = {"deletions": len(cleanup.run_metadata_cleanup(store, dry_run=True).plan.deletions)}
-elif op.startswith("status"):
-    out = {"cleanup_candidates": status.table_status(store).cleanup_candidates}
+if not op.startswith("import"):
+    with open_table(path) as table:
+        if op == "spark-worker":
+            plan = plan_checkpoint(table)
+            group = verify_checkpoint(table.store, 10)
+            out = {**plan.decision.to_dict(), "verified_files": len(group.files)}
+        elif op == "cleanup":
+            out = {"deletions": len(run_metadata_cleanup(table, dry_run=True).plan.deletions)}
+        elif op == "status":
+            out = {"cleanup_candidates": table_status(table).cleanup_candidates}
 out.update(import_seconds=imported - t, op_seconds=time.perf_counter() - imported)
 print(json.dumps(out))
 sys.stdout.flush()
 os._exit(0)
 """
 
-ALL_OPS = ["import", "spark-worker", "spark-worker-state", "cleanup", "cleanup-state", "cleanup-light", "status", "status-state", "status-light", "checkpoint-local"]
+ALL_OPS = ["import", "import-operators", "spark-worker", "cleanup", "status", "checkpoint-local",
+           "spark-worker-airflow", "cleanup-airflow", "status-airflow"]
+LIGHT_OPS = ("import", "import-operators", "spark-worker", "cleanup", "status", "spark-worker-airflow", "cleanup-airflow", "status-airflow")
 
 
 def run_op(op: str, table: str, work: str, i: int) -> tuple[float, float, dict]:
@@ -138,12 +138,13 @@ def run_op(op: str, table: str, work: str, i: int) -> tuple[float, float, dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[200_000, 2_000_000])
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[200_000, 2_000_000, 10_000_000])
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--ops", nargs="+", default=ALL_OPS, choices=ALL_OPS)
-    ap.add_argument("--heavy-up-to", type=int, default=2_000_000, help="replaying ops (today's wiring, local checkpoint) only up to this size")
+    ap.add_argument("--heavy-up-to", type=int, default=2_000_000, help="the local checkpoint (a full replay) only up to this size")
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
+    compile_package()
     work = tempfile.mkdtemp(prefix="bench-worker-")
     results: dict[int, dict[str, Runs]] = {}
     try:
@@ -152,7 +153,7 @@ def main() -> int:
             t = time.perf_counter()
             built = json.loads(in_subprocess(BUILD, table, str(size)))
             print(f"built {size} live files ({built['bytes'] >> 20} MiB of log) in {time.perf_counter() - t:.0f}s", file=sys.stderr, flush=True)
-            ops = [o for o in ns.ops if size <= ns.heavy_up_to or o == "import" or o.endswith(("-state", "-light"))]
+            ops = [o for o in ns.ops if size <= ns.heavy_up_to or o in LIGHT_OPS]
             results[size] = interleaved(ops, ns.repeat, lambda op, i: run_op(op, table, work, i))
             shutil.rmtree(table, ignore_errors=True)
     finally:

@@ -8,6 +8,7 @@ storage refused: no space, read-only, permission) or 1 (unexpected); see ``commo
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -43,10 +44,13 @@ def console_main() -> int:
 
     pyarrow imports pandas, when it is installed, on its first array conversion (about 0.2 s of
     a command's start-up); nothing the command runs uses pandas, so this process blocks it. An
-    embedding process (tests, Airflow) calls ``main`` and keeps its modules as they are.
+    embedding process (tests, Airflow) calls ``main`` and keeps its modules and GC settings.
     """
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas())
+    # A short-lived process that builds one object per log file (a cleanup plan of 20,000 commits)
+    # spent 15% of its CPU in young-generation collections at the default threshold of 700.
+    gc.set_threshold(50_000, 20, 20)
     return main()
 
 

@@ -1,9 +1,10 @@
-"""``checkpoint``, ``compact-log`` and ``cleanup`` sub-commands (single-node engine)."""
+"""``checkpoint``, ``compact-log`` and ``cleanup`` sub-commands (single-node engine, or Spark for the first two)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,9 +22,26 @@ def _table(p: argparse.ArgumentParser) -> None:
 
 def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=["local", "spark"], default="local", help="local (single node, default) or spark (spark-submit)")
-    p.add_argument("--master", default="local[*]", help="Spark master for --engine spark")
-    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
-    p.add_argument("--spark-verbose", action="store_true", help="show Spark's own log lines (default: warnings only, and progress)")
+    g = p.add_argument_group("Spark engine (--engine spark): the package's Python is shipped to non-local masters by itself")
+    g.add_argument("--master", default="local[*]", help="Spark master: local[*], spark://HOST:PORT, yarn, k8s://https://HOST:PORT")
+    g.add_argument("--deploy-mode", choices=["client", "cluster"], default=None, help="where the driver runs (default: client)")
+    g.add_argument("--spark-verbose", action="store_true", help="show Spark's own log lines (default: warnings only, and progress)")
+    g.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf (repeatable)")
+    g.add_argument("--jars", default=None, help="comma-separated jars for the driver and executors (e.g. hadoop-aws for s3://)")
+    g.add_argument("--packages", default=None, help="comma-separated Maven coordinates")
+    g.add_argument("--repositories", default=None, help="comma-separated Maven repositories for --packages")
+    g.add_argument("--py-files", default=None, help="extra comma-separated .zip/.egg/.py files for the Python path")
+    g.add_argument("--no-ship-package", dest="ship_package", action="store_const", const=False, default=None,
+                   help="do not ship the package's own modules (the cluster has them installed)")
+    g.add_argument("--driver-host", default=None, help="address executors reach the driver at (default: 127.0.0.1 for local masters "
+                   "and masters on a loopback address, else Spark's choice)")
+    g.add_argument("--driver-bind-address", default=None, help="local address the driver listens on (default: the driver host when loopback)")
+    g.add_argument("--driver-port", type=int, default=None, help="the driver's RPC port (default: any free one)")
+    g.add_argument("--block-manager-port", type=int, default=None, help="the driver's block manager port (default: any free one)")
+    g.add_argument("--spark-ui-port", type=int, default=None, help="enable the driver's UI on this port (default: no UI), bound to the driver's address")
+    g.add_argument("--spark-python", default=None, help="the executors' Python (spark.pyspark.python)")
+    g.add_argument("--container-image", default=None, help="Kubernetes: spark.kubernetes.container.image")
+    g.add_argument("--namespace", default=None, help="Kubernetes: spark.kubernetes.namespace")
 
 
 def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
@@ -34,6 +52,29 @@ def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
             raise ValueError(f"--spark-conf expects KEY=VALUE, got {item!r}")
         out[key] = value
     return out
+
+
+def _spark_settings(args: argparse.Namespace) -> Any:
+    from ..maintenance.spark_submit import SparkSettings
+
+    ui = args.spark_ui_port
+    return SparkSettings(master=args.master).override(
+        deploy_mode=args.deploy_mode, jars=args.jars, packages=args.packages, repositories=args.repositories, py_files=args.py_files,
+        ship_package=args.ship_package, driver_host=args.driver_host, bind_address=args.driver_bind_address, driver_port=args.driver_port,
+        block_manager_port=args.block_manager_port, ui_enabled=None if ui is None else True, ui_port=ui, python=args.spark_python,
+        container_image=args.container_image, namespace=args.namespace,
+    )
+
+
+def _job_storage_options(table: Any, settings: Any) -> dict[str, Any]:
+    """The table's storage options; for executors elsewhere also the keys this process would use
+    (from the AWS chain), which reach the job through its private credentials file only."""
+    from ..maintenance.spark_submit import environment_credentials
+
+    options = dict(table.storage_options)
+    if settings.kind != "local":
+        options = {**environment_credentials(table.uri, options), **options}
+    return options
 
 
 def register(sub: Any) -> None:
@@ -80,8 +121,9 @@ def _checkpoint(args: argparse.Namespace) -> int:
         outcome = CheckpointOutcome(table.uri, decision, args.engine)
         if (decision.due or decision.last_checkpoint_version == decision.version) and args.engine == "spark":
             started = time.monotonic()
-            job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=_spark_conf(args))
-            reported = json.loads(run_spark_submit(job, args.master, **_spark_output(args)).strip().splitlines()[-1])
+            settings = _spark_settings(args)
+            job = checkpoint_job(table.uri, decision.version, _job_storage_options(table, settings), conf=_spark_conf(args))
+            reported = json.loads(run_spark_submit(job, settings, **_spark_output(args)).strip().splitlines()[-1])
             group = verify_checkpoint(store, decision.version)  # the log, not the exit code, says it worked
             out.update(kind="spark", written=not reported.get("existed", False), existed=reported.get("existed", False),
                        files=[f.name for f in group.files], num_actions=reported.get("num_actions", 0),
@@ -111,16 +153,15 @@ def _compact(args: argparse.Namespace) -> int:
 
     if (args.start is None) != (args.end is None):
         raise ValueError("--start and --end go together")
-    if args.start is None and args.engine == "spark":
-        raise ValueError("--engine spark needs --start and --end")
     with open_cli_table(args) as table:
         if args.start is None:
             return _compact_windows(table, args)
         out: dict[str, Any]
         if args.engine == "spark":
             check_compaction_window(table, args.start, args.end)
-            job = compaction_job(table.uri, args.start, args.end, table.storage_options, conf=_spark_conf(args))
-            reported = json.loads(run_spark_submit(job, args.master, **_spark_output(args)).strip().splitlines()[-1])
+            settings = _spark_settings(args)
+            job = compaction_job(table.uri, args.start, args.end, _job_storage_options(table, settings), conf=_spark_conf(args))
+            reported = json.loads(run_spark_submit(job, settings, **_spark_output(args)).strip().splitlines()[-1])
             found = verify_compaction(table.store, args.start, args.end)  # the log, not the exit code, says it worked
             out = {"start_version": args.start, "end_version": args.end, "path": found.name, "created": reported["created"], "size_bytes": found.size}
         else:
@@ -137,7 +178,17 @@ def _compact(args: argparse.Namespace) -> int:
 def _compact_windows(table: Any, args: argparse.Namespace) -> int:
     from ..maintenance.compaction import run_log_compaction
 
-    result = run_log_compaction(table, interval=args.interval, max_window_bytes=args.max_window_bytes)
+    writer = None
+    if args.engine == "spark":
+        from ..maintenance.spark_submit import run_spark_submit, spark_compaction_writer
+
+        settings = _spark_settings(args)
+
+        def submit(job: Any) -> None:
+            run_spark_submit(job, settings)
+
+        writer = spark_compaction_writer(table.store, table.uri, _job_storage_options(table, settings), submit, conf=_spark_conf(args))
+    result = run_log_compaction(table, interval=args.interval, max_window_bytes=args.max_window_bytes, writer=writer)
     if args.json:
         emit_json(result.to_dict())
     else:

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from .listing import list_log_files
 from .paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
 from .run_identity import STAGING_DIR, RunIdentity, find_run_tag, is_abandoned
-from .storage import LogStore
+from .storage import FileStat, LogStore
 
 __all__ = ["Leftover", "find_abandoned", "remove_leftovers", "abandoned_sidecars", "referenced_sidecars"]
 
@@ -40,11 +40,16 @@ class Leftover:
         return self.run.tag if self.run is not None else None
 
 
-def find_abandoned(store: LogStore) -> list[Leftover]:
-    """Abandoned temp files (beside log files, sidecars and staged commits) and staging directories."""
+def find_abandoned(store: LogStore, top_level_hidden: Sequence[FileStat] | None = None) -> list[Leftover]:
+    """Abandoned temp files (beside log files, sidecars and staged commits) and staging directories.
+
+    ``top_level_hidden``: the dot-named files of a LIST of ``_delta_log`` the caller just made
+    (``LogSegmentFiles.hidden``), instead of listing the whole log again for them.
+    """
     out: list[Leftover] = []
     for sub in ("", SIDECAR_DIR, STAGED_DIR, LEGACY_STAGED_DIR):
-        for st in store.list_dir(sub):
+        listed = top_level_hidden if sub == "" and top_level_hidden is not None else store.list_dir(sub)
+        for st in listed:
             filename = st.name.rsplit("/", 1)[-1]
             if _TEMP.match(filename) is None:
                 continue

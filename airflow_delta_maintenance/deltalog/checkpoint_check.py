@@ -8,10 +8,10 @@ back to an older checkpoint, as delta-spark does when a checkpoint fails to load
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,25 +36,61 @@ class CheckpointCheck:
     sidecars: tuple[str, ...]
 
 
-def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> tuple[int, pa.Table]:
-    """Row count from the footer and the requested (present) columns; typed error when unreadable."""
+_BATCH_ROWS = 65_536
+# Any leaf of ``add`` carries the struct's validity; a fixed-width one is cheaper to decode than
+# the path strings (a 10M-file checkpoint holds gigabytes of paths).
+_ADD_PROBES = ("add.size", "add.modificationTime", "add.path")
+
+
+@dataclass
+class _PartCounts:
+    rows: int = 0
+    non_null: dict[str, int] = field(default_factory=dict)  # top-level column → non-null rows
+    sidecars: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
+    """Row count from the footer, checked against the rows read, and the non-null rows of the
+    requested (present) columns; typed error when unreadable. ``"add"`` reads one leaf of ``add``.
+
+    The file is opened for random access and read in batches: only the footer and the chunks of
+    these columns are fetched, and memory does not grow with the checkpoint."""
     try:
-        data = store.read(name)
+        raw = store.open_input(name)
     except FileNotFoundError:
         raise IncompleteCheckpointError(f"{store.display(name)} is listed but cannot be opened", path=name) from None
+    out = _PartCounts()
     try:
-        pf = pq.ParquetFile(io.BytesIO(data))
-        present = set(pf.schema_arrow.names)
-        table = pf.read(columns=[c for c in columns if c.split(".", 1)[0] in present])
+        with raw:
+            pf = pq.ParquetFile(raw)
+            leaves = {pf.schema.column(i).path for i in range(pf.metadata.num_columns)}
+            present = set(pf.schema_arrow.names)
+            wanted = []
+            for c in columns:
+                if c == "add":
+                    probe = next((p for p in _ADD_PROBES if p in leaves), None)
+                    if probe is not None:
+                        wanted.append(probe)
+                    elif "add" in present:
+                        raise CorruptLogError(f"{store.display(name)}: its add column has no path", path=name)
+                elif c.split(".", 1)[0] in present:
+                    wanted.append(c)
+            tops = [c.split(".", 1)[0] for c in wanted]
+            out.non_null = dict.fromkeys(tops, 0)
+            for batch in pf.iter_batches(_BATCH_ROWS, columns=wanted, use_threads=False):
+                out.rows += batch.num_rows
+                for top in tops:
+                    col = batch.column(top)
+                    out.non_null[top] += len(col) - col.null_count
+                    if top == "sidecar" and col.null_count < len(col):
+                        out.sidecars += [s for s in col.to_pylist() if s]
+    except FileNotFoundError:
+        raise IncompleteCheckpointError(f"{store.display(name)} is listed but cannot be opened", path=name) from None
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise CorruptLogError(f"{store.display(name)}: not a readable Parquet file ({exc})", path=name) from None
-    if table.num_rows != pf.metadata.num_rows:
-        raise CorruptLogError(f"{store.display(name)}: read {table.num_rows} rows, the footer says {pf.metadata.num_rows}", path=name)
-    return pf.metadata.num_rows, table
-
-
-def _count(table: pa.Table, column: str) -> int:
-    return table.num_rows - table.column(column).null_count if column in table.column_names else 0
+    if out.rows != pf.metadata.num_rows:
+        raise CorruptLogError(f"{store.display(name)}: read {out.rows} rows, the footer says {pf.metadata.num_rows}", path=name)
+    return out
 
 
 def _json_actions(store: LogStore, name: str) -> list[dict]:
@@ -101,13 +137,12 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
             metadatas += sum(1 for a in actions if a.get("metaData") is not None)
             sidecars += [a["sidecar"] for a in actions if isinstance(a.get("sidecar"), dict)]
             continue
-        n, table = _parquet(store, f.name, ["add.path", "protocol", "metaData.id", "sidecar"])
-        rows += n
-        adds += _count(table, "add")
-        protocols += _count(table, "protocol")
-        metadatas += _count(table, "metaData")
-        if "sidecar" in table.column_names:
-            sidecars += [s for s in table.column("sidecar").to_pylist() if s]
+        counts = _parquet(store, f.name, ["add", "protocol", "metaData.id", "sidecar"])
+        rows += counts.rows
+        adds += counts.non_null.get("add", 0)
+        protocols += counts.non_null.get("protocol", 0)
+        metadatas += counts.non_null.get("metaData", 0)
+        sidecars += counts.sidecars
     if protocols != 1 or metadatas != 1:
         raise CorruptLogError(
             f"{store.display(first)}: checkpoint {group.version} holds {protocols} protocol and {metadatas} metaData rows (one each expected)",
@@ -124,9 +159,9 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
         declared = s.get("sizeInBytes")
         if isinstance(declared, int) and declared > 0 and declared != stat.size:
             raise CorruptLogError(f"{store.display(name)}: {stat.size} bytes, checkpoint {first} declares {declared}", path=name)
-        n, table = _parquet(store, name, ["add.path"])
-        side_rows += n
-        adds += _count(table, "add")
+        counts = _parquet(store, name, ["add"])
+        side_rows += counts.rows
+        adds += counts.non_null.get("add", 0)
         names.append(name)
     if hint is not None and hint.version == group.version:
         mismatch = None

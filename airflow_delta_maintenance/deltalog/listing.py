@@ -6,8 +6,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .paths import LogFileType, ParsedLogPath, checkpoint_rank
-from .storage import LogStore
+from .paths import LogFileType, ParsedLogPath, checkpoint_rank, parse_log_path
+from .storage import FileStat, LogStore
 
 __all__ = ["LogSegmentFiles", "CheckpointGroup", "list_log_files", "group_checkpoints"]
 
@@ -55,9 +55,12 @@ class LogSegmentFiles:
     compactions: tuple[ParsedLogPath, ...]
     crcs: tuple[ParsedLogPath, ...]
     last_checkpoint: ParsedLogPath | None
+    # Dot-named top-level files of the same LIST (temp files of writers: the leftovers cleanup
+    # judges), so that no second LIST of _delta_log is needed for them; None: not recorded.
+    hidden: tuple[FileStat, ...] | None = None
 
     @classmethod
-    def from_paths(cls, paths: Iterable[ParsedLogPath]) -> LogSegmentFiles:
+    def from_paths(cls, paths: Iterable[ParsedLogPath], hidden: tuple[FileStat, ...] | None = None) -> LogSegmentFiles:
         commits, checkpoints, compactions, crcs = [], [], [], []
         last: ParsedLogPath | None = None
         for p in paths:
@@ -75,7 +78,7 @@ class LogSegmentFiles:
         checkpoints.sort(key=lambda p: (p.version, p.filename))
         compactions.sort(key=lambda p: (p.version, p.end_version))
         crcs.sort(key=lambda p: p.version)
-        return cls(tuple(commits), tuple(checkpoints), tuple(compactions), tuple(crcs), last)
+        return cls(tuple(commits), tuple(checkpoints), tuple(compactions), tuple(crcs), last, hidden)
 
     @property
     def is_empty(self) -> bool:
@@ -111,7 +114,14 @@ def group_checkpoints(checkpoints: Iterable[ParsedLogPath]) -> list[CheckpointGr
 
 def list_log_files(store: LogStore) -> LogSegmentFiles:
     """One LIST of ``_delta_log``; ``TableNotFoundError`` when there is no log directory at all."""
-    paths = store.list_log()
+    paths: list[ParsedLogPath] = []
+    hidden: list[FileStat] = []
+    for st in store.list_dir():
+        parsed = parse_log_path(st.name, st.size, st.modification_time)
+        if parsed is not None:
+            paths.append(parsed)
+        elif st.name.startswith("."):
+            hidden.append(st)
     if not paths:
         store.require_log_dir()
-    return LogSegmentFiles.from_paths(paths)
+    return LogSegmentFiles.from_paths(paths, tuple(hidden))

@@ -65,7 +65,7 @@ class LogFileType(enum.Enum):
         )
 
 
-@dataclass(frozen=True, order=False)
+@dataclass(frozen=True, order=False, slots=True)  # slots: a listing holds one per commit
 class ParsedLogPath:
     """A recognised file of ``_delta_log``.
 
@@ -115,6 +115,10 @@ def parse_log_path(name: str, size: int = 0, modification_time: int = 0) -> Pars
     directory, _, filename = name.rpartition("/")
     if not filename or filename.startswith("."):
         return None
+    if not directory and filename.endswith(".json") and filename[:-5].isdigit() and filename.isascii():
+        # The common case (most of a listing), without the regexes; same result as _COMMIT.
+        v = int(filename[:-5])
+        return ParsedLogPath(name, LogFileType.COMMIT, v, size, modification_time, v, extension="json")
     if directory in (STAGED_DIR, LEGACY_STAGED_DIR):
         m = _STAGED.match(filename)
         if m is None:

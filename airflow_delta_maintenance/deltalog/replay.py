@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ from .log_segment import CatalogCommit, JsonSource, LogSegment
 from .paths import SIDECAR_DIR, LogFileType, ParsedLogPath
 from .reader import ORDER, ParsedActions, parse_ndjson, read_parquet_actions
 from .storage import LogStore
+from .version_facts import in_commit_timestamp  # noqa: F401  (moved to the light module; re-exported)
 
 __all__ = ["UnreconciledCompactionError", "UnreadableCheckpointError", "ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]
 
@@ -346,10 +347,3 @@ def replay_actions(
         deltas=deltas if keep_lines else None,
         delta_base_order=base,
     )
-
-
-def in_commit_timestamp(commit_info: Mapping[str, Any] | None) -> int | None:
-    if not commit_info:
-        return None
-    value = commit_info.get("inCommitTimestamp")
-    return int(value) if isinstance(value, (int, float, np.integer)) else None

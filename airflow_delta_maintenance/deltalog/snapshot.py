@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +17,10 @@ from .features import check_read_supported, in_commit_timestamps_enabled
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, LogSegment, build_log_segment
 from .reader import ORDER
-from .replay import UnreadableCheckpointError, UnreconciledCompactionError, in_commit_timestamp, replay_actions
+from .replay import UnreadableCheckpointError, UnreconciledCompactionError, replay_actions
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
-from .version_facts import VersionFacts
+from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 
 __all__ = ["Snapshot", "load_snapshot"]
 
@@ -82,23 +81,6 @@ def _commit_timestamps(
             ict = source.timestamp if source.timestamp >= 0 else source.modification_time
         out[version] = ict if ict is not None else source.modification_time
     return out
-
-
-def _timestamp_at(store: LogStore, files: LogSegmentFiles, version: int, ict_from: int | None) -> int:
-    """Timestamp of a version whose commit was not replayed (the snapshot sits on a checkpoint)."""
-    commit = next((c for c in reversed(files.commits) if c.version == version), None)
-    if commit is None:
-        group = next(g for g in reversed(files.complete_checkpoints()) if g.version == version)
-        return group.files[0].modification_time
-    if ict_from is not None and version >= ict_from:
-        first_line = store.read(commit.name).split(b"\n", 1)[0]
-        try:
-            ict = in_commit_timestamp(json.loads(first_line).get("commitInfo"))
-        except (ValueError, AttributeError):
-            ict = None
-        if ict is not None:
-            return ict
-    return commit.modification_time
 
 
 def _may_lack_expired_tombstones(segment: LogSegment, retention_ms: int) -> bool:
@@ -205,7 +187,7 @@ def load_snapshot(
         ict_from = properties.ict_enablement_version or 0
     timestamps = _commit_timestamps(segment, result.commit_infos, ict_from)
     if segment.version not in timestamps:
-        timestamps[segment.version] = _timestamp_at(store, files, segment.version, ict_from)
+        timestamps[segment.version] = timestamp_at(store, files, segment.version, ict_from)
     return Snapshot(
         table_uri=store.uri,
         version=segment.version,

@@ -34,11 +34,9 @@ from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, JsonSource, LogSegment, build_log_segment
 from .memory import uses_log_operation_memory
 from .paths import LogFileType, ParsedLogPath
-from .replay import in_commit_timestamp
-from .snapshot import _timestamp_at
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
-from .version_facts import VersionFacts
+from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 
 __all__ = ["TableState", "load_table_state", "referenced_sidecar_names"]
 
@@ -132,7 +130,7 @@ def _parquet_pm(
     name = store.display(part.name)
     found: list[tuple[int, dict[str, Any]]] = []
     try:
-        with store.fs.open(store.path(part.name), "rb") as raw:
+        with store.open_input(part.name) as raw:
             counted = _CountingReader(raw)
             pf = pq.ParquetFile(counted)
             present = [c for c in columns if c in pf.schema_arrow.names]
@@ -152,6 +150,8 @@ def _parquet_pm(
                         batch_base += batch.num_rows
                     row_base += meta.num_rows
             finder.bytes_read += counted.bytes_read
+    except FileNotFoundError:
+        raise  # gone since the listing (another cleanup): the caller lists again, not a corrupt log
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptLogError(f"{name}: not a readable Parquet checkpoint ({exc})", path=name) from None
     found.sort(key=lambda t: t[0])
@@ -245,7 +245,7 @@ def _target_timestamp(
     """The timestamp ``load_snapshot`` reports for ``segment.version`` (same rules, same sources)."""
     source = segment.commit_sources.get(segment.version)
     if source is None:
-        return _timestamp_at(store, files, segment.version, ict_from)
+        return timestamp_at(store, files, segment.version, ict_from)
     ict = in_commit_timestamp(target_info) if ict_from is not None and segment.version >= ict_from else None
     if ict is None and isinstance(source, CatalogCommit):
         ict = source.timestamp if source.timestamp >= 0 else source.modification_time

@@ -2,16 +2,49 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import numbers
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .features import in_commit_timestamps_enabled
 
 if TYPE_CHECKING:
     from .actions import Metadata, Protocol
+    from .listing import LogSegmentFiles
     from .log_segment import LogSegment
+    from .storage import LogStore
     from .table_properties import TableProperties
 
-__all__ = ["VersionFacts"]
+# Light on purpose (no pyarrow compute, no numpy): status, cleanup and the gates import these
+# without the replay machinery.
+__all__ = ["VersionFacts", "in_commit_timestamp", "timestamp_at"]
+
+
+def in_commit_timestamp(commit_info: Mapping[str, Any] | None) -> int | None:
+    """The ``inCommitTimestamp`` of a ``commitInfo`` action, None when absent or not a number."""
+    if not commit_info:
+        return None
+    value = commit_info.get("inCommitTimestamp")
+    # numbers.Integral also covers numpy's integers (values read back through Arrow).
+    return int(value) if isinstance(value, (numbers.Integral, float)) else None
+
+
+def timestamp_at(store: LogStore, files: LogSegmentFiles, version: int, ict_from: int | None) -> int:
+    """Timestamp of a version whose commit was not replayed (the snapshot sits on a checkpoint)."""
+    commit = next((c for c in reversed(files.commits) if c.version == version), None)
+    if commit is None:
+        group = next(g for g in reversed(files.complete_checkpoints()) if g.version == version)
+        return group.files[0].modification_time
+    if ict_from is not None and version >= ict_from:
+        first_line = store.read(commit.name).split(b"\n", 1)[0]
+        try:
+            ict = in_commit_timestamp(json.loads(first_line).get("commitInfo"))
+        except (ValueError, AttributeError):
+            ict = None
+        if ict is not None:
+            return ict
+    return commit.modification_time
 
 
 class VersionFacts:

@@ -1,12 +1,20 @@
 """``DeltaSparkSubmitHook``: ``SparkSubmitHook`` for the maintenance jobs.
 
-- Without the named connection (``spark_default``) the jobs run ``local[*]`` (on a loopback
-  driver, no UI) so that a fresh installation works; Airflow's hook would fall back to ``yarn``.
-  This goes through public means only: a connection defined in this process's environment.
+- The Spark connection says where the jobs run: master, ``deploy-mode``, ``queue``, ``namespace``
+  as the Spark provider reads them, and in its extra JSON the settings of
+  ``maintenance.spark_submit.SparkSettings`` (``driver-host``, ``driver-bind-address``, ports,
+  ``ui-enabled``, ``jars``, ``packages``, ``py-files``, ``conf``, ``python``, ``container-image``…).
+  Operator arguments override them. ``plan_submission`` derives the rest (loopback driver and no UI
+  by default, the package zipped for ``--py-files`` on clusters) exactly as for the CLI.
+- Without the named connection (``spark_default``) the jobs run ``local[*]`` so that a fresh
+  installation works; Airflow's hook would fall back to ``yarn``. This goes through public means
+  only: a connection defined in this process's environment.
+- ``spark-submit`` is the installed pyspark's, by absolute path, unless the connection names a
+  ``spark-binary``: the worker's ``PATH`` does not matter.
 - ``credentials`` (the job's storage secrets) are written to a private file whose path, not
-  content, reaches the job (``maintenance.spark_submit``); on masters whose driver may run in the
-  cluster the file is also shipped with ``--files``. No secret is ever an argument or an
-  environment value, which YARN and Kubernetes masters would render into argv.
+  content, reaches the job; when the driver runs in the cluster the file is also shipped with
+  ``--files``. No secret is ever an argument or an environment value, which YARN and Kubernetes
+  masters would render into argv.
 - Spark's own log stays at WARN (``maintenance.spark_progress``: a log4j2 configuration for the
   driver) and the scheduler's lines become a throttled progress line in the task log;
   ``show_spark_logs=True`` passes every line through with Spark's own configuration. The lines are
@@ -26,60 +34,95 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from .._airflow_compat import AirflowException, BaseHook
 from ..maintenance.report import Throttled
 from ..maintenance.spark_progress import SparkOutput, quiet_spark_conf
-from ..maintenance.spark_submit import CREDENTIALS_FILE_ENV, local_spark_conf, remove_credentials_file, write_credentials_file
+from ..maintenance.spark_submit import SparkJobSpec, SparkSettings, plan_submission, remove_credentials_file, spark_submit_binary, write_credentials_file
 
-__all__ = ["DeltaSparkSubmitHook", "LOCAL_SPARK_CONN_ID"]
+__all__ = ["DeltaSparkSubmitHook", "LOCAL_SPARK_CONN_ID", "connection_settings"]
 
 LOCAL_SPARK_CONN_ID = "delta_maintenance_local_spark"
 
 
-def _configured_master(conn_id: str) -> str | None:
-    """The master a connection selects (as the Spark provider reads it), or None without one."""
-    try:
-        conn = BaseHook.get_connection(conn_id)
-    except AirflowException:  # not found (the provider treats any lookup failure the same way)
-        return None
+def _master(conn: Any) -> str:
+    """The master a connection selects, as the Spark provider reads it."""
     host = conn.host or ""
     master = host if conn.conn_type == "spark" and host and ("://" in host or not conn.port) else f"{conn.conn_type}://{host}"
     return f"{master}:{conn.port}" if conn.port else master
 
 
+def connection_settings(conn_id: str) -> tuple[SparkSettings, dict[str, Any]] | None:
+    """The settings a Spark connection holds and its extra, or None without the connection."""
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except AirflowException:  # not found (the provider treats any lookup failure the same way)
+        return None
+    extra = conn.extra_dejson or {}
+    try:
+        return SparkSettings.from_extras(_master(conn), extra.get("deploy-mode"), extra), extra
+    except ValueError as exc:
+        raise AirflowException(f"Spark connection {conn_id}: {exc}") from None
+
+
 class DeltaSparkSubmitHook(SparkSubmitHook):
+    """:param settings: ``SparkSettings`` fields overriding the connection's (operator arguments)."""
+
     def __init__(
         self,
         *,
         conn_id: str = "spark_default",
+        name: str = "delta-maintenance",
         conf: dict[str, Any] | None = None,
+        application_args: list[Any] | None = None,
         env_vars: dict[str, Any] | None = None,
         files: str | None = None,
+        jars: str | None = None,
+        packages: str | None = None,
+        py_files: str | None = None,
         credentials: Mapping[str, Any] | None = None,
         show_spark_logs: bool = False,
+        settings: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        master = _configured_master(conn_id)
-        if master is None:
+        found = connection_settings(conn_id)
+        if found is None:
             # a connection of this process only (the task's), read by the provider like any other
             os.environ.setdefault(f"AIRFLOW_CONN_{LOCAL_SPARK_CONN_ID.upper()}", json.dumps({"conn_type": "spark", "host": "local[*]"}))
             self.using_local_default = True
-            conn_id, master = LOCAL_SPARK_CONN_ID, "local[*]"
+            conn_id, base, extra = LOCAL_SPARK_CONN_ID, SparkSettings(), {}
         else:
             self.using_local_default = False
-        env = dict(env_vars or {})
-        if master.startswith("local"):
-            conf = {**local_spark_conf(), **(conf or {})}
-            env = {"SPARK_LOCAL_IP": "127.0.0.1", **env}
-        self._credentials_file: str | None = None
-        if credentials:
-            path = self._credentials_file = write_credentials_file(credentials)
-            env[CREDENTIALS_FILE_ENV] = path  # a path: harmless in argv
-            if not master.startswith("local"):  # the driver may run in the cluster: ship the file
-                files = ",".join(f for f in (files, path) if f)
+            base, extra = found
+        self.settings = base.override(**dict(settings or {}))
+        job_conf = {k: str(v) for k, v in (conf or {}).items()}
         if not show_spark_logs:
-            conf = quiet_spark_conf({k: str(v) for k, v in (conf or {}).items()})
+            job_conf = quiet_spark_conf(job_conf)
         self._delta_output: SparkOutput | None = None
         self._show_spark_logs = show_spark_logs
-        super().__init__(conn_id=conn_id, conf=conf, env_vars=env, files=files, **kwargs)
-        self.master = master
+        job = SparkJobSpec(name, "", list(application_args or []), job_conf, jars, packages, py_files,
+                           {k: str(v) for k, v in (env_vars or {}).items()})
+        self._credentials_file: str | None = write_credentials_file(credentials) if credentials else None
+        try:
+            self.plan = plan_submission(self.settings, job, self._credentials_file)
+        except ValueError as exc:
+            self.remove_credentials()
+            raise AirflowException(f"Spark connection {conn_id}: {exc}") from None
+        # the spark-submit process's environment (and a client-mode driver's): given to Popen by
+        # submit(), never to the provider's env_vars, which YARN/k8s render into --conf arguments
+        self.process_env = dict(self.plan.launcher_env)
+        plan = self.plan
+        super().__init__(
+            conn_id=conn_id,
+            name=name,
+            conf=plan.conf,
+            application_args=list(application_args or []),
+            files=",".join(f for f in (files, plan.files) if f) or None,
+            py_files=plan.py_files,
+            jars=plan.jars,
+            packages=plan.packages,
+            repositories=plan.repositories,
+            deploy_mode=self.settings.deploy_mode,
+            spark_binary=kwargs.pop("spark_binary", None) or (None if extra.get("spark-binary") else spark_submit_binary()),
+            **kwargs,
+        )
+        self.master = self.settings.master
 
     @property
     def log(self) -> Any:
@@ -104,6 +147,8 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
     def submit(self, application: str = "", **kwargs: Any) -> None:
         if self.using_local_default:
             self.log.info("no Spark connection configured: running the job locally (local[*])")
+        if self.process_env:
+            kwargs["env"] = {**os.environ, **kwargs.get("env", {}), **self.process_env}
         output = self._spark_output()
         done = threading.Event()
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from ..deltalog.checkpoint_writer import write_checkpoint
 from ..deltalog.cleanup import CleanupPlan, CleanupResult, check_cleanup_clock, execute_cleanup, plan_log_cleanup
 from ..deltalog.listing import LogSegmentFiles, list_log_files
-from ..deltalog.snapshot import load_snapshot
 from ..deltalog.table_properties import DAY_MS
 from .errors import MaintenanceError
 from .report import JSONValue, Progress, TaskReport, human_bytes, iso_utc
@@ -74,6 +72,10 @@ def run_metadata_cleanup(
     if dry_run or plan.skipped:
         return execute_cleanup(store, plan, dry_run=dry_run)
     if plan.needs_compat_checkpoint and plan.cutoff_checkpoint is not None:
+        # Imported here: only this rare case replays files and writes (numpy, Arrow compute).
+        from ..deltalog.checkpoint_writer import write_checkpoint
+        from ..deltalog.snapshot import load_snapshot
+
         anchor = load_snapshot(store, plan.cutoff_checkpoint, files=view.files, now_ms=state.now_ms)
         write_checkpoint(store, anchor, files=view.files, classic_name=True)
     # Re-validate against a fresh listing (same cap) right before deleting: a writer or cleaner may have run.

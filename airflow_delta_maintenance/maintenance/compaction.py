@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -86,8 +86,17 @@ def compact_window(table: MaintainedTable, start: int, end: int) -> CompactionRe
     return write_compaction(table.store, start, end, files=view.files, published_version=view.published_version, check_features=False)
 
 
-def run_log_compaction(table: MaintainedTable, *, interval: int = 10, max_window_bytes: int = 0) -> CompactionRunResult:
-    """Aligned windows over versions the catalog ratified and that are durably published."""
+# Writes one window [start, end] another way (a Spark job) and reports it like the local writer.
+WindowWriter = Callable[[int, int], dict[str, Any]]
+
+
+def run_log_compaction(
+    table: MaintainedTable, *, interval: int = 10, max_window_bytes: int = 0, writer: WindowWriter | None = None
+) -> CompactionRunResult:
+    """Aligned windows over versions the catalog ratified and that are durably published.
+
+    ``writer`` (the Spark engine) writes each window instead of this process; the gates, the
+    catalog view and the window plan are the same either way."""
     started = time.monotonic()
     view = _checked_view(table)
     files, published = view.files, view.published_version
@@ -100,6 +109,9 @@ def run_log_compaction(table: MaintainedTable, *, interval: int = 10, max_window
                 skipped.append({"start": w.start, "end": w.end, "reason": w.skip_reason, "size_bytes": w.size_bytes})
             else:
                 exists += 1
+            continue
+        if writer is not None:
+            written.append(writer(w.start, w.end))
             continue
         result: CompactionResult = write_compaction(table.store, w.start, w.end, files=files, published_version=published, check_features=False)
         written.append({"start": result.start, "end": result.end, "file": result.file, "existed": result.existed,

@@ -15,23 +15,27 @@ version are durably published.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..coordinators.base import CommitCoordinatorClient, CommitsResponse, RatifiedCommit
-from ..deltalog.errors import TableNotFoundError
+from ..deltalog.errors import DeltaLogError, TableNotFoundError
 from ..deltalog.listing import LogSegmentFiles, list_log_files
-from ..deltalog.log_segment import CatalogCommit
-from ..deltalog.snapshot import Snapshot, load_snapshot
+from ..deltalog.log_segment import CatalogCommit, build_log_segment
 from ..deltalog.storage import LogStore, open_table_storage
 from ..deltalog.table_state import TableState, load_table_state
 from .coordinator import open_coordinator
 from .discovery import TableCoordination, read_table_coordination, resolve_coordinator_spec
 from .errors import CoordinatorMismatchError, InconsistentCoordinatorError
 from .staged import list_staged, read_ratified_commit
+
+if TYPE_CHECKING:
+    from ..deltalog.snapshot import Snapshot
 
 __all__ = [
     "MaintainedTable",
@@ -80,6 +84,7 @@ def cap_listing(files: LogSegmentFiles, head: int | None) -> tuple[LogSegmentFil
         compactions=tuple(c for c in files.compactions if c.end_version <= head),
         crcs=tuple(c for c in files.crcs if c.version <= head),
         last_checkpoint=files.last_checkpoint,
+        hidden=files.hidden,
     )
     return capped, tuple(sorted(above))
 
@@ -140,6 +145,9 @@ class MaintainedTable:
     coordinator_spec: str | None = None  # specs never hold secrets
     coordination: TableCoordination = field(default_factory=TableCoordination)
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # The protocol/metadata read that built ``coordination``: ``ratified_state`` reuses it when the
+    # catalog's view reads the very same files (no pending commit), instead of reading them again.
+    identity_state: TableState | None = field(default=None, repr=False, compare=False)
 
     @property
     def table_conf(self) -> dict[str, str]:
@@ -207,14 +215,15 @@ class MaintainedTable:
         self.close()
 
 
-def _read_coordination(store: LogStore) -> TableCoordination:
-    """What the table's newest published metadata declares. A table without any log is an error."""
+def _read_coordination(store: LogStore) -> tuple[TableCoordination, TableState]:
+    """What the table's newest published metadata declares, and the state it was read from. A
+    table without any log is an error."""
     files = list_log_files(store)
     if files.is_empty:
         raise TableNotFoundError(f"{store.uri}: _delta_log holds no commit or checkpoint", path=store.log_dir)
     # The durable prefix: a commit written around the coordinator past a gap is never read here.
     state = read_table_state(store, files, max(durable_prefix(files), 0))
-    return read_table_coordination(state.protocol, state.metadata.configuration, store.uri)
+    return read_table_coordination(state.protocol, state.metadata.configuration, store.uri), state
 
 
 def restore_table(
@@ -241,8 +250,8 @@ def bind_table(
     storage_options: Mapping[str, Any] | None = None,
 ) -> MaintainedTable:
     """A table over an already opened client (the table's conf is still read from the table)."""
-    coordination = _read_coordination(store) if coordinator is not None else TableCoordination()
-    return MaintainedTable(store.uri, store, coordinator, coordinator_spec, coordination, dict(storage_options or {}))
+    coordination, state = _read_coordination(store) if coordinator is not None else (TableCoordination(), None)
+    return MaintainedTable(store.uri, store, coordinator, coordinator_spec, coordination, dict(storage_options or {}), identity_state=state)
 
 
 def open_table(
@@ -265,12 +274,12 @@ def open_table(
     store = open_table_storage(table_uri, options, allow_unsafe_writes=allow_unsafe_writes)
     if not (coordinator or connection_spec):
         return MaintainedTable(store.uri, store, storage_options=options)
-    coordination = _read_coordination(store)
+    coordination, state = _read_coordination(store)
     spec = resolve_coordinator_spec(store.uri, coordinator, coordination, connection_spec=connection_spec)
     if spec is None:
-        return MaintainedTable(store.uri, store, coordination=coordination, storage_options=options)
+        return MaintainedTable(store.uri, store, coordination=coordination, storage_options=options, identity_state=state)
     client = open_coordinator(spec, options, allow_unsafe_writes=allow_unsafe_writes, credentials=credentials)
-    return MaintainedTable(store.uri, store, client, spec, coordination, options)
+    return MaintainedTable(store.uri, store, client, spec, coordination, options, identity_state=state)
 
 
 @contextmanager
@@ -328,16 +337,38 @@ def _verified_tail(table: MaintainedTable, view: CatalogView) -> tuple[CatalogCo
 def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | None = None) -> TableState:
     """The table's latest *ratified* state (published files plus the verified pending commits):
     gates, retention and protocol come from here, never from a stale published snapshot."""
-    state = read_table_state(
-        table.store, view.files, view.latest_ratified_version, catalog_commits=_verified_tail(table, view),
+    tail = _verified_tail(table, view)
+    state = _identity_state_if_same(table, view, tail, now_ms) or read_table_state(
+        table.store, view.files, view.latest_ratified_version, catalog_commits=tail,
         latest_ratified_version=view.head, now_ms=now_ms,
     )
     check_view_coordination(table, view, state)
     return state
 
 
+def _identity_state_if_same(
+    table: MaintainedTable, view: CatalogView, tail: Sequence[CatalogCommit], now_ms: int | None
+) -> TableState | None:
+    """The identity's protocol/metadata read, when the view's state is read from exactly the same
+    files: no pending commit, the same version, and the same checkpoint and commits by name, size
+    and modification time (log files are never rewritten in place; a changed one is read again)."""
+    cached = table.identity_state
+    if cached is None or tail or cached.version != view.latest_ratified_version:
+        return None
+    try:
+        segment = build_log_segment(view.files, view.latest_ratified_version, latest_ratified_version=view.head, table=table.store.uri)
+    except DeltaLogError:
+        return None  # the full read raises it, with its own message
+    if segment.checkpoint != cached.segment.checkpoint or segment.deltas != cached.segment.deltas:
+        return None
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return dataclasses.replace(cached, segment=segment, now_ms=now)
+
+
 def load_ratified_snapshot(table: MaintainedTable, version: int | None = None) -> Snapshot:
     """The table at ``version`` (default: the latest ratified) as its catalog sees it, with its files."""
+    from ..deltalog.snapshot import load_snapshot  # the replay machinery: only callers that need files pay for it
+
     view = table.catalog_view()
     return load_snapshot(
         table.store, view.latest_ratified_version if version is None else version, files=view.files,

@@ -10,14 +10,15 @@ from .._airflow_compat import AirflowFailException
 from .._coerce import as_bool, as_int, as_version
 from ..deltalog.checkpoint_writer import checkpoint_num_rows
 from ..maintenance.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
-from ..maintenance.spark_submit import SparkJobSpec, checkpoint_job, verify_checkpoint
+from ..maintenance.spark_submit import checkpoint_job, verify_checkpoint
 from ._base import DeltaTableOperator, translate_errors
+from ._spark import SparkEngineMixin
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 
-class DeltaCheckpointOperator(DeltaTableOperator):
+class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
     """Write a checkpoint at the latest published version when ``interval`` commits have passed.
 
     Logs one summary line (``checkpoint: wrote v120 (classic, 1 part, 210,345 actions, 14.2 MiB)
@@ -25,8 +26,9 @@ class DeltaCheckpointOperator(DeltaTableOperator):
     "XCom"): ``version``, ``count`` (actions), ``bytes``, ``engine``, ``kind``, ``files``.
 
     ``engine="spark"`` submits ``spark_jobs/checkpoint.py`` through ``SparkSubmitHook``
-    (connection ``spark_conn_id``, ``local[*]`` by default) and then verifies the checkpoint by
-    reading the log: a zero exit code alone is not success. ``engine="local"`` writes it here.
+    (connection ``spark_conn_id``, ``local[*]`` by default; its extras say where and how, see
+    ``hooks.spark``) and then verifies the checkpoint by reading the log: a zero exit code alone
+    is not success. ``engine="local"`` writes it here.
 
     :param interval: commits between checkpoints (default: the table's ``delta.checkpointInterval``) (templated)
     :param force: write even if not due (templated)
@@ -34,6 +36,7 @@ class DeltaCheckpointOperator(DeltaTableOperator):
     :param spark_conf: extra Spark conf; ``spark_jars`` / ``spark_packages``: dependencies
     :param show_spark_logs: pass Spark's own log lines to the task log (default: Spark's warnings
         and errors, and a progress line at most every 5 s from its scheduler)
+    :param spark_settings: overrides of the Spark connection's settings (``SparkSettings`` fields)
     """
 
     template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "interval", "force", "version", "engine")
@@ -49,7 +52,8 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         spark_conf: dict[str, Any] | None = None,
         spark_jars: str | None = None,
         spark_packages: str | None = None,
-        ship_package: bool = False,
+        spark_settings: dict[str, Any] | None = None,
+        ship_package: bool | None = None,
         show_spark_logs: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -62,7 +66,7 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         self.spark_conf = spark_conf or {}
         self.spark_jars = spark_jars
         self.spark_packages = spark_packages
-        self.ship_package = ship_package
+        self.spark_settings = {**(spark_settings or {}), **({} if ship_package is None else {"ship_package": ship_package})}
         self.show_spark_logs = show_spark_logs
         self._hook: Any = None
 
@@ -90,8 +94,8 @@ class DeltaCheckpointOperator(DeltaTableOperator):
                 return self.finish(CheckpointOutcome.local(table.uri, decision, result).report())
             started = time.monotonic()
             job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=self.spark_conf, jars=self.spark_jars,
-                                 packages=self.spark_packages, ship_package=self.ship_package)
-            self._submit(job)
+                                 packages=self.spark_packages)
+            self.submit_spark_job(job)
             group = translate_errors("checkpoint verification", self.table_uri, lambda: verify_checkpoint(table.store, decision.version))
             reported = self._hook.job_result or {}
             actions = reported.get("num_actions")
@@ -100,14 +104,3 @@ class DeltaCheckpointOperator(DeltaTableOperator):
             outcome = CheckpointOutcome.spark(table.uri, decision, group, existed=bool(reported.get("existed", False)),
                                               num_actions=int(actions), seconds=round(time.monotonic() - started, 6))
         return self.finish(outcome.report())
-
-    def _submit(self, job: SparkJobSpec) -> None:
-        from ..hooks.spark import DeltaSparkSubmitHook
-
-        self._hook = DeltaSparkSubmitHook(conn_id=self.spark_conn_id, name=f"delta-checkpoint-{self.task_id}",
-                                          show_spark_logs=self.show_spark_logs, **job.hook_kwargs())
-        self._hook.submit(job.application)
-
-    def on_kill(self) -> None:
-        if self._hook is not None:
-            self._hook.on_kill()

@@ -5,24 +5,29 @@
 - ``spark_s3a``: the same session with s3a pointed at the session's moto server.
 - ``spark_submit_env()`` / ``spark_submit_args()``: the environment and arguments for running a
   job with ``spark-submit`` in local mode with the same jars and settings.
+- ``spark_standalone``: a standalone master and one worker on 127.0.0.1, stopped by PID.
 
 pyspark is imported inside the fixtures only, so collecting the tests never starts a JVM.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from .jars import delta_spark_jars
-from .servers import FAKE_AWS, REAL_AWS_SOURCES, fake_aws_env, record_startup
+from .servers import FAKE_AWS, REAL_AWS_SOURCES, fake_aws_env, record_startup, spawn, stop
 
 # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
 # pytest has closed the stream: a "--- Logging error ---" trace that is not an error.
@@ -141,3 +146,71 @@ def spark_s3a(spark: SparkSession, s3_endpoint: str) -> SparkSession:
     """The session's Spark with s3a pointed at the session's moto S3 (``s3a://<bucket>/...``)."""
     configure_s3a(spark, s3_endpoint)
     return spark
+
+
+# --- a Spark standalone cluster on 127.0.0.1 ----------------------------------------------------
+
+MASTER_URL = re.compile(rb"Starting Spark master at (spark://127\.0\.0\.1:\d+)")
+WORKER_REGISTERED = re.compile(rb"Successfully registered with master")
+
+
+@dataclass(frozen=True)
+class StandaloneCluster:
+    master_url: str  # spark://127.0.0.1:<port>
+    master_pid: int
+    worker_pid: int
+    logs: Path
+
+
+def _spark_class() -> Path:
+    """pyspark's own ``bin/spark-class`` (its SPARK_HOME is the package: no PATH needed)."""
+    spec = importlib.util.find_spec("pyspark")
+    assert spec is not None and spec.origin, "pyspark is not installed"
+    return Path(spec.origin).parent / "bin" / "spark-class"
+
+
+def _wait_for(pattern: re.Pattern[bytes], proc: subprocess.Popen[bytes], log: Path, timeout: float) -> re.Match[bytes]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        match = pattern.search(log.read_bytes())
+        if match:
+            return match
+        if proc.poll() is not None:
+            raise RuntimeError(f"{log.name}: exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+    raise RuntimeError(f"{log.name}: no {pattern.pattern!r} within {timeout}s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and one worker (2 cores) from the pyspark package, on 127.0.0.1
+    only (RPC, web UIs, executors; no REST server), stopped by PID. The cluster's environment holds
+    no AWS credentials: whatever a job needs must come with its submission."""
+    work = tmp_path_factory.mktemp("spark-standalone")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k not in ("SPARK_HOME", "PYSPARK_PYTHON")}
+    env.update(
+        SPARK_LOCAL_IP="127.0.0.1",  # every web UI binds where this says (else on every interface)
+        SPARK_LOG_DIR=str(work / "logs"),
+        SPARK_DAEMON_MEMORY="256m",
+        SPARK_DAEMON_JAVA_OPTS="-Djava.net.preferIPv4Stack=true -Dspark.master.rest.enabled=false -XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    )
+    spark_class = str(_spark_class())
+    started = time.monotonic()
+    master_log = work / "master.log"
+    master = spawn([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0", "--webui-port", "0"],
+                   master_log, env, work)
+    try:
+        url = _wait_for(MASTER_URL, master, master_log, 120).group(1).decode()
+        worker_log = work / "worker.log"
+        worker = spawn([spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                        "--cores", "2", "--memory", "2g", "--work-dir", str(work / "worker"), url], worker_log, env, work)
+        try:
+            _wait_for(WORKER_REGISTERED, worker, worker_log, 120)
+            seconds = time.monotonic() - started
+            record_startup(pytestconfig, "spark_standalone", f"Spark standalone master {url} (pid {master.pid}) and a 2-core worker (pid {worker.pid}) "
+                           f"from pyspark's spark-class, started in {seconds:.1f}s")
+            yield StandaloneCluster(url, master.pid, worker.pid, work)
+        finally:
+            stop(worker)
+    finally:
+        stop(master)

@@ -71,3 +71,21 @@ def test_listing_is_sorted_and_reports_size_and_mtime(tmp_path: Path) -> None:
 )
 def test_uri_normalisation(uri: str, expected: str) -> None:
     assert normalize_table_uri(uri) == expected
+
+
+def test_local_bulk_unlink_runs_on_threads_and_stops_at_the_first_error(tmp_path: Path) -> None:
+    """``delete_many`` overlaps local unlinks on threads (a busy disk blocks each one): a file
+    already gone is fine, every other file goes, and an error stops the deletion and is raised."""
+    from airflow_delta_maintenance.deltalog import storage as storage_module
+
+    paths = [tmp_path / f"{i:05d}" for i in range(300)]
+    for p in paths:
+        p.write_bytes(b"")
+    storage_module._unlink_all([str(p) for p in paths[:150]] + [str(tmp_path / "gone")] + [str(p) for p in paths[150:]])
+    assert list(tmp_path.iterdir()) == []
+    for p in paths:
+        p.write_bytes(b"")
+    (tmp_path / "dir").mkdir()  # unlink of a directory fails
+    with pytest.raises(OSError):
+        storage_module._unlink_all([str(tmp_path / "dir"), *(str(p) for p in paths)])
+    assert (tmp_path / "dir").is_dir()

@@ -5,6 +5,7 @@ actions are found)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -281,3 +282,26 @@ def test_referenced_sidecars_read_only_the_sidecar_column(log: LogBuilder, count
     # the footer read (pyarrow reads the last 64 KiB at once) and the sidecar column, not the adds
     assert CountingFS.bytes_read < parquet.size / 3, (CountingFS.bytes_read, parquet.size)
     assert not [p for p in CountingFS.opened if "_sidecars" in p]
+
+
+def test_a_checkpoint_swapped_for_a_link_after_the_listing_is_not_followed(tmp_path: Path) -> None:
+    """The listing refuses links, but a checkpoint replaced by one between the LIST and the read
+    was followed by the Parquet reads (``fs.open``): table state and checkpoint verification."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    from airflow_delta_maintenance.deltalog.checkpoint_check import verify_checkpoint
+    from airflow_delta_maintenance.deltalog.listing import list_log_files
+
+    local = LogBuilder(LocalFileSystem(), str(tmp_path / "t"))
+    simple_log(local, 4)
+    local.checkpoint(3, [protocol(), metadata({"delta.checkpointInterval": "3"}), add("a", 1), add("b", 2), add("f3", 3)])
+    store = open_table_storage(str(tmp_path / "t"))
+    files = list_log_files(store)
+    cp = tmp_path / "t" / "_delta_log" / classic_checkpoint_name(3)
+    outside = tmp_path / "outside.parquet"
+    cp.rename(outside)
+    cp.symlink_to(outside)
+    with pytest.raises(E.SymlinkInLogError):
+        load_table_state(store, 3, files=files)
+    with pytest.raises(E.SymlinkInLogError):
+        verify_checkpoint(store, files.complete_checkpoints()[-1])

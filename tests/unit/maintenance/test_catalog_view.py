@@ -276,3 +276,35 @@ def test_pending_commits_above_the_head_are_a_problem(tmp_path: Path, capsys: py
     code, out, _ = run(capsys, "versions", uri, "--coordinator", spec, "--json")
     assert code == 0 and any("above the catalog's latest ratified version" in p for p in out["problems"]), out
     assert run(capsys, "status", uri, "--coordinator", spec, "--strict")[0] == 4
+
+
+def test_the_identity_read_serves_the_ratified_state_when_nothing_is_pending(
+    table: tuple[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the identity read protocol and metadata, then ``ratified_state`` read the same files
+    again (two reads of every task's table); with nothing pending one read serves both. A pending
+    commit, or a listing that changed, still gets its own read."""
+    from airflow_delta_maintenance.deltalog.table_state import load_table_state
+    from airflow_delta_maintenance.maintenance import table as table_module
+
+    spec, uri = table
+    assert run(capsys, "publish", uri, "--coordinator", spec)[0] == 0
+    reads: list[int | None] = []
+    real = table_module.read_table_state
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        reads.append(args[2] if len(args) > 2 else kwargs.get("version"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(table_module, "read_table_state", counting)
+    with table_module.open_table(uri, coordinator=spec) as t:
+        state = table_module.ratified_state(t, t.catalog_view(), now_ms=123)
+        fresh = load_table_state(uri)
+        assert len(reads) == 1
+        assert (state.version, state.protocol, state.metadata, state.timestamp, state.now_ms) == (
+            fresh.version, fresh.protocol, fresh.metadata, fresh.timestamp, 123
+        )
+        ratify_property(spec, uri, 6, "delta.logRetentionDuration", "interval 90 days")  # pending now
+        pending = table_module.ratified_state(t, t.catalog_view())
+        assert len(reads) == 2 and pending.version == 6
+        assert pending.properties.log_retention_ms == 90 * DAY_MS

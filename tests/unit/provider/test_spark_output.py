@@ -90,7 +90,7 @@ def test_the_cli_runner_streams_progress_while_spark_runs(tmp_path: Path, monkey
         "print(lines[-1])\n"
     )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setattr(spark_submit, "_spark_submit_binary", lambda: str(fake))
+    monkeypatch.setattr(spark_submit, "spark_submit_binary", lambda: str(fake))
     job = spark_submit.checkpoint_job("/t", 29)
     heard: list[str] = []
     out = spark_submit.run_spark_submit(job, progress=heard.append)
@@ -110,7 +110,7 @@ def test_the_task_log_hears_from_a_silent_driver(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
     monkeypatch.setattr(spark_hook, "Throttled", lambda emit: emit)
-    hook = DeltaSparkSubmitHook(application_args=["--version", "1"])
+    hook = DeltaSparkSubmitHook(application_args=["--version", "1"], spark_binary=str(fake))
     hook.submit(str(tmp_path / "app.py"))
     out = capsys.readouterr().out
     assert out.count("spark: waiting for the first stage (0 stage(s) done,") >= 2, out

@@ -32,7 +32,8 @@ def k8s_dependencies(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_no_secret_in_the_spark_submit_command_or_its_log(master: str, env_conf: str, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str], k8s_dependencies: None) -> None:
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": master, "extra": {"deploy-mode": "cluster"}}))
+    extra = {"deploy-mode": "cluster", "container-image": "registry.example/spark-py:4.2.0"}
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": master, "extra": extra}))
     job = checkpoint_job("s3://lake/orders", 10, OPTIONS)
     assert not any(s in repr(job) for s in SECRETS)
     hook = DeltaSparkSubmitHook(conn_id="spark_cluster", name="delta-checkpoint", **job.hook_kwargs())
@@ -67,8 +68,8 @@ def test_without_a_connection_the_job_runs_locally_and_keeps_the_file_local(monk
         assert "defaulting to yarn" not in out.out + out.err
         assert "spark.driver.bindAddress=127.0.0.1" in cmd
         assert not any(s in " ".join(cmd) for s in SECRETS)
-        assert hook._env[CREDENTIALS_FILE_ENV] == hook._credentials_file and hook._env["SPARK_LOCAL_IP"] == "127.0.0.1"
-        assert not any(s in json.dumps(hook._env) for s in SECRETS), "the process environment holds the path only"
+        assert hook.process_env[CREDENTIALS_FILE_ENV] == hook._credentials_file and hook.process_env["SPARK_LOCAL_IP"] == "127.0.0.1"
+        assert not any(s in json.dumps(hook.process_env) for s in SECRETS), "the process environment holds the path only"
     finally:
         hook.remove_credentials()
 

@@ -167,7 +167,7 @@ def test_a_long_cleanup_reports_progress_by_batch(monkeypatch: pytest.MonkeyPatc
         uri = "memory://t"
         log_dir = "memory://t/_delta_log"
 
-        def refuse_links(self, names: list[str]) -> None:
+        def refuse_links(self, names: list[str], files: bool = True) -> None:
             pass
 
         def delete_many(self, names: list[str]) -> None:
