@@ -23,7 +23,7 @@ from .errors import CorruptLogError, IncompleteCheckpointError, MissingSidecarEr
 from .paths import SIDECAR_DIR
 from .storage import LogStore
 
-__all__ = ["CheckpointReadBack", "read_back_checkpoint"]
+__all__ = ["CheckpointReadBack", "parquet_footer", "parquet_sidecars", "read_back_checkpoint"]
 
 
 @dataclass(frozen=True)
@@ -48,15 +48,51 @@ def _footer(store: LogStore, name: str, size: int) -> pq.FileMetaData:
     return pq.read_metadata(io.BytesIO(b"PAR1" + footer))
 
 
+def parquet_footer(store: LogStore, name: str, size: int) -> pq.FileMetaData:
+    """The footer of the Parquet file ``name`` of ``size`` bytes (two ranged reads); typed errors."""
+    try:
+        return _footer(store, name, size)
+    except FileNotFoundError as exc:
+        raise IncompleteCheckpointError(f"{store.display(name)}: vanished while being read", path=name) from exc
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptLogError(f"{store.display(name)}: unreadable Parquet ({exc})", path=name) from exc
+
+
+def _sidecar_row_groups(meta: pq.FileMetaData) -> list[int]:
+    """Row groups whose ``sidecar.path`` may hold a value: the column statistics rule out the rest
+    (a classic checkpoint read as V2 has the column, all null)."""
+    if "sidecar" not in meta.schema.to_arrow_schema().names:
+        return []
+    leaf = next((j for j in range(meta.num_columns) if meta.schema.column(j).path == "sidecar.path"), None)
+    groups = []
+    for i in range(meta.num_row_groups):
+        rg = meta.row_group(i)
+        stats = rg.column(leaf).statistics if leaf is not None else None
+        if stats is None or not stats.has_null_count or stats.null_count < rg.num_rows:
+            groups.append(i)
+    return groups
+
+
+def parquet_sidecars(store: LogStore, name: str, meta: pq.FileMetaData) -> list[dict[str, Any]]:
+    """The sidecar rows of a Parquet checkpoint file, reading only the ``sidecar`` column chunks of
+    the row groups that may hold one (ranged reads, no read-ahead): never the whole file."""
+    groups = _sidecar_row_groups(meta)
+    if not groups:
+        return []
+    found: list[dict[str, Any]] = []
+    with store.fs.open(store.path(name), "rb", cache_type="none") as fh:
+        pf = pq.ParquetFile(fh, metadata=meta, pre_buffer=False)
+        for i in groups:
+            found += [s for s in pf.read_row_group(i, columns=["sidecar"]).column("sidecar").to_pylist() if s]
+    return found
+
+
 def _parquet_rows(store: LogStore, name: str, size: int, *, sidecars: bool) -> tuple[int, list[dict[str, Any]]]:
-    """(rows in the footer, sidecar rows when asked): the footer, and the whole file only when it
-    names sidecars (a V2 top-level file: protocol, metadata and one row per sidecar)."""
+    """(rows in the footer, sidecar rows when asked): the footer, and only the ``sidecar`` column
+    of the row groups that may name sidecars (a V2 top-level file)."""
     try:
         meta = _footer(store, name, size)
-        found: list[dict[str, Any]] = []
-        if sidecars and "sidecar" in meta.schema.to_arrow_schema().names:
-            table = pq.read_table(io.BytesIO(store.read(name)), columns=["sidecar"])
-            found = [s for s in table.column("sidecar").to_pylist() if s]
+        found = parquet_sidecars(store, name, meta) if sidecars else []
         return meta.num_rows, found
     except FileNotFoundError as exc:
         raise IncompleteCheckpointError(f"{store.display(name)}: vanished while being read back", path=name) from exc

@@ -13,12 +13,12 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, reduce
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession, functions as F
+from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
@@ -38,6 +38,8 @@ __all__ = [
     "hadoop_path",
     "read_actions",
     "NonFileState",
+    "maybe_non_file",
+    "non_file_actions",
     "collect_non_file_state",
     "reconcile",
     "run_job",
@@ -61,6 +63,7 @@ ACTION_SCHEMA = from_arrow_schema(
     )
 )
 VERSION = "_version"
+_DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
 class JobFailed(Exception):
@@ -105,7 +108,12 @@ def spark_session(app_name: str) -> SparkSession:
             builder = builder.config("spark.hadoop.fs.s3a.session.token", secret["token"]).config(
                 "spark.hadoop.fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
             )
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    # The driver passes every file by name from its own listing: Spark's parallel "listing leaf
+    # files" job (one task per path above 32 paths) would only stat them again.
+    if session.conf.get(_DISCOVERY_THRESHOLD, None) in (None, "32"):
+        session.conf.set(_DISCOVERY_THRESHOLD, str(1 << 30))
+    return session
 
 
 def hadoop_path(store: LogStore, name: str = "") -> str:
@@ -172,18 +180,74 @@ def _pairs_to_dict(value: Any) -> Any:
     return value
 
 
-def collect_non_file_state(actions: DataFrame) -> NonFileState:
+NON_FILE_SCHEMA = from_arrow_schema(
+    pa.schema(
+        [
+            pa.field("txn", cs.TXN_TYPE),
+            pa.field("metaData", cs.METADATA_TYPE),
+            pa.field("protocol", cs.PROTOCOL_TYPE),
+            pa.field("domainMetadata", cs.DOMAIN_METADATA_TYPE),
+        ]
+    )
+)
+# A commit line that starts like this is a file action or commitInfo (one action per line); unless
+# it also spells a non-file key somewhere, the non-file pass skips it without parsing the JSON.
+_SKIPPED_PREFIXES = ('{"add":', '{"remove":', '{"commitInfo":', '{"cdc":')
+_NON_FILE_KEYS = ('"txn"', '"metaData"', '"protocol"', '"domainMetadata"')
+
+
+def maybe_non_file(line: Column) -> Column:
+    """False only for a line that surely holds a file action or commitInfo alone."""
+    skipped = reduce(lambda acc, p: acc | line.startswith(p), _SKIPPED_PREFIXES[1:], line.startswith(_SKIPPED_PREFIXES[0]))
+    spelled = reduce(lambda acc, k: acc | line.contains(k), _NON_FILE_KEYS[1:], line.contains(_NON_FILE_KEYS[0]))
+    return ~skipped | spelled
+
+
+def non_file_actions(spark: SparkSession, store: LogStore, segment: LogSegment) -> DataFrame:
+    """Protocol, metadata, txn and domain-metadata actions of the segment with ``_version``.
+
+    Commits are read as text and only lines that can hold such an action are parsed (a cheap
+    prefix test skips the file actions, nearly every line); checkpoint parts are read with only
+    these columns. Sidecars hold file actions only.
+    """
+    frames: list[DataFrame] = []
+    nf = [f.name for f in NON_FILE_SCHEMA.fields]
+    if segment.checkpoint is not None:
+        v = segment.checkpoint.version
+        parquet = [hadoop_path(store, f.name) for f in segment.checkpoint.files if f.extension != "json"]
+        if parquet:
+            frames.append(spark.read.schema(NON_FILE_SCHEMA).parquet(*parquet).withColumn(VERSION, F.lit(v).cast("long")))
+        json_parts = [hadoop_path(store, f.name) for f in segment.checkpoint.files if f.extension == "json"]
+        if json_parts:
+            frames.append(spark.read.schema(NON_FILE_SCHEMA).option("mode", "FAILFAST").json(json_parts).withColumn(VERSION, F.lit(v).cast("long")))
+    published = [d for d in segment.deltas if isinstance(d, ParsedLogPath)]
+    if published:
+        lines = spark.read.text([hadoop_path(store, d.name) for d in published])
+        parsed = (
+            lines.where(maybe_non_file(F.ltrim(F.col("value"))))
+            .select(F.from_json("value", NON_FILE_SCHEMA, {"mode": "FAILFAST"}).alias("a"), _version_from_file(F.input_file_name()).alias(VERSION))
+            .select(*[F.col(f"a.{n}").alias(n) for n in nf], VERSION)
+        )
+        frames.append(parsed)
+    out: DataFrame | None = None
+    for f in frames:
+        out = f if out is None else out.unionByName(f)
+    return out if out is not None else spark.createDataFrame([], NON_FILE_SCHEMA.add(VERSION, "long"))
+
+
+def collect_non_file_state(spark: SparkSession, store: LogStore, segment: LogSegment) -> NonFileState:
     """Protocol, metadata, txns and domain metadata (few rows) reconciled on the driver."""
     rows = (
-        actions.where(F.col("protocol").isNotNull() | F.col("metaData").isNotNull() | F.col("txn").isNotNull() | F.col("domainMetadata").isNotNull())
-        .select("protocol", "metaData", "txn", "domainMetadata", VERSION)
-        .orderBy(VERSION)
+        non_file_actions(spark, store, segment)
+        .where(F.col("protocol").isNotNull() | F.col("metaData").isNotNull() | F.col("txn").isNotNull() | F.col("domainMetadata").isNotNull())
         .collect()
     )
     protocol = metadata = None
     txns: dict[str, Txn] = {}
     domains: dict[str, DomainMetadata] = {}
-    for r in rows:
+    # version order; within a version, at most one protocol and one metadata (the file order of a
+    # commit's txns/domains of the same id does not matter: a valid commit has one of each)
+    for r in sorted(rows, key=lambda r: r[VERSION]):
         d = r.asDict(recursive=True)
         if d["protocol"] is not None:
             protocol = Protocol.from_dict(d["protocol"])
@@ -203,24 +267,34 @@ def _dv_unique_id(dv: Column) -> Column:
     return F.when(dv.isNotNull(), F.concat(dv["storageType"], dv["pathOrInlineDv"], offset))
 
 
-def reconcile(actions: DataFrame, *, tombstone_cutoff_ms: int | None) -> tuple[DataFrame, DataFrame]:
-    """(winning adds, winning removes): the newest action per (path, DV unique id) wins; removes
-    at or below the cutoff (missing timestamp = 0) are dropped unless the cutoff is None."""
+def reconcile(actions: DataFrame, *, tombstone_cutoff_ms: int | None) -> DataFrame:
+    """The winning file actions as one DataFrame ``(_path, add, remove)``, exactly one of the two set:
+    the newest action per (path, DV unique id) wins; removes at or below the cutoff (missing
+    timestamp = 0) are dropped unless the cutoff is None.
+
+    One hash shuffle on the key and one sort within partitions (key, version descending), then the
+    first row of each key: the cost of delta-spark's own state reconstruction. An aggregation with
+    ``max_by`` over the action structs cannot hash-aggregate (struct buffers) and sorts every row
+    twice, before and after the shuffle.
+    """
     files = actions.where(F.col("add").isNotNull() | F.col("remove").isNotNull()).select(
         # same key form as deltalog.replay.canonical_paths: file:/x and file:///x are /x
-        F.regexp_replace(F.coalesce(F.col("add.path"), F.col("remove.path")), "^file:(?://)?/", "/").alias("path"),
-        F.coalesce(_dv_unique_id(F.col("add.deletionVector")), _dv_unique_id(F.col("remove.deletionVector")), F.lit("")).alias("dv"),
+        F.regexp_replace(F.coalesce(F.col("add.path"), F.col("remove.path")), "^file:(?://)?/", "/").alias("_path"),
+        F.coalesce(_dv_unique_id(F.col("add.deletionVector")), _dv_unique_id(F.col("remove.deletionVector")), F.lit("")).alias("_dv"),
         F.col(VERSION),
         F.col("add"),
         F.col("remove"),
     )
-    # max_by: one hash aggregation instead of a window sort; versions are unique per key in a valid log
-    winners = files.groupBy("path", "dv").agg(F.max_by(F.struct("add", "remove"), F.col(VERSION)).alias("w"))
-    adds = winners.where(F.col("w.add").isNotNull()).select(F.col("w.add").alias("add"))
-    removes = winners.where(F.col("w.remove").isNotNull()).select(F.col("w.remove").alias("remove"))
+    newest = F.row_number().over(Window.partitionBy("_path", "_dv").orderBy(F.col(VERSION).desc()))
+    winners = files.withColumn("_rank", newest).where(F.col("_rank") == 1)
+    remove = F.col("remove")
     if tombstone_cutoff_ms is not None:
-        removes = removes.where(F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)) > F.lit(tombstone_cutoff_ms))
-    return adds, removes
+        remove = F.when(F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)) > F.lit(tombstone_cutoff_ms), remove)
+    # a line holding both an add and a remove reconciles as the add (as the single-node replay)
+    return (
+        winners.select("_path", "add", F.when(F.col("add").isNull(), remove).alias("remove"))
+        .where(F.col("add").isNotNull() | F.col("remove").isNotNull())
+    )
 
 
 def run_job(main_fn: Any, argv: Sequence[str] | None) -> int:

@@ -8,10 +8,16 @@ and its start, see ``deltalog.run_identity``); only after every task succeeded d
 the checkpoint visible — sidecars moved into ``_sidecars/`` and the top-level file created if
 absent (V2), or the single classic file created if absent — and then ``_last_checkpoint``.
 
-The driver trusts no listing that another run could change: the write's own row count (observed
-by its tasks) must equal the rows the driver planned and the rows in the footers of exactly the
-files that write produced (one Spark write-job id); each moved sidecar is checked before the
-top-level file names it, and the checkpoint is read back before ``_last_checkpoint`` points at it.
+The driver trusts no listing that another run could change: the write's own counts (rows, adds,
+removes, observed by its tasks and returned with its result) must agree with each other and with
+the rows in the footers of exactly the files that write produced (one Spark write-job id); each
+moved sidecar is checked before the top-level file names it, and the checkpoint is read back
+before ``_last_checkpoint`` points at it.
+
+The log is parsed, reconciled and written in one Spark job (plus a light pass that parses only the
+lines that can hold protocol, metadata, txn or domain metadata). The Python driver reads Parquet
+footers and the ``sidecar`` column chunks only, never a whole checkpoint file: its memory does not
+grow with the table.
 Leftovers of other runs are removed only when their owner is proven dead or they are a day old.
 On failure this run's staging directory and sidecars are removed and the job exits non-zero.
 """
@@ -26,18 +32,18 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql import DataFrame, Observation, SparkSession, functions as F
-from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import StructType
 
 from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
 from airflow_delta_maintenance.deltalog.abandoned import abandoned_sidecars, find_abandoned, remove_leftovers
-from airflow_delta_maintenance.deltalog.checkpoint_readback import read_back_checkpoint
+from airflow_delta_maintenance.deltalog.checkpoint_readback import parquet_footer, parquet_sidecars, read_back_checkpoint
 from airflow_delta_maintenance.deltalog.checkpoint_writer import (
     check_writer_features,
     checkpoint_codec,
@@ -49,13 +55,14 @@ from airflow_delta_maintenance.deltalog.features import check_read_supported
 from airflow_delta_maintenance.deltalog.last_checkpoint import LastCheckpointHint
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
-from airflow_delta_maintenance.deltalog.paths import SIDECAR_DIR, classic_checkpoint_name, uuid_checkpoint_name
+from airflow_delta_maintenance.deltalog.paths import SIDECAR_DIR, ParsedLogPath, classic_checkpoint_name, uuid_checkpoint_name
 from airflow_delta_maintenance.deltalog.run_identity import STAGING_DIR, new_run
 from airflow_delta_maintenance.deltalog.schema import partition_values_type, stats_parse_plan
 from airflow_delta_maintenance.deltalog.storage import FileStat, LogStore
 from airflow_delta_maintenance.deltalog.table_properties import TableProperties
 from airflow_delta_maintenance.spark_jobs._common import (
     JobFailed,
+    NonFileState,
     base_parser,
     collect_non_file_state,
     hadoop_path,
@@ -69,23 +76,28 @@ from airflow_delta_maintenance.spark_jobs._common import (
 STAGING = STAGING_DIR
 # Spark names every file of one write job part-<task>-<write job uuid>-c<n>...
 _PART = re.compile(r"^part-\d+-([0-9a-f-]{36})-c\d+.*\.parquet$")
+_SIDECAR_SCHEMA = from_arrow_schema(pa.schema([pa.field("sidecar", cs.SIDECAR_TYPE)]))
 
 
-def _referenced_sidecars(store: LogStore, files: Sequence) -> list[str]:
+def _referenced_sidecars(spark: SparkSession, store: LogStore, files: Sequence[ParsedLogPath]) -> list[str]:
+    """Sidecars named by the previous checkpoint. Parquet: the footer, then only the ``sidecar``
+    column chunks of row groups whose statistics allow a value; JSON parts: read by executors.
+    The driver never holds a checkpoint file (a 10M-file one is about a gigabyte)."""
     names: list[str] = []
+    json_parts = [hadoop_path(store, f.name) for f in files if f.extension == "json"]
+    if json_parts:
+        rows = spark.read.schema(_SIDECAR_SCHEMA).option("mode", "FAILFAST").json(json_parts).where(F.col("sidecar.path").isNotNull()).collect()
+        names += [r["path"] for r in (row["sidecar"] for row in rows)]
     for f in files:
-        if f.extension == "json":
-            for line in store.read(f.name).split(b"\n"):
-                if line.strip() and b'"sidecar"' in line:
-                    names.append(json.loads(line)["sidecar"]["path"].rsplit("/", 1)[-1])
-        else:
-            pf = pq.ParquetFile(io.BytesIO(store.read(f.name)))
-            if "sidecar" in pf.schema_arrow.names:
-                names += [s["path"].rsplit("/", 1)[-1] for s in pf.read(columns=["sidecar"]).column("sidecar").to_pylist() if s]
-    return names
+        if f.extension != "json":
+            size = f.size or (st.size if (st := store.stat(f.name)) is not None else 0)
+            names += [str(s["path"]) for s in parquet_sidecars(store, f.name, parquet_footer(store, f.name, size)) if s.get("path")]
+    return [n.rsplit("/", 1)[-1] for n in names]
 
 
-def _file_action_frame(adds: DataFrame, removes: DataFrame, props: TableProperties, state, with_dv: bool) -> DataFrame:
+def _file_action_frame(files: DataFrame, props: TableProperties, state: NonFileState, with_dv: bool) -> DataFrame:
+    """``(_path, add, remove)`` in the checkpoint's column layout, from the reconciled actions."""
+    assert state.metadata is not None
     add_fields = [F.col(f"add.{f.name}").alias(f.name) for f in cs.ADD_FIELDS if f.name not in ("dataChange", "stats")]
     add_fields.insert(4, F.lit(False).alias("dataChange"))
     if props.write_stats_as_json:
@@ -108,19 +120,24 @@ def _file_action_frame(adds: DataFrame, removes: DataFrame, props: TableProperti
         for f in cs.REMOVE_FIELDS
         if f.name not in ("tags", "stats")
     ]
-    a = adds.select(F.col("add.path").alias("_path"), F.struct(*add_fields).alias("add"))
-    r = removes.select(F.col("remove.path").alias("_path"), F.struct(*remove_fields).alias("remove"))
-    return a.unionByName(r, allowMissingColumns=True)
+    return files.select(
+        "_path",
+        F.when(F.col("add").isNotNull(), F.struct(*add_fields)).alias("add"),
+        F.when(F.col("remove").isNotNull(), F.struct(*remove_fields)).alias("remove"),
+    )
 
 
-def _non_file_frame(spark: SparkSession, rows: list[dict], v2: bool) -> DataFrame:
+def _non_file_frame(spark: SparkSession, rows: list[dict[str, Any]], v2: bool) -> DataFrame:
     columns = [("txn", cs.TXN_TYPE), ("metaData", cs.METADATA_TYPE), ("protocol", cs.PROTOCOL_TYPE), ("domainMetadata", cs.DOMAIN_METADATA_TYPE)]
     if v2:
         columns.append(("checkpointMetadata", cs.CHECKPOINT_METADATA_TYPE))
     schema = pa.schema([pa.field(n, t) for n, t in columns])
-    table = pa.Table.from_pylist(rows, schema=schema)
-    # one partition keeps the rows' order; the sort key keeps it through the union
-    return spark.createDataFrame(table).coalesce(1).withColumn("_k2", F.format_string("%010d", F.monotonically_increasing_id()))
+    return spark.createDataFrame(pa.Table.from_pylist(rows, schema=schema))
+
+
+def _counted(frame: DataFrame, observed: Observation) -> DataFrame:
+    """The rows, adds and removes the write's own tasks emit, reported back with its result."""
+    return frame.observe(observed, F.count(F.lit(1)).alias("rows"), F.count("add").alias("adds"), F.count("remove").alias("removes"))
 
 
 def _cleanup_strays(store: LogStore) -> None:
@@ -176,10 +193,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print(json.dumps({"version": v, "existed": True, "files": [f.name for f in g.files]}))
         return 0
     segment = build_log_segment(files, v, table=store.uri)
-    sidecars = _referenced_sidecars(store, segment.checkpoint.files) if segment.checkpoint else []
     spark = spark_session(f"delta-checkpoint {store.uri}@{v}")
+    sidecars = _referenced_sidecars(spark, store, segment.checkpoint.files) if segment.checkpoint else []
     actions = read_actions(spark, store, segment, sidecars)
-    state = collect_non_file_state(actions)
+    state = collect_non_file_state(spark, store, segment)
     if state.protocol is None or state.metadata is None:
         raise JobFailed(f"{store.uri}: no protocol or metadata at version {v}")
     check_read_supported(state.protocol, path=store.uri)
@@ -188,11 +205,12 @@ def _main(argv: Sequence[str] | None) -> int:
     if state.protocol.has_writer_feature("checkpointProtection") and v < props.checkpoint_protection_version:
         raise JobFailed(f"{store.uri}: checkpointProtection forbids a checkpoint at {v}")
     now = args.now_ms if args.now_ms is not None else int(time.time() * 1000)
-    adds, removes = reconcile(actions, tombstone_cutoff_ms=now - props.deleted_file_retention_ms)
+    reconciled = reconcile(actions, tombstone_cutoff_ms=now - props.deleted_file_retention_ms)
     v2 = state.protocol.has_writer_feature("v2Checkpoint") and state.protocol.has_reader_feature("v2Checkpoint")
     uuid_named = v2 and props.checkpoint_policy == "v2"
     codec = checkpoint_codec(props)
-    file_frame = _file_action_frame(adds, removes, props, state, state.protocol.has_writer_feature("deletionVectors"))
+    compression = "uncompressed" if codec == "none" else codec
+    file_frame = _file_action_frame(reconciled, props, state, state.protocol.has_writer_feature("deletionVectors"))
     rows = non_file_rows(v, state.protocol, state.metadata, state.domains.values(), state.txns.values(), props, now, checkpoint_metadata=v2)
 
     run = new_run()
@@ -201,16 +219,16 @@ def _main(argv: Sequence[str] | None) -> int:
     moved: list[str] = []
     observed = Observation(f"checkpoint-{run.token}")
     try:
-        num_adds = adds.count()
-        num_removes = removes.count()
+        # One Spark job: the log is parsed, reconciled and written in a single pass; the counts come
+        # back with the write (its tasks observe them), so nothing is scanned twice.
         if uuid_named:
-            frame = file_frame.drop("_path") if args.sidecars <= 0 else file_frame.repartition(args.sidecars, "_path").drop("_path")
-            frame = frame.select("add", "remove").observe(observed, F.count(F.lit(1)).alias("rows"))
-            frame.write.option("compression", "uncompressed" if codec == "none" else codec).parquet(staging_uri)
-            rows_written = int(observed.get["rows"])
-            if rows_written != num_adds + num_removes:
-                raise JobFailed(f"{store.uri}: the write committed {rows_written} file actions, {num_adds + num_removes} were planned")
-            staged = _written_files(store, staging, rows_written)
+            frame = file_frame if args.sidecars <= 0 else file_frame.repartition(args.sidecars, "_path")
+            _counted(frame.select("add", "remove"), observed).write.option("compression", compression).parquet(staging_uri)
+            got = observed.get
+            num_adds, num_removes = int(got["adds"]), int(got["removes"])
+            if int(got["rows"]) != num_adds + num_removes:
+                raise JobFailed(f"{store.uri}: the write committed {got['rows']} rows for {num_adds} adds and {num_removes} removes")
+            staged = _written_files(store, staging, int(got["rows"]))
             sidecar_rows = []
             for i, s in enumerate(staged, start=1):
                 name = f"{v:020d}.checkpoint.{i:010d}.{len(staged):010d}.{run.tag}.parquet"
@@ -225,8 +243,8 @@ def _main(argv: Sequence[str] | None) -> int:
             # types (null here), so both files of the checkpoint agree.
             file_types = {"add": cs.ADD_TYPE, "remove": cs.REMOVE_TYPE}
             if sidecar_rows:
-                with store.fs.open(store.path(f"{SIDECAR_DIR}/{sidecar_rows[0]['sidecar']['path']}"), "rb") as fh:
-                    side = pq.read_schema(fh)
+                first = f"{SIDECAR_DIR}/{sidecar_rows[0]['sidecar']['path']}"
+                side = parquet_footer(store, first, staged[0].size).schema.to_arrow_schema()
                 file_types.update({n: side.field(n).type for n in file_types if n in side.names})
             top_schema = pa.schema(
                 [pa.field(n, t) for n, t in [("txn", cs.TXN_TYPE), ("add", file_types["add"]), ("remove", file_types["remove"]),
@@ -234,7 +252,7 @@ def _main(argv: Sequence[str] | None) -> int:
                                              ("domainMetadata", cs.DOMAIN_METADATA_TYPE), ("checkpointMetadata", cs.CHECKPOINT_METADATA_TYPE),
                                              ("sidecar", cs.SIDECAR_TYPE)]]
             )
-            top = pa.Table.from_pylist(rows + sidecar_rows, schema=top_schema)
+            top = pa.Table.from_pylist(rows + sidecar_rows, schema=top_schema)  # non-file rows and one row per sidecar: small
             buf = io.BytesIO()
             pq.write_table(top, buf, compression=codec)
             final = uuid_checkpoint_name(v, str(uuid.uuid4()), "parquet")
@@ -244,16 +262,18 @@ def _main(argv: Sequence[str] | None) -> int:
             total = buf.tell() + sum(s.size for s in staged)
             written = [*moved]
         else:
-            nonfile = _non_file_frame(spark, rows, v2).withColumn("_k1", F.lit(0))
-            files_df = file_frame.withColumn("_k1", F.lit(1)).withColumnRenamed("_path", "_k2")
-            ordered = nonfile.unionByName(files_df, allowMissingColumns=True).orderBy("_k1", "_k2").coalesce(1).drop("_k1", "_k2")
+            # No global sort (readers need no order). The reconciliation keeps both cores busy and
+            # only then do the rows meet in one partition (coalescing straight after it would run
+            # the whole reconciliation in one task); the non-file rows' partition comes first.
             columns = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"] + (["checkpointMetadata"] if v2 else [])
-            ordered = ordered.select(*columns).observe(observed, F.count(F.lit(1)).alias("rows"))
-            ordered.write.option("compression", "uncompressed" if codec == "none" else codec).parquet(staging_uri)
-            rows_written = int(observed.get["rows"])
+            files_one = file_frame.drop("_path").repartition(1)
+            single = _non_file_frame(spark, rows, v2).coalesce(1).unionByName(files_one, allowMissingColumns=True).coalesce(1)
+            _counted(single.select(*columns), observed).write.option("compression", compression).parquet(staging_uri)
+            got = observed.get
+            num_adds, num_removes, rows_written = int(got["adds"]), int(got["removes"]), int(got["rows"])
             num_actions = len(rows) + num_adds + num_removes
             if rows_written != num_actions:
-                raise JobFailed(f"{store.uri}: the write committed {rows_written} actions, {num_actions} were planned")
+                raise JobFailed(f"{store.uri}: the write committed {rows_written} rows for {len(rows)} non-file actions, {num_adds} adds and {num_removes} removes")
             staged = _written_files(store, staging, rows_written)
             if len(staged) != 1:
                 raise JobFailed(f"expected one staged checkpoint file, found {len(staged)}")

@@ -3,9 +3,11 @@
     spark-submit log_compaction.py --table-uri URI --start X --end Y
 
 Executors read the commits as text, parse only the file keys, and keep the newest line per
-(path, deletion-vector unique id) — every tombstone kept, whatever its age. The driver assembles
-the file exactly like the single-node writer (same head, lines sorted by key) and creates it if
-absent: nothing is visible before that single atomic write.
+(path, deletion-vector unique id) — every tombstone kept, whatever its age. The file is laid out
+exactly like the single-node writer's (same head, lines sorted by key), written by one task into a
+private staging directory, checked against the bytes that task reports writing, and created if
+absent (local: a hard link): nothing is visible before that single atomic step, and the driver's
+Python process never holds the file.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from pyspark.sql import functions as F
+from pyspark.sql import Observation, Window, functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
@@ -23,7 +25,8 @@ from airflow_delta_maintenance.deltalog.compaction import check_compaction_suppo
 from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.paths import compaction_name
-from airflow_delta_maintenance.spark_jobs._common import JobFailed, base_parser, hadoop_path, open_store, run_job, spark_session
+from airflow_delta_maintenance.deltalog.run_identity import STAGING_DIR, new_run
+from airflow_delta_maintenance.spark_jobs._common import JobFailed, base_parser, hadoop_path, maybe_non_file, open_store, run_job, spark_session
 
 _DV = StructType([StructField("storageType", StringType()), StructField("pathOrInlineDv", StringType()), StructField("offset", LongType())])
 _KEYS = StructType(
@@ -69,15 +72,20 @@ def _main(argv: Sequence[str] | None) -> int:
     )
     parsed = lines.withColumn("_a", F.from_json("value", _KEYS))
     is_file = F.col("_a.add.path").isNotNull() | F.col("_a.remove.path").isNotNull()
-    two = parsed.where(F.col("_a.add").isNotNull() & F.col("_a.remove").isNotNull()).select("_version").limit(1).collect()
-    if two:  # one action per line: nothing is written from a line holding two
-        raise JobFailed(f"{store.uri}: {commits[two[0]['_version']].name} has a line with more than one action")
 
-    # Non-file actions are few: reconcile them on the driver in version order.
+    # One cheap pass for the few lines the driver needs: non-file actions (a prefix test skips the
+    # file actions without parsing them) and any line holding both an add and a remove.
+    value = F.ltrim(F.col("value"))
+    few = parsed.where(maybe_non_file(value) | (value.contains('"add"') & value.contains('"remove"')))
     protocol = metadata = None
     txns: dict[str, Txn] = {}
     domains: dict[str, DomainMetadata] = {}
-    for row in parsed.where(~is_file).select("value", "_version").orderBy("_version").collect():
+    rows = few.select("value", "_version", F.col("_a.add").isNotNull().alias("a"), F.col("_a.remove").isNotNull().alias("r"), is_file.alias("f")).collect()
+    two = sorted(r["_version"] for r in rows if r["a"] and r["r"])
+    if two:  # one action per line: nothing is written from a line holding two
+        raise JobFailed(f"{store.uri}: {commits[two[0]].name} has a line with more than one action")
+    # Non-file actions are few: reconcile them on the driver in version order.
+    for row in sorted((r for r in rows if not r["f"]), key=lambda r: r["_version"]):
         action = json.loads(row["value"])
         if "protocol" in action:
             protocol = Protocol.from_dict(action["protocol"])
@@ -97,19 +105,39 @@ def _main(argv: Sequence[str] | None) -> int:
         "value",
         "_version",
     )
-    winners = files_df.groupBy("path", "dv").agg(F.max_by(F.struct("is_add", "value"), F.col("_version")).alias("w"))
-    ordered = winners.select("path", "dv", "w.is_add", "w.value").orderBy(F.col("is_add").desc(), "path", "dv")
-    body = bytearray(compaction_head(protocol, metadata, txns.values(), domains.values()))
-    count = 0
-    for row in ordered.toLocalIterator():
-        body += row["value"].encode("utf-8") + b"\n"
-        count += 1
+    # newest line per key: one shuffle and a sort within partitions (an aggregation over the line
+    # cannot hash-aggregate); then the lines in the single-node writer's order, in one partition
+    newest = F.row_number().over(Window.partitionBy("path", "dv").orderBy(F.col("_version").desc()))
+    winners = files_df.withColumn("_rank", newest).where(F.col("_rank") == 1)
+    ordered = winners.repartition(1).sortWithinPartitions(F.col("is_add").desc(), "path", "dv").select("value")
+    head = compaction_head(protocol, metadata, txns.values(), domains.values()).decode("utf-8").splitlines()
+    head_df = spark.createDataFrame([(h,) for h in head], StructType([StructField("value", StringType())])).coalesce(1)
+    body = head_df.union(ordered).coalesce(1)  # the head's partition first, then the sorted lines
+
+    run = new_run()
+    staging = f"{STAGING_DIR}/{run.tag}"
+    observed = Observation(f"compaction-{run.token}")
+    counted = body.observe(observed, F.count(F.lit(1)).alias("lines"), F.coalesce(F.sum(F.octet_length("value") + 1), F.lit(0)).alias("bytes"))
+    created = False
     try:
-        store.put_if_absent(name, bytes(body))
-        created = True
-    except LogFileExistsError:
-        created = False
-    print(json.dumps({"path": name, "created": created, "num_file_actions": count, "size_bytes": len(body),
+        # Written by one task into a private staging directory; the driver never holds the file.
+        counted.write.option("compression", "none").text(hadoop_path(store, staging))
+        got = observed.get
+        lines_written, size = int(got["lines"]), int(got["bytes"])
+        staged = [f for f in store.list_dir(staging) if f.name.rsplit("/", 1)[-1].startswith("part-")]
+        if len(staged) > 1 or (staged and staged[0].size != size) or (not staged and size):
+            raise JobFailed(f"{store.display(staging)}: the write produced {[(f.name, f.size) for f in staged]}, its task wrote {size} bytes")
+        try:
+            if staged:
+                store.put_if_absent_from(staged[0].name, name)
+            else:
+                store.put_if_absent(name, b"")
+            created = True
+        except LogFileExistsError:
+            pass
+    finally:
+        store.delete_tree(staging)
+    print(json.dumps({"path": name, "created": created, "num_file_actions": lines_written - len(head), "size_bytes": size,
                       "seconds": round(time.monotonic() - started, 3)}))
     return 0
 
