@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +32,7 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from .._airflow_compat import AirflowException, BaseHook
 from ..maintenance.report import Throttled
-from ..maintenance.spark_progress import SparkOutput, quiet_spark_conf
+from ..maintenance.spark_progress import SparkOutput, heartbeats, quiet_spark_conf
 from ..maintenance.spark_submit import SparkJobSpec, SparkSettings, plan_submission, remove_credentials_file, spark_submit_binary, write_credentials_file
 
 __all__ = ["DeltaSparkSubmitHook", "LOCAL_SPARK_CONN_ID", "connection_settings"]
@@ -150,18 +149,10 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
             self.log.info("no Spark connection configured: running the job locally (local[*])")
         if self.process_env:
             kwargs["env"] = {**os.environ, **kwargs.get("env", {}), **self.process_env}
-        output = self._spark_output()
-        done = threading.Event()
-
-        def beat() -> None:  # the driver's start prints nothing: say the state now and then (throttled)
-            while not done.wait(1.0):
-                output.heartbeat()
-
-        threading.Thread(target=beat, daemon=True).start()
         try:
-            super().submit(application, **kwargs)
+            with heartbeats(self._spark_output()):
+                super().submit(application, **kwargs)
         finally:
-            done.set()
             self.remove_credentials()
 
     def remove_credentials(self) -> None:

@@ -15,12 +15,14 @@ import json
 import os
 import re
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 from .report import Progress
 
-__all__ = ["LOG4J2_PROPERTIES", "log4j2_file", "quiet_spark_conf", "SparkOutput"]
+__all__ = ["LOG4J2_PROPERTIES", "SparkOutput", "heartbeats", "log4j2_file", "quiet_spark_conf"]
 
 LOG4J2_PROPERTIES = """\
 # delta-maintenance: Spark's own log at WARN; the scheduler's progress lines at INFO (read, not shown)
@@ -140,3 +142,20 @@ class SparkOutput:
             self.jobs_done += 1
         # the scheduler's INFO lines are progress, read above; its warnings and errors are shown
         return self.verbose or match.group(1) in ("WARN", "ERROR")
+
+
+@contextmanager
+def heartbeats(output: SparkOutput, every_s: float = 1.0) -> Iterator[None]:
+    """While the block runs, offer ``output`` a heartbeat every ``every_s`` (it throttles): the
+    driver's start prints nothing for a minute or more, and silence reads as a hang."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            output.heartbeat()
+
+    threading.Thread(target=beat, daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()

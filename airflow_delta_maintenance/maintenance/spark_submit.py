@@ -51,7 +51,7 @@ from ..deltalog.paths import ParsedLogPath
 from ..deltalog.storage import LogStore
 from .errors import MaintenanceError
 from .report import Progress
-from .spark_progress import SparkOutput, quiet_spark_conf
+from .spark_progress import SparkOutput, heartbeats, quiet_spark_conf
 
 __all__ = [
     "STORAGE_OPTIONS_ENV",
@@ -626,22 +626,15 @@ def run_spark_submit(
         timer = threading.Timer(timeout, proc.kill) if timeout is not None else None
         if timer is not None:
             timer.start()
-        done = threading.Event()
-
-        def beat() -> None:  # the driver's start prints nothing: say the state now and then (throttled)
-            while not done.wait(1.0):
-                output.heartbeat()
-
-        threading.Thread(target=beat, daemon=True).start()
         try:
-            for line in proc.stderr or ():
-                tail.append(line.rstrip("\n"))
-                if output.feed(line) and verbose:
-                    sys.stderr.write(line)
-            returncode = proc.wait()
-            reader.join()
+            with heartbeats(output):
+                for line in proc.stderr or ():
+                    tail.append(line.rstrip("\n"))
+                    if output.feed(line) and verbose:
+                        sys.stderr.write(line)
+                returncode = proc.wait()
+                reader.join()
         finally:
-            done.set()
             if timer is not None:
                 timer.cancel()
             if proc.poll() is None:

@@ -6,7 +6,6 @@ one on ``schedule: watch``, both in their coordinator endpoint's pool (created b
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests._infra.servers import free_port, stop, wait_for_port
-from tests.integration.ui.conftest import EXAMPLE_DAGS, PASSWORD, USER, Deployment, make_table
+from tests.integration.ui.conftest import EXAMPLE_DAGS, PASSWORD, USER, Deployment, deployment_env, make_table
 
 from ..airflow_runs.conftest import airflow_home  # noqa: F401 - the migrated Airflow home fixture (the fleet health tests)
 
@@ -52,26 +51,11 @@ def fleet_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deplo
         f"  - {{name: watch_orders, uri: '{tables[WATCH_DAG][0]}', schedule: watch, sensor: {{min_new_commits: 2, poke_interval_seconds: 3}}}}\n"
     )
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-        AIRFLOW__CORE__LOAD_EXAMPLES="false",
-        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="false",
-        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
-        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
-        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
-        AIRFLOW__API_AUTH__JWT_SECRET="fleet-test-only-secret",
-        AIRFLOW__API__SECRET_KEY="fleet-test-only-secret",
-        AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
-        AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
+    env = deployment_env(
+        home, dags, port, "fleet-test-only-secret",
         DELTA_MAINTENANCE_CONFIG=str(config),
         FLEET_E2E_ASSET_TABLE=tables[ASSET_DAG][0],
         FLEET_E2E_SPEC=spec,
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     airflow = str(Path(sys.executable).with_name("airflow"))
     subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=900)

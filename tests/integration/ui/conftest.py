@@ -26,6 +26,31 @@ USER, PASSWORD = "admin", "ui-test-password"
 INVALID_DAG = "delta_maintenance__broken"
 
 
+
+def deployment_env(home: Path, dags: Path, port: int, secret: str, **extra: str) -> dict[str, str]:
+    """The environment of an Airflow deployment on 127.0.0.1:``port`` (LocalExecutor, simple auth
+    manager, DAGs unpaused, quick DAG-file refresh) for the components a test starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__CORE__LOAD_EXAMPLES="false",
+        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
+        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="false",
+        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
+        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
+        AIRFLOW__API_AUTH__JWT_SECRET=secret,
+        AIRFLOW__API__SECRET_KEY=secret,
+        AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+        AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        **extra,
+    )
+    return env
+
 @dataclass
 class Deployment:
     url: str
@@ -92,26 +117,11 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
     lines += ["  - name: broken", "    uri: /nowhere/broken", "    schedule: every hour"]
     (root / "tables.yaml").write_text("\n".join(lines) + "\n")
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(EXAMPLE_DAGS),
-        AIRFLOW__CORE__LOAD_EXAMPLES="false",
-        AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="false",
-        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
-        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
-        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
-        AIRFLOW__API_AUTH__JWT_SECRET="ui-test-only-secret",
-        AIRFLOW__API__SECRET_KEY="ui-test-only-secret",
-        AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
-        AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
+    env = deployment_env(
+        home, EXAMPLE_DAGS, port, "ui-test-only-secret",
         AIRFLOW__CORE__TEST_CONNECTION="Enabled",  # the connection form's Test button
         DELTA_MAINTENANCE_CONFIG=str(root / "tables.yaml"),
         SPARK_LOCAL_IP="127.0.0.1",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     airflow = str(Path(sys.executable).with_name("airflow"))
     subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=900)
