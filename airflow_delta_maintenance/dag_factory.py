@@ -105,7 +105,11 @@ def _timetable(schedule: str | timedelta) -> Any:
     """The timetable Airflow would build for a cron expression or a duration (honouring
     ``[scheduler] create_cron_data_intervals``), once per distinct schedule: a fleet has at most
     ~60 after jitter. Timetables are immutable; presets such as ``@once`` stay strings."""
-    from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable, DeltaDataIntervalTimetable, DeltaTriggerTimetable
+    try:
+        from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable, DeltaDataIntervalTimetable, DeltaTriggerTimetable
+    except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1 keep the timetables in core
+        from airflow.timetables.interval import CronDataIntervalTimetable, DeltaDataIntervalTimetable  # type: ignore[assignment]
+        from airflow.timetables.trigger import CronTriggerTimetable, DeltaTriggerTimetable  # type: ignore[assignment]
 
     intervals = _create_cron_data_intervals()
     if isinstance(schedule, timedelta):
