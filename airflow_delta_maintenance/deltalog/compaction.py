@@ -20,19 +20,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .checkpoint_check import verify_checkpoint
 from .compaction_lines import LineRuns, collect_winning_lines
-from .errors import CorruptLogError, DeltaLogError, LogFileExistsError, MissingCommitError, ProtocolViolationError, UnpublishedVersionError
+from .errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
 from .features import check_write_supported
 from .listing import LogSegmentFiles, list_log_files
-from .log_segment import LogSegment, build_log_segment
+from .log_segment import LogSegment
 from .memory import release_free_memory, uses_log_operation_memory
-from .paths import ParsedLogPath, compaction_name
-from .reader import ORDER, parse_ndjson, read_parquet_actions
+from .paths import compaction_name
+from .reader import ORDER
 from .replay import DV_ID, replay_actions
 from .storage import LogStore
+from .table_state import load_table_state
 
-__all__ = ["table_protocol", "check_compaction_supported", "compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
+__all__ = ["check_compaction_supported", "compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
 
 
 @dataclass(frozen=True)
@@ -101,52 +101,10 @@ def plan_compaction_windows(
     return out
 
 
-def table_protocol(store: LogStore, files: LogSegmentFiles, version: int | None = None) -> Protocol:
-    """The protocol in force at ``version`` (default latest) without replaying file actions: the
-    newest ``protocol`` line of the commits after the checkpoint, else the checkpoint's own."""
-    skip: set[str] = set()
-    while True:
-        segment = build_log_segment(files, version, use_compactions=False, skip_checkpoints=frozenset(skip), table=store.uri)
-        for d in reversed(segment.deltas):
-            name = d.name if isinstance(d, ParsedLogPath) else d.source_name
-            data = store.read(d.name) if isinstance(d, ParsedLogPath) else (d.inline_content or store.read(d.file_name))
-            if b'"protocol"' not in data:
-                continue
-            for number, line in reversed(list(enumerate(data.split(b"\n"), start=1))):
-                if b'"protocol"' not in line:
-                    continue
-                try:
-                    action = json.loads(line)
-                except (ValueError, UnicodeDecodeError):
-                    raise CorruptLogError(f"{store.display(name)}: line {number} is not valid JSON", path=name, line=number) from None
-                if isinstance(action, dict) and isinstance(action.get("protocol"), dict):
-                    return Protocol.from_dict(action["protocol"])
-        if segment.checkpoint is None:
-            raise ProtocolViolationError(f"{store.uri}: no protocol action in versions <= {segment.version}", path=store.log_dir)
-        try:
-            verify_checkpoint(store, segment.checkpoint)
-            protocols = [
-                a["protocol"]
-                for f in segment.checkpoint.files
-                for _, _, _, a in _checkpoint_non_file_actions(store, f)
-                if a.get("protocol")
-            ]
-        except DeltaLogError:
-            skip.add(segment.checkpoint.files[0].name)  # unreadable: an older checkpoint, or the commits
-            continue
-        return Protocol.from_dict(protocols[0])
-
-
-def _checkpoint_non_file_actions(store: LogStore, f: ParsedLogPath) -> list[tuple[int, int, int, dict[str, Any]]]:
-    data = store.read(f.name)
-    if f.extension == "json":
-        return parse_ndjson([(store.display(f.name), data)]).others
-    return read_parquet_actions(store.display(f.name), data)[0].others
-
-
 def check_compaction_supported(store: LogStore, files: LogSegmentFiles, version: int | None = None) -> None:
     """The shared write gate for log compaction (single node, and before submitting the Spark job)."""
-    protocol = table_protocol(store, files, version)
+    # the protocol without replaying file actions (an unreadable checkpoint falls back, as for reads)
+    protocol = load_table_state(store, version, files=files).protocol
     check_write_supported(protocol, operation=f"log compaction of {store.uri}", path=store.uri)
 
 
