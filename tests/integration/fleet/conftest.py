@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests._infra.servers import free_port, stop, wait_for_port
-from tests.integration.ui.conftest import EXAMPLE_DAGS, PASSWORD, USER, Deployment, deployment_env, make_table
+from tests._infra.servers import free_port
+from tests.integration.ui.conftest import EXAMPLE_DAGS, PASSWORD, USER, Deployment, deployment_env, make_table, migrate, running_components
 
 from ..airflow_runs.conftest import airflow_home  # noqa: F401 - the migrated Airflow home fixture (the fleet health tests)
 
@@ -57,28 +57,13 @@ def fleet_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deplo
         FLEET_E2E_ASSET_TABLE=tables[ASSET_DAG][0],
         FLEET_E2E_SPEC=spec,
     )
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=900)
+    migrate(env)
     # the pools of the tables' coordinator endpoint, as a user creates them before deploying
     created = subprocess.run([str(Path(sys.executable).with_name("delta-maintenance")), "pools", str(config), "--apply", "--json"],
                              env=env, capture_output=True, text=True, timeout=600)
     assert created.returncode == 0, created.stdout + created.stderr
-    commands = {
-        "api-server": [airflow, "api-server", "--host", "127.0.0.1", "--port", str(port)],
-        "scheduler": [airflow, "scheduler", "--skip-serve-logs"],
-        "dag-processor": [airflow, "dag-processor"],
-        "triggerer": [airflow, "triggerer", "--skip-serve-logs"],
-    }
-    procs = []
-    try:
-        for name, cmd in commands.items():
-            with open(root / f"{name}.log", "wb") as log:  # the process holds its own descriptor
-                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        wait_for_port(port, procs[0], 600, root / "api-server.log")
-        deployment = Deployment(f"http://127.0.0.1:{port}", home, tables, root)
+    with running_components(env, port, root) as url:
+        deployment = Deployment(url, home, tables, root)
         for dag_id in [*tables, "fleet_writer"]:
             deployment.wait_for_dag(dag_id)
         yield deployment
-    finally:
-        for proc in procs:
-            stop(proc)

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,33 @@ def deployment_env(home: Path, dags: Path, port: int, secret: str, **extra: str)
         **extra,
     )
     return env
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"], env=env, check=True, capture_output=True, timeout=900)
+
+
+@contextmanager
+def running_components(env: dict[str, str], port: int, logs: Path) -> Iterator[str]:
+    """api-server (on 127.0.0.1:``port``), scheduler, dag-processor and triggerer, each logging to
+    ``logs/<name>.log``; yields the api-server's URL once it listens, stops them all by PID after."""
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    commands = {
+        "api-server": [airflow, "api-server", "--host", "127.0.0.1", "--port", str(port)],
+        "scheduler": [airflow, "scheduler", "--skip-serve-logs"],
+        "dag-processor": [airflow, "dag-processor"],
+        "triggerer": [airflow, "triggerer", "--skip-serve-logs"],
+    }
+    procs = []
+    try:
+        for name, cmd in commands.items():
+            with open(logs / f"{name}.log", "wb") as log:  # the process holds its own descriptor
+                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        wait_for_port(port, procs[0], 600, logs / "api-server.log")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for proc in procs:
+            stop(proc)
 
 @dataclass
 class Deployment:
@@ -123,25 +151,10 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
         DELTA_MAINTENANCE_CONFIG=str(root / "tables.yaml"),
         SPARK_LOCAL_IP="127.0.0.1",
     )
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    subprocess.run([airflow, "db", "migrate"], env=env, check=True, capture_output=True, timeout=900)
-    commands = {
-        "api-server": [airflow, "api-server", "--host", "127.0.0.1", "--port", str(port)],
-        "scheduler": [airflow, "scheduler", "--skip-serve-logs"],
-        "dag-processor": [airflow, "dag-processor"],
-        "triggerer": [airflow, "triggerer", "--skip-serve-logs"],
-    }
-    procs = []
-    try:
-        for name, cmd in commands.items():
-            with open(root / f"{name}.log", "wb") as log:  # the process holds its own descriptor
-                procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        wait_for_port(port, procs[0], 600, root / "api-server.log")
-        deployment = Deployment(f"http://127.0.0.1:{port}", home, tables, REPO / "test-artifacts")
+    migrate(env)
+    with running_components(env, port, root) as url:
+        deployment = Deployment(url, home, tables, REPO / "test-artifacts")
         deployment.artifacts.mkdir(exist_ok=True)
         for dag_id in [*tables, INVALID_DAG]:
             deployment.wait_for_dag(dag_id)
         yield deployment
-    finally:
-        for proc in procs:
-            stop(proc)
