@@ -192,7 +192,9 @@ def _main(argv: Sequence[str] | None) -> int:
         _cleanup_strays(store)
         print(json.dumps({"version": v, "existed": True, "files": [f.name for f in g.files]}))
         return 0
-    segment = build_log_segment(files, v, table=store.uri)
+    # The commits, never compaction files: a compaction may lack removes of its window (the deltalake
+    # wheel's drops tombstones expired when it wrote), and the executors read commits in parallel anyway.
+    segment = build_log_segment(files, v, use_compactions=False, table=store.uri)
     spark = spark_session(f"delta-checkpoint {store.uri}@{v}")
     sidecars = _referenced_sidecars(spark, store, segment.checkpoint.files) if segment.checkpoint else []
     actions = read_actions(spark, store, segment, sidecars)

@@ -19,6 +19,7 @@ import pytest
 from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
 from airflow_delta_maintenance.deltalog.compaction import write_compaction
 from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.paths import compaction_name
 from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.spark_submit import SparkJobError, checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint
@@ -97,6 +98,27 @@ def test_spark_checkpoint_equals_the_single_node_writer(tmp_path: Path, v2: bool
         os.rename(Path(a) / "_delta_log" / f"{v:020d}.json", tmp_path / f"{v}.bak")
     assert load_snapshot(a).active_file_keys() == load_snapshot(b).active_file_keys()
     assert not (Path(a) / "_delta_log" / "_spark_staging").exists()
+
+
+def test_a_compaction_missing_removes_of_its_window_does_not_reach_the_spark_checkpoint(tmp_path: Path) -> None:
+    # as the deltalake wheel's compact_logs writes it: tombstones already expired are left out
+    a = synthetic(tmp_path / "a", v2=False)
+    log = Path(a) / "_delta_log"
+    write_compaction(open_table_storage(a), 3, 8)
+    name = compaction_name(3, 8)
+    lines = (log / name).read_bytes().splitlines()
+    (log / name).unlink()
+    (log / name).write_bytes(b"".join(line + b"\n" for line in lines if not line.startswith(b'{"remove"')))
+    assert len(lines) > len((log / name).read_bytes().splitlines())
+    days_ago = (NOW - 10 * 86_400_000) / 1000  # commits older than the compaction minus the 7-day retention
+    for v in range(12):
+        os.utime(log / f"{v:020d}.json", (days_ago, days_ago))
+    b = str(tmp_path / "b")
+    shutil.copytree(a, b)
+    run_spark_submit(checkpoint_job(a, 11, conf={"spark.sql.shuffle.partitions": "3"}))
+    store_b = open_table_storage(b)
+    write_checkpoint(store_b, load_snapshot(store_b, now_ms=NOW))
+    assert actions_of_checkpoint(a) == actions_of_checkpoint(b)
 
 
 def test_spark_compaction_is_byte_identical_to_the_single_node_writer(tmp_path: Path) -> None:
