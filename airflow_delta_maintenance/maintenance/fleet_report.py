@@ -23,6 +23,7 @@ from .fleet_history import (
     read_history,
 )
 from .fleet_status import TableHealth
+from .report import human_bytes
 
 __all__ = ["PublishedReport", "publish_fleet_report", "render_html", "report_document"]
 
@@ -41,15 +42,6 @@ def report_document(healths: Sequence[TableHealth], generated: str, alerts: Sequ
     }
 
 
-def _bytes(n: float) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
@@ -63,7 +55,7 @@ def _row(h: TableHealth) -> str:
         return head + score + f'<td colspan="6" class="err">{_e(h.error)}</td><td><ul>{runs}</ul></td><td></td></tr>'
     s = h.status
     covered, total = h.compaction_coverage
-    cleanup = f"{s.cleanup_candidates} / {_bytes(s.cleanup_bytes)}" if not s.cleanup_skipped_reason else f"– ({_e(s.cleanup_skipped_reason)})"
+    cleanup = f"{s.cleanup_candidates} / {human_bytes(s.cleanup_bytes)}" if not s.cleanup_skipped_reason else f"– ({_e(s.cleanup_skipped_reason)})"
     over = set(h.breaches)
     pending_cls = ' class="num over"' if "pending_commits" in over else ' class="num"'
     ckpt_cls = ' class="num over"' if "commits_since_checkpoint" in over else ' class="num"'
@@ -76,7 +68,7 @@ def _row(h: TableHealth) -> str:
                 f"<small> / {h.thresholds.max_commits_since_checkpoint}</small></td>"
             ),
             f'<td class="num" data-figure="log_files">{s.log_files}</td>',
-            f'<td class="num" data-figure="log_bytes">{_bytes(s.log_bytes)}</td>',
+            f'<td class="num" data-figure="log_bytes">{human_bytes(s.log_bytes)}</td>',
             f'<td class="num">{covered}/{total}</td>',
             f"<td>{cleanup}</td>",
             f"<td><ul>{runs}</ul></td>",
@@ -164,7 +156,7 @@ def render_html(healths: Sequence[TableHealth], history: Sequence[Mapping[str, A
             '<div class="charts">',
             _chart("Backlog: ratified commits not yet published", "pending_commits", history, worst),
             _chart("Commits since the last checkpoint", "commits_since_checkpoint", history, worst),
-            _chart("_delta_log size", "log_bytes", history, worst, _bytes),
+            _chart("_delta_log size", "log_bytes", history, worst, human_bytes),
             "</div></body></html>",
         ]
     )

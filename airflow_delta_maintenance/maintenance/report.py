@@ -26,12 +26,12 @@ Progress = Callable[[str], None]
 PROGRESS_EVERY_S = 5.0
 
 
-def human_bytes(n: int) -> str:
+def human_bytes(n: float) -> str:
     """``14.2 MiB``: binary units, one decimal from KiB on."""
     value = float(n)
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
         if value < 1024 or unit == "TiB":
-            return f"{n:,} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+            return f"{int(n):,} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 
