@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from . import checkpoint_schema as cs
@@ -45,6 +43,7 @@ from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit
 from .memory import uses_log_operation_memory
+from .parsed_columns import parse_partition_values, parse_stats
 from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
 from .run_identity import new_run
 from .schema import partition_values_type, stats_parse_plan
@@ -102,47 +101,16 @@ def checkpoint_codec(properties: TableProperties) -> str:
 
 
 def _stats_parsed(stats: pa.Array, snapshot: Snapshot) -> pa.Array | None:
-    """Parse the ``stats`` JSON column into ``stats_parsed`` in one pyarrow JSON read; None if impossible."""
+    """Parse the ``stats`` JSON column into ``stats_parsed``; None if impossible."""
     with_dv = snapshot.protocol.has_writer_feature("deletionVectors")
-    plan = stats_parse_plan(snapshot.metadata.schema, snapshot.metadata.partition_columns, with_dv)
-    n = len(stats)
-    if n == 0:
-        return pa.nulls(0, plan.final_type)
-    text = pc.fill_null(stats, "{}")
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), text), "\n")[0].as_buffer()
-    try:
-        table = pj.read_json(
-            pa.BufferReader(joined),
-            read_options=pj.ReadOptions(block_size=max(1 << 20, joined.size // 4 + 1)),
-            parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(plan.read_type)), unexpected_field_behavior="ignore"),
-        )
-        if table.num_rows != n:
-            return None
-        parsed = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in plan.read_type], fields=list(plan.read_type))
-        parsed = parsed.cast(plan.final_type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    return pa.StructArray.from_arrays(
-        [parsed.field(i) for i in range(parsed.type.num_fields)], fields=list(plan.final_type), mask=stats.is_null()
-    )
+    return parse_stats(stats, stats_parse_plan(snapshot.metadata.schema, snapshot.metadata.partition_columns, with_dv))
 
 
 def _partition_values_parsed(pv: pa.Array, snapshot: Snapshot) -> pa.Array | None:
     typ = partition_values_type(snapshot.metadata.schema, snapshot.metadata.partition_columns)
     if typ is None or typ.num_fields == 0:
         return None
-    children = []
-    try:
-        for col, target in zip(snapshot.metadata.partition_columns, typ, strict=True):
-            physical = target.name
-            values = pc.map_lookup(pv, physical, "first")
-            if physical != col:  # older writers key partitionValues by logical name
-                values = pc.coalesce(values, pc.map_lookup(pv, col, "first"))
-            values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values) if not pa.types.is_string(target.type) else values
-            children.append(values.cast(target.type))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    return pa.StructArray.from_arrays(children, fields=list(typ))
+    return parse_partition_values(pv, list(snapshot.metadata.partition_columns), typ)
 
 
 def non_file_rows(
