@@ -1,8 +1,8 @@
 """Typed ``stats_parsed`` and ``partitionValues_parsed`` columns from the ``add`` actions' strings.
 
 Both run over whole Arrow arrays, never row by row: the statistics are parsed by one pyarrow JSON
-read of the ``stats`` strings (in blocks that the CPU pool parses in parallel), and each partition
-value is found in the ``partitionValues`` maps with numpy over the flattened keys.
+read of the ``stats`` strings, and each partition value is found in the ``partitionValues`` maps
+with numpy over the flattened keys.
 """
 
 from __future__ import annotations
@@ -18,13 +18,16 @@ from .schema import StatsPlan
 
 __all__ = ["parse_stats", "parse_partition_values", "map_first_value"]
 
-# Blocks of the stats JSON read: about two per CPU so both cores of a small worker stay busy, but
-# not so small that per-block work (and re-joining the blocks' chunks) dominates.
-_MIN_BLOCK_BYTES = 256 << 10
+# The stats JSON read runs in the calling thread unless the text is large: each hand-off to the CPU
+# pool waits for a worker to be scheduled, which on a busy machine costs more than it saves for the
+# few hundred KiB of one batch. Large texts are split in one block per CPU.
+_THREADED_BYTES = 8 << 20
 
 
-def _block_size(size: int) -> int:
-    return max(_MIN_BLOCK_BYTES, size // (2 * (os.cpu_count() or 1)) + 1)
+def _read_options(size: int) -> pj.ReadOptions:
+    if size < _THREADED_BYTES:
+        return pj.ReadOptions(block_size=size + 1, use_threads=False)
+    return pj.ReadOptions(block_size=min(size // (os.cpu_count() or 1) + 1, 1 << 30))
 
 
 def _single(column: pa.ChunkedArray) -> pa.Array:
@@ -44,7 +47,7 @@ def parse_stats(stats: pa.Array, plan: StatsPlan) -> pa.Array | None:
     try:
         table = pj.read_json(
             pa.BufferReader(joined),
-            read_options=pj.ReadOptions(block_size=_block_size(joined.size)),
+            read_options=_read_options(joined.size),
             parse_options=pj.ParseOptions(explicit_schema=pa.schema(read_fields), unexpected_field_behavior="ignore"),
         )
         if table.num_rows != n:

@@ -90,7 +90,7 @@ def test_parse_stats_is_json_loads_row_by_row(seed: int) -> None:
             continue
         stats: dict[str, object] = {"numRecords": rng.randint(0, 10**12)}
         if rng.random() < 0.9:
-            stats["minValues"] = {"id": -i, "v": rng.random(), "s": rng.choice(["a", 'q"uote', "é", ""]), "d": "2020-01-0%d" % rng.randint(1, 9), "n": {"x": i}}
+            stats["minValues"] = {"id": -i, "v": rng.random(), "s": rng.choice(["a", 'q"uote', "é", ""]), "d": f"2020-01-0{rng.randint(1, 9)}", "n": {"x": i}}
             stats["maxValues"] = {"id": i, "v": rng.random() * 10, "s": "z" * rng.randint(0, 50)}
         if rng.random() < 0.8:
             stats["nullCount"] = {"id": 0, "v": rng.randint(0, 5), "n": {"x": 1}, "unknown": 3}
