@@ -161,10 +161,13 @@ def _file_action_table(struct: pa.Array | pa.ChunkedArray, fields: Sequence[pa.F
         n = len(chunk)
         chunk_order = order[offset : offset + n]
         offset += n
-        if chunk.null_count:  # only lines like {"add": null}: rare, so the copy is rare too
-            valid = chunk.is_valid()
-            chunk = chunk.filter(valid)
-            chunk_order = chunk_order[np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool)]
+        if chunk.null_count:  # JSON: only lines like {"add": null}; Parquet: the other actions' rows
+            valid = np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            rows = np.flatnonzero(valid)
+            if len(rows) and rows[-1] - rows[0] + 1 == len(rows):  # one run (a checkpoint's adds): no copy
+                chunk, chunk_order = chunk.slice(int(rows[0]), len(rows)), chunk_order[rows[0] : rows[-1] + 1]
+            else:
+                chunk, chunk_order = chunk.filter(pa.array(valid)), chunk_order[valid]
         if len(chunk) == 0:
             continue
         conformed = conform_array(chunk, target)
