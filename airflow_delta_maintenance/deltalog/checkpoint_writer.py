@@ -46,6 +46,7 @@ from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit
 from .memory import uses_log_operation_memory
 from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
+from .pipeline import prefetched
 from .run_identity import new_run
 from .schema import partition_values_type, stats_parse_plan
 from .snapshot import Snapshot
@@ -403,7 +404,7 @@ def write_checkpoint(
         sidecar_rows = []
         parts = max(1, -(-n // sidecar_max_actions)) if n else 0
         side_schema = pa.schema([layout.schema.field("add"), layout.schema.field("remove")])
-        batches = counted(file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions)))
+        batches = counted(prefetched(file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions))))
         pending: list[pa.RecordBatch] = []
         for i in range(parts):
             name = f"{v:020d}.checkpoint.{i + 1:010d}.{parts:010d}.{run.tag}.parquet"
@@ -420,7 +421,7 @@ def write_checkpoint(
         top = non_file
         top_name = classic_checkpoint_name(v)
         num_actions = non_file.num_rows + n
-        top_batches = counted(file_action_batches(snapshot, layout, layout.schema.names))
+        top_batches = counted(prefetched(file_action_batches(snapshot, layout, layout.schema.names)))
     try:
         for row in sidecar_rows if uuid_named else ():
             side = f"{SIDECAR_DIR}/{row['sidecar']['path']}"
