@@ -270,12 +270,36 @@ def file_action_batches(
     schema = pa.schema([layout.schema.field(c) for c in columns])
     rows_per_batch = rows_per_batch or ROWS_PER_ROW_GROUP
     for table, kind in ((snapshot.files, "add"), (snapshot.tombstones, "remove")):
-        for start in range(0, table.num_rows, rows_per_batch):
-            part = table.slice(start, rows_per_batch)
+        for part in _slices_within_chunks(table, rows_per_batch):
             struct = _add_struct(part, snapshot, layout) if kind == "add" else _remove_struct(part)
             yield pa.RecordBatch.from_arrays(
                 [struct if c == kind else pa.nulls(part.num_rows, schema.field(c).type) for c in columns], schema=schema
             )
+
+
+def _slices_within_chunks(table: pa.Table, rows: int) -> Iterator[pa.Table]:
+    """``table`` in slices of ``rows // 2`` to ``rows`` rows (the last may be smaller) that cut
+    its record batches as little as possible: a slice inside one batch has one chunk per column,
+    used without a copy, where a slice straddling two is concatenated column by column. Small
+    batches (what reconciliation leaves of a batch whose files were mostly replaced) are grouped,
+    so that a checkpoint never has thousands of tiny row groups."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in table.to_batches():
+        start = 0
+        while start < batch.num_rows:
+            if count >= rows // 2 and count + batch.num_rows - start > rows:
+                yield pa.Table.from_batches(pending)
+                pending, count = [], 0
+            take = min(rows - count, batch.num_rows - start)
+            pending.append(batch.slice(start, take))
+            count += take
+            start += take
+            if count == rows:
+                yield pa.Table.from_batches(pending)
+                pending, count = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def _write_parquet(
