@@ -45,6 +45,7 @@ from .log_segment import CatalogCommit
 from .memory import uses_log_operation_memory
 from .parsed_columns import parse_partition_values, parse_stats
 from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
+from .pipeline import prefetched
 from .run_identity import new_run
 from .schema import partition_values_type, stats_parse_plan
 from .snapshot import Snapshot
@@ -237,12 +238,36 @@ def file_action_batches(
     schema = pa.schema([layout.schema.field(c) for c in columns])
     rows_per_batch = rows_per_batch or ROWS_PER_ROW_GROUP
     for table, kind in ((snapshot.files, "add"), (snapshot.tombstones, "remove")):
-        for start in range(0, table.num_rows, rows_per_batch):
-            part = table.slice(start, rows_per_batch)
+        for part in _slices_within_chunks(table, rows_per_batch):
             struct = _add_struct(part, snapshot, layout) if kind == "add" else _remove_struct(part)
             yield pa.RecordBatch.from_arrays(
                 [struct if c == kind else pa.nulls(part.num_rows, schema.field(c).type) for c in columns], schema=schema
             )
+
+
+def _slices_within_chunks(table: pa.Table, rows: int) -> Iterator[pa.Table]:
+    """``table`` in slices of ``rows // 2`` to ``rows`` rows (the last may be smaller) that cut
+    its record batches as little as possible: a slice inside one batch has one chunk per column,
+    used without a copy, where a slice straddling two is concatenated column by column. Small
+    batches (what reconciliation leaves of a batch whose files were mostly replaced) are grouped,
+    so that a checkpoint never has thousands of tiny row groups."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in table.to_batches():
+        start = 0
+        while start < batch.num_rows:
+            if count >= rows // 2 and count + batch.num_rows - start > rows:
+                yield pa.Table.from_batches(pending)
+                pending, count = [], 0
+            take = min(rows - count, batch.num_rows - start)
+            pending.append(batch.slice(start, take))
+            count += take
+            start += take
+            if count == rows:
+                yield pa.Table.from_batches(pending)
+                pending, count = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def _write_parquet(
@@ -371,7 +396,7 @@ def write_checkpoint(
         sidecar_rows = []
         parts = max(1, -(-n // sidecar_max_actions)) if n else 0
         side_schema = pa.schema([layout.schema.field("add"), layout.schema.field("remove")])
-        batches = counted(file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions)))
+        batches = counted(prefetched(file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions))))
         pending: list[pa.RecordBatch] = []
         for i in range(parts):
             name = f"{v:020d}.checkpoint.{i + 1:010d}.{parts:010d}.{run.tag}.parquet"
@@ -388,7 +413,7 @@ def write_checkpoint(
         top = non_file
         top_name = classic_checkpoint_name(v)
         num_actions = non_file.num_rows + n
-        top_batches = counted(file_action_batches(snapshot, layout, layout.schema.names))
+        top_batches = counted(prefetched(file_action_batches(snapshot, layout, layout.schema.names)))
     try:
         for row in sidecar_rows if uuid_named else ():
             side = f"{SIDECAR_DIR}/{row['sidecar']['path']}"
