@@ -83,6 +83,7 @@ def build_log(root: str, commits: int, files: int, seed: int = 7, configuration:
     os.makedirs(log, exist_ok=True)
     per_commit = max(1, files // (commits - 1))
     live: list[str] = []
+    next_id = 0
     now = int(time.time() * 1000)
     header = [
         {"commitInfo": {"timestamp": now, "operation": "CREATE TABLE"}},
@@ -109,7 +110,13 @@ def build_log(root: str, commits: int, files: int, seed: int = 7, configuration:
             lines.append(json.dumps({"remove": {"path": victim, "deletionTimestamp": now + v, "dataChange": True}}))
         for i in range(per_commit + (5 if v > 1 else 0)):
             path = f"day={day}/part-{v:05d}-{i:05d}-{uuid.UUID(int=rng.getrandbits(128))}.parquet"
-            stats = {"numRecords": 1000, "minValues": {"id": i, "value": 0.5}, "maxValues": {"id": i + 999, "value": 99.5}, "nullCount": {"id": 0, "value": 0}}
+            # every file its own statistics, as in a real table (repeated ones would flatter
+            # dictionary encoding and any de-duplicating parser)
+            rows = rng.randint(500, 5000)
+            low, high = round(rng.uniform(0, 50), 6), round(rng.uniform(50, 100), 6)
+            stats = {"numRecords": rows, "minValues": {"id": next_id, "value": low}, "maxValues": {"id": next_id + rows - 1, "value": high},
+                     "nullCount": {"id": 0, "value": rng.randint(0, 3)}}
+            next_id += rows
             add = {"path": path, "partitionValues": {"day": day}, "size": 100_000 + i, "modificationTime": now + v, "dataChange": True, "stats": json.dumps(stats)}
             lines.append(json.dumps({"add": add}))
             live.append(path)
