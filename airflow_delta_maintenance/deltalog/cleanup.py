@@ -349,10 +349,6 @@ class PlanChangedError(DeltaLogError):
     """The log changed between planning and execution in a way that invalidates the plan."""
 
 
-# Files per deletion request (S3's DeleteObjects limit): also the step of the progress lines.
-DELETE_BATCH = 1000
-
-
 def execute_cleanup(
     store: LogStore,
     plan: CleanupPlan,
@@ -389,14 +385,17 @@ def execute_cleanup(
     if plan.skipped:
         return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
     total = sum(1 for d in plan.deletions if d.path in allowed)
+    done = [deleted]
+
+    def batch_gone(n: int) -> None:
+        done[0] += n
+        if progress is not None:
+            progress(f"cleanup: deleted {done[0]:,} of {total:,} files below v{plan.cutoff_checkpoint}")
+
     # Kind by kind in plan order (commits before checkpoints); within a kind the order is free.
     for _, group in itertools.groupby((d for d in plan.deletions if d.path in allowed), key=lambda d: d.kind):
-        names = [d.path for d in group]
-        for i in range(0, len(names), DELETE_BATCH):
-            store.delete_many(names[i : i + DELETE_BATCH])
-            deleted += len(names[i : i + DELETE_BATCH])
-            if progress is not None:
-                progress(f"cleanup: deleted {deleted:,} of {total:,} files below v{plan.cutoff_checkpoint}")
+        store.delete_many([d.path for d in group], batch_gone)
+    deleted = done[0]
     return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
 
 

@@ -5,9 +5,11 @@ on its first array conversion). Each check runs in a fresh interpreter: imports 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from airflow_delta_maintenance.demo.sample_table import create_sample_table
@@ -48,3 +50,28 @@ def test_the_installed_command_runs_without_pandas(tmp_path: Path) -> None:
     )
     assert result["rc"] == 0 and result["out"]["written"] and result["out"]["checkpoint_version"] == 2
     assert result["pandas"] is False
+
+
+def test_cleanup_of_a_local_table_never_imports_fsspec(tmp_path: Path) -> None:
+    """A local table is served through ``os``: fsspec (with asyncio and ssl) is not imported."""
+    import deltalake
+
+    root = str(tmp_path / "t")
+    create_sample_table(root, commits=3)
+    deltalake.DeltaTable(root).create_checkpoint()
+    old = time.time() - 60 * 86400
+    for f in (tmp_path / "t" / "_delta_log").iterdir():
+        os.utime(f, (old, old))
+    result = _fresh(
+        f"""
+        import contextlib, io, json, sys
+        sys.argv = ["delta-maintenance", "cleanup", {root!r}, "--json", "--execute"]
+        from airflow_delta_maintenance.cli import console_main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = console_main()
+        print(json.dumps({{"rc": rc, "out": json.loads(out.getvalue()), "fsspec": "fsspec" in sys.modules}}))
+        """
+    )
+    assert result["rc"] == 0 and result["out"]["executed"] is True and result["out"]["deleted"] == 2
+    assert result["fsspec"] is False
