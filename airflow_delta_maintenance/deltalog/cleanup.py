@@ -326,12 +326,15 @@ def plan_log_cleanup(
         **base,
         cutoff_commit=cutoff_commit,
         cutoff_checkpoint=cp,
-        deletions=tuple(Deletion(p.name, p.type.value, p.size) for p in ordered),
+        deletions=tuple(Deletion(p.name, _KIND[p.type], p.size) for p in ordered),
         bytes=sum(p.size for p in ordered),
         counts=counts,
         needs_compat_checkpoint=bool(checkpoints) and not anchor_has_classic,
         unreadable_checkpoints=tuple(f"{e.path}: {e}" for e in unreadable),
     )
+
+
+_KIND = {t: t.value for t in LogFileType}  # an Enum's .value is a descriptor call: one per planned file
 
 
 def _opens(store: LogStore, group: CheckpointGroup, hint: LastCheckpointHint | None) -> bool:
