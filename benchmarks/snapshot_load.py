@@ -15,7 +15,9 @@ What each side does, timed inside a fresh process after both engines loaded a on
   delta-rs has no such mode, so that figure is not a ratio).
 
 Runs alternate between the engines (see ``_harness.py``); each figure is the median of
-``--repeat`` runs with min–max and the 1-minute load average at the time. Peak RSS is each
+``--repeat`` runs with min–max and the 1-minute load average at the time, the load's wall time
+beside its CPU time (all threads; on a machine loaded above its cores the wall time mostly says how
+the scheduler shared them, the CPU time what each engine spent). Peak RSS is each
 process's own (``/usr/bin/time``); "load RSS" is the growth of the peak during the timed load.
 
     python benchmarks/snapshot_load.py [--files 200000] [--commits 200] [--repeat 5] [--strings] [--json]
@@ -36,7 +38,8 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import PYTHON, Runs, build_log_in_subprocess, fmt, in_subprocess, interleaved, run_measured
 
-# The measured code, in a fresh process: prints {"seconds", "files", "maxrss_kb", "base_kb"}.
+# The measured code, in a fresh process: prints {"inner_seconds", "inner_cpu_seconds" (all threads),
+# "files", "maxrss_kb", "base_kb"}.
 CHILD = r"""
 import json, os, resource, sys, time
 which, path, warmup = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -55,10 +58,10 @@ else:
         return deltalake.DeltaTable(p).get_add_actions(flatten=False).num_rows
 load(warmup)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 n = load(path)
-elapsed = time.perf_counter() - t
-print(json.dumps({"inner_seconds": elapsed, "files": n, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "base_kb": base}))
+elapsed, cpu = time.perf_counter() - t, time.process_time() - cpu
+print(json.dumps({"inner_seconds": elapsed, "inner_cpu_seconds": cpu, "files": n, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "base_kb": base}))
 sys.stdout.flush()
 os._exit(0)  # skip interpreter teardown (the deltalake wheel can abort there)
 """
@@ -151,13 +154,16 @@ def main() -> int:
     if args.json:
         print(json.dumps({k: {e: r.to_dict() for e, r in v.items()} for k, v in results.items()}, indent=2))
         return 0
-    print(f"{'layout':<20} {'engine':<13} {'files':>8} {'load s median [min-max]':>26} {'peak MiB':>9} {'load RSS MiB':>13} {'n':>3} {'loadavg':>8}")
+    print(
+        f"{'layout':<20} {'engine':<13} {'files':>8} {'load s median [min-max]':>26} {'load CPU s median [min-max]':>28} "
+        f"{'peak MiB':>9} {'load RSS MiB':>13} {'n':>3} {'loadavg':>8}"
+    )
     for layout, by_engine in results.items():
         for engine, r in by_engine.items():
             d = r.to_dict()
             growth = max(x["maxrss_kb"] - x["base_kb"] for x in r.reported) / 1024
             print(
-                f"{layout:<20} {engine:<13} {r.reported[0]['files']:>8} {fmt(_inner(r), 's', 3):>26} "
+                f"{layout:<20} {engine:<13} {r.reported[0]['files']:>8} {fmt(_inner(r), 's', 3):>26} {fmt(_inner(r, 'inner_cpu_seconds'), 's', 3):>28} "
                 f"{d['peak_mib']['median']:>9.0f} {growth:>13.0f} {d['seconds']['n']:>3} {d['load_mean']:>4.1f}/{d['load_max']:.1f}"
             )
     print()
@@ -165,14 +171,17 @@ def main() -> int:
         ours, peer = r["ours"], r["delta-rs"]
         assert ours.reported[0]["files"] == peer.reported[0]["files"], f"{layout}: file counts differ"
         t = _inner(ours)["median"] / _inner(peer)["median"]
+        c = _inner(ours, "inner_cpu_seconds")["median"] / _inner(peer, "inner_cpu_seconds")["median"]
         m = ours.to_dict()["peak_mib"]["median"] / peer.to_dict()["peak_mib"]["median"]
-        print(f"{layout:<20} parsed stats on both sides: time ours/delta-rs = {t:.2f}   peak-RSS ratio = {m:.2f}")
+        print(f"{layout:<20} parsed stats on both sides: time ours/delta-rs = {t:.2f}   CPU ratio = {c:.2f}   peak-RSS ratio = {m:.2f}")
     return 0
 
 
-def _inner(r: Runs) -> dict[str, float]:
-    """The load time each process measured itself (imports and warm-up excluded)."""
-    return r.summary("inner_seconds")
+def _inner(r: Runs, key: str = "inner_seconds") -> dict[str, float]:
+    """What each process measured itself around the load (imports and warm-up excluded): wall
+    time, or CPU time of all its threads (``inner_cpu_seconds``). Above a load of 2 the wall time
+    mostly measures the other agents; the CPU time says what each engine spent."""
+    return r.summary(key)
 
 
 if __name__ == "__main__":

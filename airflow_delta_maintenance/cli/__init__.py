@@ -8,14 +8,17 @@ storage refused: no space, read-only, permission) or 1 (unexpected); see ``commo
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
+import os
 import sys
+import threading
 from collections.abc import Sequence
 
 from .. import __version__
 from . import common, discover_cmd, init_dags_cmd, inspect_cmd, maintain_cmd, pools_cmd, publish_cmd, status_cmd, validate_cmd
 
-__all__ = ["main", "console_main", "build_parser"]
+__all__ = ["main", "console_main", "console_script", "build_parser"]
 
 # Sub-command modules; each exposes register(subparsers) -> None.
 COMMANDS = [inspect_cmd, status_cmd, publish_cmd, maintain_cmd, validate_cmd, init_dags_cmd, discover_cmd, pools_cmd]
@@ -55,6 +58,24 @@ def console_main() -> int:
     return main()
 
 
+def console_script() -> int:
+    """The ``delta-maintenance`` entry point: ``console_main``, then the process ends without the
+    interpreter's teardown (freeing every module and object one by one: about 0.1 s after a
+    checkpoint of 200,000 files, a tenth of the command). What would run at exit still runs —
+    ``atexit`` handlers (logging, temporary directories), buffered output — and a thread still
+    working keeps the normal exit, which waits for it."""
+    code = console_main()
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return code
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: what Python's own exit reports
+        code = code or 120
+    os._exit(code)
+
+
 class _NoPandas:
     """Import finder that makes ``import pandas`` fail as if pandas were not installed."""
 
@@ -65,4 +86,4 @@ class _NoPandas:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(console_main())
+    sys.exit(console_script())

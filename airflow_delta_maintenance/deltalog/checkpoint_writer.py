@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from . import checkpoint_schema as cs
@@ -45,7 +43,9 @@ from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit
 from .memory import uses_log_operation_memory
+from .parsed_columns import parse_partition_values, parse_stats
 from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
+from .pipeline import prefetched
 from .run_identity import new_run
 from .schema import partition_values_type, stats_parse_plan
 from .snapshot import Snapshot
@@ -102,47 +102,16 @@ def checkpoint_codec(properties: TableProperties) -> str:
 
 
 def _stats_parsed(stats: pa.Array, snapshot: Snapshot) -> pa.Array | None:
-    """Parse the ``stats`` JSON column into ``stats_parsed`` in one pyarrow JSON read; None if impossible."""
+    """Parse the ``stats`` JSON column into ``stats_parsed``; None if impossible."""
     with_dv = snapshot.protocol.has_writer_feature("deletionVectors")
-    plan = stats_parse_plan(snapshot.metadata.schema, snapshot.metadata.partition_columns, with_dv)
-    n = len(stats)
-    if n == 0:
-        return pa.nulls(0, plan.final_type)
-    text = pc.fill_null(stats, "{}")
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), text), "\n")[0].as_buffer()
-    try:
-        table = pj.read_json(
-            pa.BufferReader(joined),
-            read_options=pj.ReadOptions(block_size=max(1 << 20, joined.size // 4 + 1)),
-            parse_options=pj.ParseOptions(explicit_schema=pa.schema(list(plan.read_type)), unexpected_field_behavior="ignore"),
-        )
-        if table.num_rows != n:
-            return None
-        parsed = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in plan.read_type], fields=list(plan.read_type))
-        parsed = parsed.cast(plan.final_type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    return pa.StructArray.from_arrays(
-        [parsed.field(i) for i in range(parsed.type.num_fields)], fields=list(plan.final_type), mask=stats.is_null()
-    )
+    return parse_stats(stats, stats_parse_plan(snapshot.metadata.schema, snapshot.metadata.partition_columns, with_dv))
 
 
 def _partition_values_parsed(pv: pa.Array, snapshot: Snapshot) -> pa.Array | None:
     typ = partition_values_type(snapshot.metadata.schema, snapshot.metadata.partition_columns)
     if typ is None or typ.num_fields == 0:
         return None
-    children = []
-    try:
-        for col, target in zip(snapshot.metadata.partition_columns, typ, strict=True):
-            physical = target.name
-            values = pc.map_lookup(pv, physical, "first")
-            if physical != col:  # older writers key partitionValues by logical name
-                values = pc.coalesce(values, pc.map_lookup(pv, col, "first"))
-            values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values) if not pa.types.is_string(target.type) else values
-            children.append(values.cast(target.type))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    return pa.StructArray.from_arrays(children, fields=list(typ))
+    return parse_partition_values(pv, list(snapshot.metadata.partition_columns), typ)
 
 
 def non_file_rows(
@@ -269,12 +238,36 @@ def file_action_batches(
     schema = pa.schema([layout.schema.field(c) for c in columns])
     rows_per_batch = rows_per_batch or ROWS_PER_ROW_GROUP
     for table, kind in ((snapshot.files, "add"), (snapshot.tombstones, "remove")):
-        for start in range(0, table.num_rows, rows_per_batch):
-            part = table.slice(start, rows_per_batch)
+        for part in _slices_within_chunks(table, rows_per_batch):
             struct = _add_struct(part, snapshot, layout) if kind == "add" else _remove_struct(part)
             yield pa.RecordBatch.from_arrays(
                 [struct if c == kind else pa.nulls(part.num_rows, schema.field(c).type) for c in columns], schema=schema
             )
+
+
+def _slices_within_chunks(table: pa.Table, rows: int) -> Iterator[pa.Table]:
+    """``table`` in slices of ``rows // 2`` to ``rows`` rows (the last may be smaller) that cut
+    its record batches as little as possible: a slice inside one batch has one chunk per column,
+    used without a copy, where a slice straddling two is concatenated column by column. Small
+    batches (what reconciliation leaves of a batch whose files were mostly replaced) are grouped,
+    so that a checkpoint never has thousands of tiny row groups."""
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in table.to_batches():
+        start = 0
+        while start < batch.num_rows:
+            if count >= rows // 2 and count + batch.num_rows - start > rows:
+                yield pa.Table.from_batches(pending)
+                pending, count = [], 0
+            take = min(rows - count, batch.num_rows - start)
+            pending.append(batch.slice(start, take))
+            count += take
+            start += take
+            if count == rows:
+                yield pa.Table.from_batches(pending)
+                pending, count = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def _write_parquet(
@@ -403,7 +396,7 @@ def write_checkpoint(
         sidecar_rows = []
         parts = max(1, -(-n // sidecar_max_actions)) if n else 0
         side_schema = pa.schema([layout.schema.field("add"), layout.schema.field("remove")])
-        batches = counted(file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions)))
+        batches = counted(prefetched(file_action_batches(snapshot, layout, ["add", "remove"], min(ROWS_PER_ROW_GROUP, sidecar_max_actions))))
         pending: list[pa.RecordBatch] = []
         for i in range(parts):
             name = f"{v:020d}.checkpoint.{i + 1:010d}.{parts:010d}.{run.tag}.parquet"
@@ -420,7 +413,7 @@ def write_checkpoint(
         top = non_file
         top_name = classic_checkpoint_name(v)
         num_actions = non_file.num_rows + n
-        top_batches = counted(file_action_batches(snapshot, layout, layout.schema.names))
+        top_batches = counted(prefetched(file_action_batches(snapshot, layout, layout.schema.names)))
     try:
         for row in sidecar_rows if uuid_named else ():
             side = f"{SIDECAR_DIR}/{row['sidecar']['path']}"

@@ -27,6 +27,7 @@ from .listing import LogSegmentFiles, list_log_files
 from .log_segment import LogSegment
 from .memory import release_free_memory, uses_log_operation_memory
 from .paths import compaction_name
+from .pipeline import prefetched
 from .reader import ORDER
 from .replay import DV_ID, replay_actions
 from .storage import LogStore
@@ -202,7 +203,7 @@ def write_compaction(
 
     def write(sink: Any) -> None:
         sink.write(head)
-        for window in runs.windows():
+        for window in prefetched(runs.windows()):  # the next window is gathered while this one is written
             sink.write(window)
 
     try:

@@ -109,10 +109,11 @@ def _struct_to_map(arr: pa.StructArray, drop_null_values: bool) -> pa.Array:
     else:
         children = [pc.struct_field(arr, [i]).cast(pa.string()) for i in range(k)]
         concatenated = pa.concat_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in children])
-        # row-major interleave: row r's entries are children[0][r], children[1][r], ...
-        take = (np.arange(k)[None, :] * n + np.arange(n)[:, None]).ravel()
-        items = concatenated.take(pa.array(take))
-        keys = pa.array(np.tile(np.array(names, dtype=object), n), pa.string())
+        if k == 1:
+            items = concatenated
+        else:  # row-major interleave: row r's entries are children[0][r], children[1][r], ...
+            items = concatenated.take(pa.array((np.arange(k)[None, :] * n + np.arange(n)[:, None]).ravel()))
+        keys = pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(k, dtype=np.int32), n)))
         counts = np.full(n, k, dtype=np.int64)
         if drop_null_values:
             valid = np.asarray(items.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -160,10 +161,13 @@ def _file_action_table(struct: pa.Array | pa.ChunkedArray, fields: Sequence[pa.F
         n = len(chunk)
         chunk_order = order[offset : offset + n]
         offset += n
-        if chunk.null_count:  # only lines like {"add": null}: rare, so the copy is rare too
-            valid = chunk.is_valid()
-            chunk = chunk.filter(valid)
-            chunk_order = chunk_order[np.asarray(valid.to_numpy(zero_copy_only=False), dtype=bool)]
+        if chunk.null_count:  # JSON: only lines like {"add": null}; Parquet: the other actions' rows
+            valid = np.asarray(chunk.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            rows = np.flatnonzero(valid)
+            if len(rows) and rows[-1] - rows[0] + 1 == len(rows):  # one run (a checkpoint's adds): no copy
+                chunk, chunk_order = chunk.slice(int(rows[0]), len(rows)), chunk_order[rows[0] : rows[-1] + 1]
+            else:
+                chunk, chunk_order = chunk.filter(pa.array(valid)), chunk_order[valid]
         if len(chunk) == 0:
             continue
         conformed = conform_array(chunk, target)
@@ -316,8 +320,18 @@ def _read_json_lines(data: np.ndarray, schema: pa.Schema, keys_only: bool) -> pa
 _SCAN_BYTES = 32 << 20
 
 
+# The newline search compares slices of this size into one reused mask: it stays in the CPU cache
+# and no fresh pages are faulted in for every slice.
+_NEWLINE_SCAN_BYTES = 1 << 20
+
+
 def _newlines(text: np.ndarray) -> np.ndarray:
-    parts = [np.flatnonzero(text[i : i + _SCAN_BYTES] == 10) + i for i in range(0, len(text), _SCAN_BYTES)]
+    mask = np.empty(min(_NEWLINE_SCAN_BYTES, len(text)), dtype=bool)
+    parts = []
+    for i in range(0, len(text), _NEWLINE_SCAN_BYTES):
+        chunk = text[i : i + _NEWLINE_SCAN_BYTES]
+        np.equal(chunk, 10, out=mask[: len(chunk)])
+        parts.append(np.flatnonzero(mask[: len(chunk)]) + i)
     return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 
@@ -331,6 +345,17 @@ def _gather_lines(text: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sel
         if not chosen.any():
             continue
         view = text[starts[a] : starts[b - 1] + lengths[b - 1]]
+        rows = np.flatnonzero(chosen) + a
+        row_lengths = lengths[rows]
+        nbytes = int(row_lengths.sum())
+        if nbytes * 16 <= len(view):
+            # Few lines (a commit's removes among its adds): index their bytes (two int64 per
+            # byte, within the region's size) instead of a mask over every byte of the region.
+            index = np.repeat(starts[rows] - (np.cumsum(row_lengths) - row_lengths), row_lengths) + np.arange(nbytes)
+            pieces.append(text[index])
+            if blank:
+                text[index] = 32
+            continue
         mask = np.repeat(chosen, lengths[a:b])
         pieces.append(view[mask])
         if blank:

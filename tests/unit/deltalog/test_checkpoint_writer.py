@@ -94,3 +94,29 @@ def test_existing_checkpoint_is_a_no_op_and_older_hints_are_not_written(log: Log
     older = write_checkpoint(store, load_snapshot(store, 0))
     assert not older.existed and not older.last_checkpoint_updated
     assert parse_last_checkpoint(store.read("_last_checkpoint")).version == 1
+
+
+def test_row_groups_follow_the_replay_batches_and_group_small_ones() -> None:
+    import pyarrow as pa
+
+    from airflow_delta_maintenance.deltalog.checkpoint_writer import _slices_within_chunks
+
+    def table(*sizes: int) -> pa.Table:
+        batches, n = [], 0
+        for size in sizes:
+            batches.append(pa.record_batch({"i": pa.array(range(n, n + size), pa.int64())}))
+            n += size
+        return pa.Table.from_batches(batches, pa.schema([("i", pa.int64())]))
+
+    def shape(t: pa.Table, rows: int) -> list[tuple[int, int]]:
+        out = [(s.num_rows, s.column("i").num_chunks) for s in _slices_within_chunks(t, rows)]
+        assert sum(n for n, _ in out) == t.num_rows
+        assert [v for s in _slices_within_chunks(t, rows) for v in s.column("i").to_pylist()] == list(range(t.num_rows))
+        return out
+
+    # large batches: cut inside each batch, never across two
+    assert shape(table(250, 250), 100) == [(100, 1), (100, 1), (50, 1), (100, 1), (100, 1), (50, 1)]
+    # a thousand tiny batches (a table rewritten many times): grouped, 50 to 100 rows per group
+    tiny = shape(table(*[3] * 1000), 100)
+    assert all(50 <= n <= 100 for n, _ in tiny[:-1]) and len(tiny) == 31
+    assert shape(table(), 100) == []

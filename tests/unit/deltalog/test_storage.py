@@ -94,3 +94,40 @@ def test_local_bulk_unlink_runs_on_threads_and_stops_at_the_first_error(tmp_path
     with pytest.raises(OSError):
         storage_module._unlink_batches([[str(tmp_path / "dir"), *(str(p) for p in paths[:100])], [str(p) for p in paths[100:]]], None)
     assert (tmp_path / "dir").is_dir() and all(p.exists() for p in paths[100:])
+
+
+def test_read_into_reuses_one_buffer_grows_it_and_refuses_symlinks(tmp_path: Path) -> None:
+    from airflow_delta_maintenance.deltalog.errors import SymlinkInLogError
+
+    store = open_table_storage(str(tmp_path))
+    big, small = bytes(range(256)) * 40, b"{}\n"
+    store.put_if_absent("00000000000000000000.json", big)
+    store.put_if_absent("00000000000000000001.json", small)
+    scratch = bytearray(16)
+    view = store.read_into("00000000000000000000.json", scratch)
+    assert bytes(view) == big and len(scratch) > len(big)
+    del view
+    size = len(scratch)
+    assert bytes(store.read_into("00000000000000000001.json", scratch)) == small
+    assert len(scratch) == size  # no new buffer for a smaller file
+    (tmp_path / "outside.json").write_bytes(b"secret\n")
+    (tmp_path / "_delta_log" / "00000000000000000002.json").symlink_to(tmp_path / "outside.json")
+    with pytest.raises(SymlinkInLogError):
+        store.read_into("00000000000000000002.json", scratch)
+
+
+def test_read_into_reads_a_file_that_grew_after_it_was_sized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    store = open_table_storage(str(tmp_path))
+    data = b"x" * 10_000 + b"\n"
+    store.put_if_absent("00000000000000000000.json", data)
+    real_fstat = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:6], 10, *real_fstat(fd)[7:])))
+    assert bytes(store.read_into("00000000000000000000.json", bytearray())) == data
+
+
+def test_read_into_on_object_stores_returns_the_bytes(memfs: MemoryFileSystem) -> None:
+    store = open_table_storage("memory://t")
+    store.put_if_absent("00000000000000000000.json", b"abc\n")
+    assert bytes(store.read_into("00000000000000000000.json", bytearray())) == b"abc\n"

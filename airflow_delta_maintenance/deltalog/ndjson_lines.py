@@ -1,0 +1,60 @@
+"""Where the lines of an NDJSON log file are, found with numpy instead of a Python loop.
+
+A commit of a large table holds tens of thousands of ``add`` lines; splitting it into Python
+``bytes`` objects and testing each one costs about half a microsecond per line, seconds for a
+log of millions of actions, when most callers only want the few lines that are not file actions.
+"""
+
+from __future__ import annotations
+
+try:
+    import numpy as np
+except ImportError:  # a process that keeps numpy out: `delta-maintenance cleanup` of a classic local table
+    np = None  # type: ignore[assignment]
+
+FILE_ACTION_PREFIXES = (b'{"add":', b'{"remove":')
+
+
+def line_starts(text: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, stops)`` of every line of ``text`` as ``bytes.split(b"\\n")`` cuts it (the stop
+    excludes the newline; a last line without newline counts, an empty one after it too)."""
+    newlines = np.flatnonzero(text == 10).astype(np.int64)
+    starts = np.concatenate([np.zeros(1, np.int64), newlines + 1])
+    stops = np.concatenate([newlines, np.array([len(text)], np.int64)])
+    return starts, stops
+
+
+def starts_with(text: np.ndarray, starts: np.ndarray, prefix: bytes) -> np.ndarray:
+    """Which lines (by start offset) begin with ``prefix``. Offsets past the end are clipped to
+    the last byte: a newline or the end stops a short line before the prefix could match, since no
+    prefix used here repeats its last byte."""
+    mask = np.ones(len(starts), dtype=bool)
+    if not len(text):
+        return mask & False
+    last = len(text) - 1
+    for i, byte in enumerate(prefix):
+        mask &= text[np.minimum(starts + i, last)] == byte
+    return mask
+
+
+def non_file_action_lines(data: bytes | memoryview) -> list[tuple[int, bytes]]:
+    """``(line number from 1, raw line)`` of every non-blank line that is not a canonical
+    ``add``/``remove`` line, in file order. Without numpy: the ``bytes.split`` loop it replaces."""
+    if np is None:
+        return split_non_file_action_lines(data)
+    text = np.frombuffer(data, dtype=np.uint8)
+    starts, stops = line_starts(text)
+    file_action = np.zeros(len(starts), dtype=bool)
+    for prefix in FILE_ACTION_PREFIXES:
+        file_action |= starts_with(text, starts, prefix)
+    out = []
+    for i in np.flatnonzero(~file_action & (stops > starts)).tolist():
+        raw = bytes(data[int(starts[i]) : int(stops[i])])
+        if raw.strip():
+            out.append((i + 1, raw))
+    return out
+
+
+def split_non_file_action_lines(data: bytes | memoryview) -> list[tuple[int, bytes]]:
+    """``non_file_action_lines`` as a loop over ``bytes.split``: same result, ~0.5 µs per line."""
+    return [(i, raw) for i, raw in enumerate(bytes(data).split(b"\n"), start=1) if not raw.startswith(FILE_ACTION_PREFIXES) and raw.strip()]
