@@ -31,6 +31,22 @@ EXIT_PROBLEMS = 4  # `status --strict` / `versions --strict`: the coordinator is
 # Errors that mean "bad input or bad table", reported without a traceback.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, FileExistsError)
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+# True in the installed command's own process (``console_main``), never in an embedding one
+# (tests, Airflow): only there may a handler keep modules out of the process.
+STANDALONE = False
+
+
+class BlockedImport:
+    """Import finder that makes ``import NAME`` fail with ``reason``, as if NAME were not installed
+    (a library that imports it optionally, as pyarrow does numpy, then does without it)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name, self.reason = name, reason
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == self.name or name.startswith(self.name + "."):
+            raise ModuleNotFoundError(f"No module named {name!r} ({self.reason})", name=name)
+        return None
 
 
 def add_storage_options(parser: argparse.ArgumentParser) -> None:

@@ -40,6 +40,8 @@ _BATCH_ROWS = 65_536
 # Any leaf of ``add`` carries the struct's validity; a fixed-width one is cheaper to decode than
 # the path strings (a 10M-file checkpoint holds gigabytes of paths).
 _ADD_PROBES = ("add.size", "add.modificationTime", "add.path")
+# Likewise ``protocol``: its reader features are lists, and only its validity is counted here.
+_PROTOCOL_PROBES = ("protocol.minReaderVersion", "protocol.minWriterVersion")
 
 
 @dataclass
@@ -73,6 +75,8 @@ def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
                         wanted.append(probe)
                     elif "add" in present:
                         raise CorruptLogError(f"{store.display(name)}: its add column has no path", path=name)
+                elif c == "protocol" and any(p in leaves for p in _PROTOCOL_PROBES):
+                    wanted.append(next(p for p in _PROTOCOL_PROBES if p in leaves))
                 elif c.split(".", 1)[0] in present:
                     wanted.append(c)
             tops = [c.split(".", 1)[0] for c in wanted]

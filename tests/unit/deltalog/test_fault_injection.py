@@ -64,7 +64,7 @@ class CrashingStore(LogStore):
         self._tick()
         super().delete(name)
 
-    def delete_many(self, names: Sequence[str]) -> None:
+    def delete_many(self, names: Sequence[str], progress: Callable[[int], None] | None = None) -> None:
         for name in names:
             self.delete(name)
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from airflow_delta_maintenance.deltalog.ndjson_lines import FILE_ACTION_PREFIXES, non_file_action_lines
+from airflow_delta_maintenance.deltalog.ndjson_lines import FILE_ACTION_PREFIXES, non_file_action_lines, split_non_file_action_lines
 
 
 def _reference(data: bytes) -> list[tuple[int, bytes]]:
@@ -25,8 +25,10 @@ def test_non_file_lines_match_the_split_loop(seed: int) -> None:
         data += b"\n"
     assert non_file_action_lines(data) == _reference(data)
     assert non_file_action_lines(memoryview(data)) == _reference(data)
+    assert split_non_file_action_lines(memoryview(data)) == _reference(data)  # the path without numpy
 
 
 @pytest.mark.parametrize("data", [b"", b"\n", b"\n\n", b'{"add":', b'{"remove":', b"{", b'{"add":{}}'])
 def test_edge_files(data: bytes) -> None:
     assert non_file_action_lines(data) == _reference(data)
+    assert split_non_file_action_lines(data) == _reference(data)

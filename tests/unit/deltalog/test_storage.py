@@ -74,21 +74,26 @@ def test_uri_normalisation(uri: str, expected: str) -> None:
 
 
 def test_local_bulk_unlink_runs_on_threads_and_stops_at_the_first_error(tmp_path: Path) -> None:
-    """``delete_many`` overlaps local unlinks on threads (a busy disk blocks each one): a file
-    already gone is fine, every other file goes, and an error stops the deletion and is raised."""
+    """``delete_many`` overlaps local unlinks on threads (a busy disk blocks each one), batch after
+    batch: a file already gone is fine, every other file goes, each batch is gone before the
+    next starts, and an error stops the deletion (no later batch starts) and is raised."""
     from airflow_delta_maintenance.deltalog import storage as storage_module
 
     paths = [tmp_path / f"{i:05d}" for i in range(300)]
     for p in paths:
         p.write_bytes(b"")
-    storage_module._unlink_all([str(p) for p in paths[:150]] + [str(tmp_path / "gone")] + [str(p) for p in paths[150:]])
-    assert list(tmp_path.iterdir()) == []
+    left: list[int] = []
+    storage_module._unlink_batches(
+        [[str(p) for p in paths[:150]] + [str(tmp_path / "gone")], [str(p) for p in paths[150:]]],
+        lambda n: left.append(len(list(tmp_path.iterdir()))),
+    )
+    assert list(tmp_path.iterdir()) == [] and left == [150, 0]
     for p in paths:
         p.write_bytes(b"")
     (tmp_path / "dir").mkdir()  # unlink of a directory fails
     with pytest.raises(OSError):
-        storage_module._unlink_all([str(tmp_path / "dir"), *(str(p) for p in paths)])
-    assert (tmp_path / "dir").is_dir()
+        storage_module._unlink_batches([[str(tmp_path / "dir"), *(str(p) for p in paths[:100])], [str(p) for p in paths[100:]]], None)
+    assert (tmp_path / "dir").is_dir() and all(p.exists() for p in paths[100:])
 
 
 def test_read_into_reuses_one_buffer_grows_it_and_refuses_symlinks(tmp_path: Path) -> None:

@@ -157,27 +157,29 @@ def test_a_long_local_checkpoint_reports_progress_by_row_group(coordinated_table
     assert heard == [f"checkpoint: v19 {n} of 19 file actions written" for n in (5, 10, 15, 19)]
 
 
-def test_a_long_cleanup_reports_progress_by_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow_delta_maintenance.deltalog import cleanup
+def test_a_long_cleanup_reports_progress_by_batch(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from airflow_delta_maintenance.deltalog import cleanup, storage
     from airflow_delta_maintenance.deltalog.cleanup import CleanupPlan, Deletion, execute_cleanup
+    from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
-    deleted: list[list[str]] = []
-
-    class Store:
-        uri = "memory://t"
-        log_dir = "memory://t/_delta_log"
-
-        def refuse_links(self, names: list[str], files: bool = True) -> None:
-            pass
-
-        def delete_many(self, names: list[str]) -> None:
-            deleted.append(list(names))
-
-    monkeypatch.setattr(cleanup, "DELETE_BATCH", 2)
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    names = [*(f"{v:020d}.json" for v in range(5)), f"{5:020d}.checkpoint.parquet"]
+    for n in names:
+        (log / n).write_bytes(b"x")
+    gone_at_batch: list[set[str]] = []
+    monkeypatch.setattr(storage, "DELETE_BATCH", 2)
     monkeypatch.setattr(cleanup, "find_abandoned", lambda store: [])
-    deletions = (*(Deletion(f"{v:020d}.json", "commit", 10) for v in range(5)), Deletion("x.checkpoint.parquet", "checkpoint_classic", 5))
-    plan = CleanupPlan("memory://t", 0, 0, 0, cutoff_commit=5, cutoff_checkpoint=5, deletions=deletions)
+    deletions = (*(Deletion(n, "commit", 1) for n in names[:5]), Deletion(names[5], "checkpoint_classic", 1))
+    plan = CleanupPlan(str(tmp_path), 0, 0, 0, cutoff_commit=5, cutoff_checkpoint=5, deletions=deletions)
     heard: list[str] = []
-    result = execute_cleanup(Store(), plan, dry_run=False, progress=heard.append)  # type: ignore[arg-type]
-    assert result.deleted == 6 and [len(b) for b in deleted] == [2, 2, 1, 1]  # commits first, batches within a kind
-    assert heard[-1] == "cleanup: deleted 6 of 6 files below v5" and len(heard) == 4
+
+    def hear(line: str) -> None:
+        heard.append(line)
+        gone_at_batch.append(set(names) - {p.name for p in log.iterdir()})
+
+    result = execute_cleanup(open_table_storage(str(tmp_path)), plan, dry_run=False, progress=hear)
+    assert result.deleted == 6 and not list(log.iterdir())
+    assert [f"cleanup: deleted {n} of 6 files below v5" for n in (2, 4, 5, 6)] == heard
+    # commits first, in batches within a kind: a line is heard once its batch is gone
+    assert gone_at_batch == [set(names[:2]), set(names[:4]), set(names[:5]), set(names)]
