@@ -12,11 +12,12 @@ The table sets ``delta.checkpoint.writeStatsAsStruct=true`` so that both checkpo
 columns (``stats``, ``stats_parsed``, ``partitionValues_parsed``). They differ in encoding, which
 the script prints: delta-rs writes its checkpoint UNCOMPRESSED in one or two row groups (565 MB at
 2M live files), ours follows ``delta.parquet.compression.codec`` (zstd by default: 160 MB, row
-groups of at most 32,768 rows) — ours spends CPU on compression that delta-rs does not. Every run gets its own copy of the same
-synthetic log (copied before the process starts, not timed). Runs alternate between the engines; each figure is the median of ``--repeat`` runs with
-min–max, the peak RSS of the process itself (``/usr/bin/time``), and the 1-minute load average
-before each run (see ``_harness.py``). What each side wrote is printed too (checkpoint columns
-and rows, compaction lines, files deleted), so that the comparison is seen to be like for like.
+groups of at most 32,768 rows) — ours spends CPU on compression that delta-rs does not. Every run
+gets its own copy of the same synthetic log (copied before the process starts, not timed). Runs
+alternate between the engines; each figure is the median of ``--repeat`` runs with min–max, the
+peak RSS of the process itself (``/usr/bin/time``), and the 1-minute load average before each run
+(see ``_harness.py``). What each side wrote is printed too (checkpoint columns and rows,
+compaction lines, files deleted), so that the comparison is seen to be like for like.
 
     python benchmarks/maintenance_ops.py [--files 200000 2000000] [--cleanup-commits 20000] [--repeat 3]
                                          [--ops checkpoint compaction cleanup] [--workdir DIR] [--json]
