@@ -16,20 +16,18 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .compaction_lines import LineRuns, collect_winning_lines
+from .compaction_lines import winning_lines
 from .errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
 from .features import check_write_supported
 from .listing import LogSegmentFiles, list_log_files
-from .log_segment import LogSegment
+from .log_segment import JsonSource, LogSegment
 from .memory import release_free_memory, uses_log_operation_memory
 from .paths import compaction_name
 from .pipeline import prefetched
 from .reader import ORDER
-from .replay import DV_ID, replay_actions
+from .replay import replay_actions
 from .storage import LogStore
 from .table_state import load_table_state
 
@@ -113,7 +111,7 @@ def compaction_head(
     protocol: Protocol | None, metadata: Metadata | None, txns: Iterable[Txn], domains: Iterable[DomainMetadata]
 ) -> bytes:
     """The non-file lines of a compaction: protocol, metadata, txns, then domain metadata
-    (tombstones included), each sorted by key; shared with the Spark job for identical output."""
+    (tombstones included), each sorted by key; shared with the Spark job, so both write the same head."""
     lines = []
     if protocol is not None:
         lines.append(json.dumps({"protocol": protocol.to_dict()}, separators=(",", ":")))
@@ -126,27 +124,21 @@ def compaction_head(
     return "".join(line + "\n" for line in lines).encode("utf-8")
 
 
-def _by_key(table: pa.Table) -> pa.Array:
-    """File actions ordered by (path, DV unique id with none first), as the Spark job orders them."""
-    keys = pa.table({"path": table.column("path"), "dv": pc.fill_null(table.column(DV_ID), "")})
-    return pc.sort_indices(keys, [("path", "ascending"), ("dv", "ascending")])
-
-
 @uses_log_operation_memory
 def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> bytes:
     """The NDJSON content of the compaction of published commits ``[start, end]``.
 
     File actions are the winning lines exactly as the commits wrote them (every field, even ones
-    this library does not know, survives); non-file actions are re-serialised.
+    this library does not know, survives), in log order; non-file actions are re-serialised.
     """
-    head, runs = _compaction_lines(store, files, start, end)
-    return b"".join([head, *(bytes(w) for w in runs.windows())])
+    head, deltas, wanted = _compaction_plan(store, files, start, end)
+    return b"".join([head, *(bytes(chunk) for chunk in winning_lines(store, deltas, wanted))])
 
 
 @uses_log_operation_memory
-def _compaction_lines(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> tuple[bytes, LineRuns]:
-    """The compaction's non-file lines, and its winning file-action lines (adds, then removes,
-    each by key) to stream: reconciliation reads only keys, the lines are read a second time."""
+def _compaction_plan(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> tuple[bytes, tuple[JsonSource, ...], np.ndarray]:
+    """The compaction's non-file lines, its commits, and the positions of its winning file-action
+    lines (to stream): reconciliation reads only keys, the lines are read a second time."""
     commits = {c.version: c for c in files.commits}
     present = sorted(v for v in commits if start <= v <= end)
     if len(present) != end - start + 1:  # found from the files present, never by walking the range
@@ -166,10 +158,10 @@ def _compaction_lines(store: LogStore, files: LogSegmentFiles, start: int, end: 
     )
     result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True)
     head = compaction_head(result.protocol, result.metadata, result.txns.values(), result.domains.values())
-    orders = [t.column(ORDER).take(_by_key(t)).to_numpy() for t in (result.adds, result.removes)]
+    wanted = np.sort(np.concatenate([t.column(ORDER).to_numpy() for t in (result.adds, result.removes)]).astype(np.int64))
     del result
     release_free_memory()  # the first pass's freed batches, before the lines are read again
-    return head, collect_winning_lines(store, segment.deltas, np.concatenate(orders).astype(np.int64))
+    return head, segment.deltas, wanted
 
 
 @uses_log_operation_memory
@@ -198,13 +190,13 @@ def write_compaction(
         )
     if any(c.version == start and c.end_version == end for c in files.compactions):
         return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    head, runs = _compaction_lines(store, files, start, end)
-    num_actions = head.count(b"\n") + runs.total
+    head, deltas, wanted = _compaction_plan(store, files, start, end)
+    num_actions = head.count(b"\n") + len(wanted)
 
     def write(sink: Any) -> None:
         sink.write(head)
-        for window in prefetched(runs.windows()):  # the next window is gathered while this one is written
-            sink.write(window)
+        for chunk in prefetched(winning_lines(store, deltas, wanted)):  # the next batch is read while this one is written
+            sink.write(chunk)
 
     try:
         size = store.put_if_absent_stream(name, write)

@@ -1,12 +1,11 @@
-"""The winning file-action lines of a compaction, streamed in key order without holding the log.
+"""The winning file-action lines of a compaction, streamed in log order without holding the log.
 
 Reconciliation needs only each action's key and position, so it runs first over batches parsed
-with ``keys_only`` (``replay_actions``). The commits are then read a second time, batch by batch:
-of each batch only the winning lines are kept, sorted by their output position (a "run"). The
-output is produced in windows of positions; each run holds a window's lines as one contiguous
-slice, so a window is a concatenation of small slices put in order. Peak memory is the keys, one
-batch, the winning lines (never all lines) and one window, instead of every line of the log plus
-its copies.
+with ``keys_only`` (``replay_actions``). The commits are then read a second time, batch by batch,
+and each batch's winning lines go straight to the output in the order the commits hold them: one
+sequential copy per batch, nothing kept between batches. Readers give a compaction's lines no
+order (it holds one action per file), and log order is as deterministic as any other: a run
+twice, or killed and re-run, writes the same bytes. Peak memory is the keys and one batch.
 
 Line positions match the JSON reader's ``_order``: lines are counted over the sources in order,
 a source that does not end with a newline gets one (``parse_ndjson``'s rule).
@@ -15,55 +14,21 @@ a source that does not end with a newline gets one (``parse_ndjson``'s rule).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from .errors import CorruptLogError, MissingCommitError
 from .log_segment import JsonSource
-from .memory import release_free_memory
 from .ndjson_lines import FILE_ACTION_PREFIXES, starts_with
 from .paths import ParsedLogPath
 from .replay import _read_deltas
 from .storage import LogStore
 
-__all__ = ["LineRuns", "collect_winning_lines"]
+__all__ = ["winning_lines"]
 
-# Bytes of commits read per batch in the second pass, and output lines per window.
+# Bytes of commits read per batch in the second pass.
 BATCH_BYTES = 16 << 20
-WINDOW_LINES = 1 << 13  # a few MiB: the same-sized blocks are reused, not piled up
-
-
-@dataclass
-class _Run:
-    ranks: np.ndarray  # ascending output positions
-    lines: pa.LargeBinaryArray  # the lines at those positions, each with its newline
-
-
-@dataclass
-class LineRuns:
-    """Winning lines of every batch, each run sorted by output position; ``total`` lines in all."""
-
-    runs: list[_Run]
-    total: int
-
-    def windows(self, window: int | None = None) -> Iterator[memoryview]:
-        """The lines in output order, as consecutive byte views of at most ``window`` lines."""
-        window = window or WINDOW_LINES
-        for lo in range(0, self.total, window):
-            hi = min(lo + window, self.total)
-            pieces, ranks = [], []
-            for run in self.runs:
-                a, b = np.searchsorted(run.ranks, [lo, hi])
-                if b > a:
-                    pieces.append(run.lines.slice(int(a), int(b - a)))
-                    ranks.append(run.ranks[a:b])
-            if not pieces:
-                continue
-            merged = pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
-            ordered = merged.take(pa.array(np.argsort(np.concatenate(ranks), kind="stable")))
-            yield _data_view(ordered)
 
 
 def _data_view(arr: pa.LargeBinaryArray) -> memoryview:
@@ -86,18 +51,18 @@ def _batches(deltas: Sequence[JsonSource], batch_bytes: int) -> Iterator[list[Js
         yield batch
 
 
-def collect_winning_lines(
-    store: LogStore, deltas: Sequence[JsonSource], output_orders: np.ndarray, *, batch_bytes: int | None = None
-) -> LineRuns:
-    """Read ``deltas`` again and keep the lines whose ``_order`` (base 0) is in ``output_orders``;
-    the line of ``output_orders[i]`` goes to output position ``i``."""
-    sorter = np.argsort(output_orders, kind="stable")
-    wanted = np.asarray(output_orders, dtype=np.int64)[sorter]  # ascending line numbers
-    rank_of = sorter.astype(np.int64)  # rank_of[j] = output position of wanted[j]
-    runs: list[_Run] = []
+def winning_lines(
+    store: LogStore, deltas: Sequence[JsonSource], wanted: np.ndarray, *, batch_bytes: int | None = None
+) -> Iterator[memoryview]:
+    """Read ``deltas`` again and yield, batch by batch, the lines whose ``_order`` (base 0) is in
+    ``wanted``, in log order. Raises ``CorruptLogError`` after the last batch if some were not
+    found (the commits changed meanwhile): a writer consuming this never completes its file."""
+    wanted = np.asarray(wanted, dtype=np.int64)
+    if len(wanted) > 1 and not bool(np.all(wanted[1:] > wanted[:-1])):
+        wanted = np.unique(wanted)  # callers pass them sorted; anything else is put in order
+    kept = 0
     first_line = 0
-    # One file buffer and one batch buffer for the whole pass: fresh ones per file or batch, freed
-    # between the runs that stay, leave holes in the C heap (+50% resident at 2M lines) and fault
+    # One file buffer and one batch buffer for the whole pass: fresh ones per file or batch fault
     # their pages in again each time.
     scratch = bytearray()
     buffer = np.empty(0, dtype=np.uint8)
@@ -120,18 +85,15 @@ def collect_winning_lines(
         count = len(ends)
         a, b = np.searchsorted(wanted, [first_line, first_line + count])
         if b > a:
-            order = np.argsort(rank_of[a:b], kind="stable")
-            runs.append(_Run(rank_of[a:b][order], _lines_at(text, ends, (wanted[a:b] - first_line)[order])))
+            kept += int(b - a)
+            yield _data_view(_lines_at(text, ends, wanted[a:b] - first_line))
         del text, ends
-        release_free_memory()  # the batch's temporaries leave holes between the runs that stay
         first_line += count
-    kept = sum(len(r.ranks) for r in runs)
-    if kept != len(output_orders):
+    if kept != len(wanted):
         raise CorruptLogError(
-            f"{store.uri}: the commits changed while they were compacted ({kept} of {len(output_orders)} winning lines found)",
+            f"{store.uri}: the commits changed while they were compacted ({kept} of {len(wanted)} winning lines found)",
             path=store.log_dir,
         )
-    return LineRuns(runs, kept)
 
 
 def _contents(store: LogStore, batch: list[JsonSource], scratch: bytearray) -> Iterator[bytes | memoryview]:

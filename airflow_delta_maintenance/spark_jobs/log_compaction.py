@@ -3,8 +3,9 @@
     spark-submit log_compaction.py --table-uri URI --start X --end Y
 
 Executors read the commits as text, parse only the file keys, and keep the newest line per
-(path, deletion-vector unique id) — every tombstone kept, whatever its age. The file is laid out
-exactly like the single-node writer's (same head, lines sorted by key), written by one task into a
+(path, deletion-vector unique id) — every tombstone kept, whatever its age. The file holds the
+single-node writer's head and lines (the lines sorted by key here, in log order there: readers
+give a compaction's lines no order), written by one task into a
 private staging directory, checked against the bytes that task reports writing, and created if
 absent (local: a hard link): nothing is visible before that single atomic step, and the driver's
 Python process never holds the file.
@@ -106,7 +107,7 @@ def _main(argv: Sequence[str] | None) -> int:
         "_version",
     )
     # newest line per key: one shuffle and a sort within partitions (an aggregation over the line
-    # cannot hash-aggregate); then the lines in the single-node writer's order, in one partition
+    # cannot hash-aggregate); then the lines sorted by key (deterministic), in one partition
     newest = F.row_number().over(Window.partitionBy("path", "dv").orderBy(F.col("_version").desc()))
     winners = files_df.withColumn("_rank", newest).where(F.col("_rank") == 1)
     ordered = winners.repartition(1).sortWithinPartitions(F.col("is_add").desc(), "path", "dv").select("value")

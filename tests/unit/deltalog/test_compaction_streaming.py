@@ -1,7 +1,7 @@
 """Compaction streams its winning lines: the output equals the one built from every line held in
-memory (``replay_actions(keep_lines=True)`` + ``original_lines``, the former implementation), for
-any batch and window size, with deletion vectors, odd line forms, CRLF and missing final newlines;
-and only winning lines are kept between the two passes."""
+memory (``replay_actions(keep_lines=True)`` + ``original_lines``, in log order), for any batch
+size, with deletion vectors, odd line forms, CRLF and missing final newlines; lines are read and
+written batch by batch, never all held; commits that change between the passes fail the write."""
 
 from __future__ import annotations
 
@@ -9,10 +9,14 @@ import json
 from pathlib import Path
 
 import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from airflow_delta_maintenance.deltalog import compaction_lines
-from airflow_delta_maintenance.deltalog.compaction import _by_key, compaction_actions, compaction_head, write_compaction
+from airflow_delta_maintenance.deltalog.compaction import compaction_actions, compaction_head, write_compaction
+from airflow_delta_maintenance.deltalog.errors import CorruptLogError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.log_segment import LogSegment
 from airflow_delta_maintenance.deltalog.paths import commit_name
@@ -33,8 +37,8 @@ def held_in_memory(store: LogStore, start: int, end: int) -> bytes:
     result = replay_actions(store, segment, include_checkpoint=False, keys_only=True, keep_lines=True)
     head = compaction_head(result.protocol, result.metadata, result.txns.values(), result.domains.values())
     assert result.deltas is not None
-    parts = [bytes(result.deltas.original_lines(t.column(ORDER).take(_by_key(t)))) for t in (result.adds, result.removes)]
-    return head + b"".join(parts)
+    orders = pa.chunked_array([*result.adds.column(ORDER).chunks, *result.removes.column(ORDER).chunks], pa.int64())
+    return head + bytes(result.deltas.original_lines(pc.take(orders, pc.sort_indices(orders))))
 
 
 @pytest.fixture
@@ -56,32 +60,55 @@ def table(tmp_path: Path) -> LogStore:
     return open_table_storage(str(tmp_path))
 
 
-@pytest.mark.parametrize(("batch", "window"), [(None, None), (1, 1), (300, 2), (2000, 7)])
-def test_streamed_output_equals_the_in_memory_one(table: LogStore, monkeypatch: pytest.MonkeyPatch, batch: int | None, window: int | None) -> None:
+@pytest.mark.parametrize("batch", [None, 1, 300, 2000])
+def test_streamed_output_equals_the_in_memory_one(table: LogStore, monkeypatch: pytest.MonkeyPatch, batch: int | None) -> None:
     expected = held_in_memory(table, 1, 14)
     assert b"\r\n" in expected and b'"p=1/odd"' in expected and expected.count(b"\n") > 10
     if batch:
         monkeypatch.setattr(compaction_lines, "BATCH_BYTES", batch)
-    if window:
-        monkeypatch.setattr(compaction_lines, "WINDOW_LINES", window)
     assert compaction_actions(table, list_log_files(table), 1, 14) == expected
     assert compaction_actions(table, list_log_files(table), 3, 9) == held_in_memory(table, 3, 9)
+    written = write_compaction(table, 1, 14)
+    assert table.read(written.file) == expected and written.size_in_bytes == len(expected)
+    assert written.num_actions == expected.count(b"\n")
 
 
-def test_only_winning_lines_are_kept_between_the_passes(table: LogStore) -> None:
+def _winners(table: LogStore) -> tuple[LogSegment, np.ndarray]:
     files = list_log_files(table)
     commits = {c.version: c for c in files.commits}
     segment = LogSegment(14, None, tuple(commits[v] for v in range(1, 15)), 14, 14, files)
     result = replay_actions(table, segment, include_checkpoint=False, keys_only=True)
-    orders = [t.column(ORDER).take(_by_key(t)).to_numpy() for t in (result.adds, result.removes)]
-    import numpy as np
+    return segment, np.sort(np.concatenate([t.column(ORDER).to_numpy() for t in (result.adds, result.removes)]))
 
-    runs = compaction_lines.collect_winning_lines(table, segment.deltas, np.concatenate(orders), batch_bytes=500)
-    held = sum(r.lines.nbytes for r in runs.runs)
-    written = write_compaction(table, 1, 14)
-    body = table.read(written.file)
-    head = body[: body.index(b'{"add"')]
-    assert len(runs.runs) > 1 and runs.total == result.adds.num_rows + result.removes.num_rows
-    assert sum(len(r.lines) for r in runs.runs) == runs.total
-    assert held < sum(c.size for c in segment.deltas)  # the losers' lines and the other actions are gone
-    assert written.num_actions == head.count(b"\n") + runs.total and len(body) == written.size_in_bytes
+
+def test_lines_are_read_and_handed_on_batch_by_batch(table: LogStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    segment, wanted = _winners(table)
+    reads: list[str] = []
+    real = LogStore.read_into
+    monkeypatch.setattr(LogStore, "read_into", lambda self, name, scratch: reads.append(name) or real(self, name, scratch))
+    chunks = compaction_lines.winning_lines(table, segment.deltas, wanted, batch_bytes=500)
+    first = bytes(next(chunks))
+    assert 0 < len(reads) < len(segment.deltas)  # the first batch is out before the last commit is read
+    rest = [bytes(c) for c in chunks]
+    assert len(reads) == len(segment.deltas) and len(rest) > 1
+    body = first + b"".join(rest)
+    assert body.count(b"\n") == len(wanted)
+    assert sum(c.size for c in segment.deltas) > len(body)  # the losers' lines and the other actions are gone
+
+
+def test_commits_that_change_between_the_passes_fail_the_write_and_leave_nothing(table: LogStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import airflow_delta_maintenance.deltalog.compaction as compaction
+
+    real = compaction._compaction_plan
+
+    def then_shrink(store: LogStore, files: object, start: int, end: int) -> object:
+        planned = real(store, files, start, end)  # type: ignore[arg-type]
+        data = (Path(store.log_dir) / commit_name(14)).read_bytes()
+        (Path(store.log_dir) / commit_name(14)).write_bytes(data.split(b"\n", 1)[0] + b"\n")  # its add line is gone
+        return planned
+
+    monkeypatch.setattr(compaction, "_compaction_plan", then_shrink)
+    with pytest.raises(CorruptLogError, match="changed while they were compacted"):
+        write_compaction(table, 1, 14)
+    assert not [f for f in list_log_files(table).compactions]
+    assert not [p for p in Path(table.log_dir).iterdir() if p.name.startswith(".")]  # no temporary file left
