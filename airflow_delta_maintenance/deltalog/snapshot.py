@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .errors import DeltaLogError, ProtocolViolationError
+from .errors import DeltaLogError, MissingCommitError, ProtocolViolationError
 from .features import check_read_supported, in_commit_timestamps_enabled
 from .listing import LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, LogSegment, build_log_segment
 from .memory import uses_log_operation_memory
 from .reader import ORDER
-from .replay import UnreadableCheckpointError, UnreconciledCompactionError, replay_actions
+from .replay import ReplayResult, UnreadableCheckpointError, UnreconciledCompactionError, replay_actions
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
 from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
@@ -103,6 +103,33 @@ def _may_lack_expired_tombstones(segment: LogSegment, retention_ms: int) -> bool
     return False
 
 
+# Listings tried when files a listing showed vanish while they are read (concurrent cleanup).
+_LISTING_ATTEMPTS = 3
+
+
+def _replay_with_fallbacks(
+    store: LogStore, files: LogSegmentFiles, version: int | None, catalog_commits: Sequence[CatalogCommit], latest_ratified_version: int | None
+) -> tuple[LogSegment, ReplayResult, set[str]]:
+    """Replay ``version``; a checkpoint that cannot be read is never used: the segment is rebuilt
+    without it (an older checkpoint, or the commits)."""
+    unreadable: set[str] = set()
+    first_error: UnreadableCheckpointError | None = None
+    while True:
+        try:
+            segment, result = _replay_segment(store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable))
+            return segment, result, unreadable
+        except UnreadableCheckpointError as exc:
+            if exc.path is None or exc.path in unreadable:
+                raise
+            first_error = first_error or exc
+            unreadable.add(exc.path)
+        except DeltaLogError as exc:
+            if first_error is not None:  # no older way to this version: the unreadable checkpoint is the cause
+                cause = first_error.__cause__
+                raise (cause if isinstance(cause, (DeltaLogError, FileNotFoundError)) else first_error) from exc
+            raise
+
+
 def _replay_segment(
     store: LogStore,
     files: LogSegmentFiles,
@@ -156,35 +183,35 @@ def load_snapshot(
     # Tombstone expiry needs the table's retention, which is only known after replay: keep all
     # tombstones in the replay and filter afterwards. A checkpoint that cannot be read is never
     # used: the segment is rebuilt without it (an older checkpoint, or the commits).
-    unreadable: set[str] = set()
-    first_error: UnreadableCheckpointError | None = None
-    while True:
+    for attempt in range(_LISTING_ATTEMPTS):
         try:
-            segment, result = _replay_segment(store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable))
+            segment, result, unreadable = _replay_with_fallbacks(store, files, version, catalog_commits, latest_ratified_version)
             break
-        except UnreadableCheckpointError as exc:
-            if exc.path is None or exc.path in unreadable:
+        except (FileNotFoundError, MissingCommitError) as exc:
+            # A file of this listing vanished while it was read (MissingCommitError with version -1
+            # is `_read_deltas` saying so): a concurrent cleanup removed files below a newer
+            # checkpoint, which a fresh listing shows. A gap in the listing itself is not retried.
+            vanished = isinstance(exc, FileNotFoundError) or exc.version == -1
+            if not vanished or attempt == _LISTING_ATTEMPTS - 1:
+                if isinstance(exc, FileNotFoundError):
+                    raise MissingCommitError(f"{store.uri}: a log file vanished while the log was read, {attempt + 1} listings in a row ({exc})",
+                                             version=-1, path=store.log_dir) from None
                 raise
-            first_error = first_error or exc
-            unreadable.add(exc.path)
-        except DeltaLogError as exc:
-            if first_error is not None:  # no older way to this version: the unreadable checkpoint is the cause
-                cause = first_error.__cause__
-                raise (cause if isinstance(cause, DeltaLogError) else first_error) from exc
-            raise
-    if result.protocol is None:
+            files = list_log_files(store)
+    protocol, metadata = result.protocol, result.metadata
+    if protocol is None:
         raise ProtocolViolationError(f"{store.uri}: no protocol action in versions ≤ {segment.version}", path=store.log_dir)
-    if result.metadata is None:
+    if metadata is None:
         raise ProtocolViolationError(f"{store.uri}: no metaData action in versions ≤ {segment.version}", path=store.log_dir)
-    check_read_supported(result.protocol, path=store.uri)
-    properties = TableProperties.from_configuration(result.metadata.configuration)
+    check_read_supported(protocol, path=store.uri)
+    properties = TableProperties.from_configuration(metadata.configuration)
     if _may_lack_expired_tombstones(segment, properties.deleted_file_retention_ms):
         segment, result = _replay_segment(store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), False)
     cutoff = now - properties.deleted_file_retention_ms
     tombstones = result.removes.filter(pc.greater(pc.fill_null(result.removes.column("deletionTimestamp"), 0), cutoff))
 
     ict_from: int | None = None
-    if in_commit_timestamps_enabled(result.protocol, dict(result.metadata.configuration)):
+    if in_commit_timestamps_enabled(protocol, dict(metadata.configuration)):
         ict_from = properties.ict_enablement_version or 0
     timestamps = _commit_timestamps(segment, result.commit_infos, ict_from)
     if segment.version not in timestamps:
@@ -192,8 +219,8 @@ def load_snapshot(
     return Snapshot(
         table_uri=store.uri,
         version=segment.version,
-        protocol=result.protocol,
-        metadata=result.metadata,
+        protocol=protocol,
+        metadata=metadata,
         properties=properties,
         files=result.adds,
         tombstones=tombstones,

@@ -305,3 +305,48 @@ def test_a_checkpoint_swapped_for_a_link_after_the_listing_is_not_followed(tmp_p
         load_table_state(store, 3, files=files)
     with pytest.raises(E.SymlinkInLogError):
         verify_checkpoint(store, files.complete_checkpoints()[-1])
+
+
+def test_files_removed_after_the_listing_by_a_concurrent_cleanup_are_listed_again(log: LogBuilder, memfs: MemoryFileSystem) -> None:
+    """A publish read version 5 from a listing; meanwhile a checkpoint at 4 appeared and a cleanup
+    removed the commits below it (CI: ``FileNotFoundError: .../00000000000000000023.json``)."""
+    from airflow_delta_maintenance.deltalog.listing import list_log_files
+
+    simple_log(log)
+    store = open_table_storage(ROOT)
+    stale = list_log_files(store)
+    log.checkpoint(4, [protocol(), metadata({"delta.checkpointInterval": "4"}), add("a", 1), add("b", 2)])
+    for v in range(4):
+        memfs.rm(f"/tbl/_delta_log/{v:020d}.json")
+    state = load_table_state(store, 5, files=stale, now_ms=NOW)
+    assert state.version == 5 and state.checkpoint_version == 4 and state.properties.checkpoint_interval == 4
+    # a file that keeps vanishing, listing after listing: one typed line, not a bare FileNotFoundError
+    real = LogStore.read_into
+
+    def gone(self: LogStore, name: str, scratch: bytearray) -> memoryview:
+        if name.endswith(f"{5:020d}.json"):
+            raise FileNotFoundError(name)
+        return real(self, name, scratch)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(LogStore, "read_into", gone), pytest.raises(E.MissingCommitError, match="vanished while version 5 was read"):
+        load_table_state(store, 5, files=stale, now_ms=NOW)
+
+
+def test_a_snapshot_from_a_listing_a_concurrent_cleanup_outdated_is_read_from_a_fresh_one(log: LogBuilder, memfs: MemoryFileSystem) -> None:
+    """The sibling of the table-state case: the full replay (a checkpoint's input) lists again."""
+    from airflow_delta_maintenance.deltalog.listing import list_log_files
+
+    simple_log(log)
+    store = open_table_storage(ROOT)
+    expected = load_snapshot(store, 5, now_ms=NOW).active_file_keys()
+    stale = list_log_files(store)
+    log.checkpoint(4, [protocol(), metadata({"delta.checkpointInterval": "3"}), add("a", 1), add("b", 2), add("f4", 4)])
+    for v in range(4):
+        memfs.rm(f"/tbl/_delta_log/{v:020d}.json")
+    snap = load_snapshot(store, 5, files=stale, now_ms=NOW)
+    assert snap.version == 5 and snap.checkpoint_version == 4 and snap.active_file_keys() == expected
+    memfs.rm(f"/tbl/_delta_log/{4:020d}.checkpoint.parquet")  # now truly missing: a typed error, not a retry loop
+    with pytest.raises(E.DeltaLogError):
+        load_snapshot(store, 5, files=stale, now_ms=NOW)
