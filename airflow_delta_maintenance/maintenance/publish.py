@@ -15,7 +15,8 @@ from typing import Any
 from fsspec.implementations.local import LocalFileSystem
 
 from ..coordinators.base import CommitsResponse, RatifiedCommit
-from ..deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError
+from ..deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError, MissingCommitError
+from ..deltalog.listing import list_log_files
 from ..deltalog.paths import commit_name
 from ..deltalog.storage import LogStore
 from .errors import MissingStagedCommitError, PublishForkError, StagedCommitError
@@ -73,7 +74,11 @@ def _copy(store: LogStore, commit: RatifiedCommit, data: bytes) -> bool:
         store.put_if_absent(target, data)
         return True
     except LogFileExistsError:
-        existing = store.read(target)
+        try:
+            existing = store.read(target)
+        except FileNotFoundError:
+            _require_cleaned_below_a_checkpoint(store, commit.version, target)
+            return False  # another publisher wrote it and a cleanup already removed it
         if existing != data:
             raise PublishForkError(
                 f"{store.display(target)} exists with content different from the ratified commit "
@@ -96,13 +101,29 @@ def _already_published(store: LogStore, view: CatalogView, commit: RatifiedCommi
         data = read_ratified_commit(store, commit, listing)
     except MissingStagedCommitError:
         return
-    if published.size != len(data) or store.read(published.name) != data:
+    try:
+        same = published.size == len(data) and store.read(published.name) == data
+    except FileNotFoundError:  # removed since the listing by a concurrent cleanup
+        _require_cleaned_below_a_checkpoint(store, commit.version, published.name)
+        return
+    if not same:
         raise PublishForkError(
             f"{store.display(published.name)} exists with content different from the ratified commit "
             f"{commit.file_name or '(inline)'}: the table has forked at version {commit.version}; "
             "nothing further was published or reported",
             version=commit.version,
             path=published.name,
+        )
+
+
+def _require_cleaned_below_a_checkpoint(store: LogStore, version: int, name: str) -> None:
+    """A published commit vanished between our listing (or our create) and our read. A cleanup
+    removes a commit only below a complete checkpoint, which then covers it: published. Without
+    such a checkpoint the file was removed by something else, and nothing is assumed."""
+    if not any(g.version >= version for g in list_log_files(store).complete_checkpoints()):
+        raise MissingCommitError(
+            f"{store.display(name)} vanished while it was compared with the ratified commit, and no checkpoint covers version {version}",
+            version=version, path=name,
         )
 
 
