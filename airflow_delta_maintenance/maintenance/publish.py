@@ -12,8 +12,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fsspec.implementations.local import LocalFileSystem
-
 from ..coordinators.base import CommitsResponse, RatifiedCommit
 from ..deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError, MissingCommitError
 from ..deltalog.listing import list_log_files
@@ -170,7 +168,7 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
     # Staged files are read concurrently up front (S3 round trips); writes stay strictly ordered.
     names = [c.file_name for c in todo if c.inline_content is None and is_staged_commit(c)]
     try:
-        prefetched = store.read_many(names) if names and not isinstance(store.fs, LocalFileSystem) else {}  # local reads refuse symlinks one by one
+        prefetched = store.read_many(names) if names and not store.is_local else {}  # local reads refuse symlinks one by one
     except (FileNotFoundError, OSError):
         prefetched = {}  # read one by one below, so a missing file gets its typed error
     # Every commit is verified before the first copy: an altered one publishes nothing at all.

@@ -36,7 +36,6 @@ from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql import DataFrame, Observation, SparkSession, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import StructType
@@ -144,7 +143,7 @@ def _cleanup_strays(store: LogStore) -> None:
     """Remove leftovers of other runs — only those whose owner is proven dead or that are a day old."""
     remove_leftovers(store, [*find_abandoned(store), *abandoned_sidecars(store)])
     root = store.path(STAGING)
-    if isinstance(store.fs, LocalFileSystem):
+    if store.is_local:
         try:
             os.rmdir(root)  # only when empty: another run's directory keeps it
         except OSError:
