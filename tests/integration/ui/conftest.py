@@ -5,7 +5,6 @@ interfaces), SimpleAuthManager with a known password, stopped by PID at the end.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -20,22 +19,18 @@ import pytest
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from tests._infra.servers import free_port, stop, wait_for_port
+from tests.integration.airflow_runs.conftest import EXAMPLE_DAGS, REPO, airflow_env
 
-REPO = Path(__file__).resolve().parents[3]
-EXAMPLE_DAGS = REPO / "airflow_delta_maintenance" / "example_dags"  # what `delta-maintenance init-dags` copies
 USER, PASSWORD = "admin", "ui-test-password"
 INVALID_DAG = "delta_maintenance__broken"
-
 
 
 def deployment_env(home: Path, dags: Path, port: int, secret: str, **extra: str) -> dict[str, str]:
     """The environment of an Airflow deployment on 127.0.0.1:``port`` (LocalExecutor, simple auth
     manager, DAGs unpaused, quick DAG-file refresh) for the components a test starts."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-        AIRFLOW__CORE__LOAD_EXAMPLES="false",
+    return airflow_env(
+        home,
+        dags,
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="false",
         AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
@@ -47,10 +42,8 @@ def deployment_env(home: Path, dags: Path, port: int, secret: str, **extra: str)
         AIRFLOW__API__SECRET_KEY=secret,
         AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
         AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         **extra,
     )
-    return env
 
 
 def migrate(env: dict[str, str]) -> None:

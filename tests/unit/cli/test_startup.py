@@ -96,25 +96,30 @@ def _cleanup_in_own_process(root: Path, *, block_numpy: bool = False) -> dict:
     )
 
 
-def test_cleanup_with_a_uuid_named_anchor_loads_numpy_and_writes_the_compatibility_checkpoint(tmp_path: Path) -> None:
-    from ..deltalog.test_cleanup_hostile import V2, V2_CONF, build, checkpoint, log_names
+def _uuid_anchored_table(tmp_path: Path) -> Path:
+    """A v2Checkpoint table whose cleanup anchor is a UUID-named checkpoint (at 15; one at 5)."""
+    from ..deltalog.test_cleanup_hostile import V2, V2_CONF, build, checkpoint
 
     root = tmp_path / "t"
     build(root, proto=V2, conf=V2_CONF)
     checkpoint(root, 5)
     checkpoint(root, 15)
+    return root
+
+
+def test_cleanup_with_a_uuid_named_anchor_loads_numpy_and_writes_the_compatibility_checkpoint(tmp_path: Path) -> None:
+    from ..deltalog.test_cleanup_hostile import log_names
+
+    root = _uuid_anchored_table(tmp_path)
     result = _cleanup_in_own_process(root)
     assert result["rc"] == 0 and result["out"]["needs_compat_checkpoint"] is True, result
     assert result["numpy"] is True and f"{15:020d}.checkpoint.parquet" in log_names(root)
 
 
 def test_a_uuid_named_anchor_that_appears_after_the_start_stops_cleanup_before_any_deletion(tmp_path: Path) -> None:
-    from ..deltalog.test_cleanup_hostile import V2, V2_CONF, build, checkpoint, log_names
+    from ..deltalog.test_cleanup_hostile import log_names
 
-    root = tmp_path / "t"
-    build(root, proto=V2, conf=V2_CONF)
-    checkpoint(root, 5)
-    checkpoint(root, 15)
+    root = _uuid_anchored_table(tmp_path)
     before = log_names(root)
     result = _cleanup_in_own_process(root, block_numpy=True)
     assert result["rc"] == 1 and result["out"] is None and result["err"].count("\n") == 1 and "numpy" in result["err"], result
