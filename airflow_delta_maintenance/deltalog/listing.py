@@ -9,7 +9,11 @@ from dataclasses import dataclass
 from .paths import LogFileType, ParsedLogPath, checkpoint_rank, parse_log_path
 from .storage import FileStat, LogStore
 
-__all__ = ["LogSegmentFiles", "CheckpointGroup", "list_log_files", "group_checkpoints"]
+__all__ = ["LogSegmentFiles", "CheckpointGroup", "list_log_files", "group_checkpoints", "LISTING_ATTEMPTS"]
+
+# Listings a reader tries when files a listing showed vanish while they are read: a concurrent
+# cleanup removed them below a newer checkpoint, which a fresh listing shows.
+LISTING_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from .actions import DomainMetadata, Metadata, Protocol, Txn
 from .errors import DeltaLogError, MissingCommitError, ProtocolViolationError
 from .features import check_read_supported, in_commit_timestamps_enabled
-from .listing import LogSegmentFiles, list_log_files
+from .listing import LISTING_ATTEMPTS, LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, LogSegment, build_log_segment
 from .memory import uses_log_operation_memory
 from .reader import ORDER
@@ -103,10 +103,6 @@ def _may_lack_expired_tombstones(segment: LogSegment, retention_ms: int) -> bool
     return False
 
 
-# Listings tried when files a listing showed vanish while they are read (concurrent cleanup).
-_LISTING_ATTEMPTS = 3
-
-
 def _replay_with_fallbacks(
     store: LogStore, files: LogSegmentFiles, version: int | None, catalog_commits: Sequence[CatalogCommit], latest_ratified_version: int | None
 ) -> tuple[LogSegment, ReplayResult, set[str]]:
@@ -183,7 +179,7 @@ def load_snapshot(
     # Tombstone expiry needs the table's retention, which is only known after replay: keep all
     # tombstones in the replay and filter afterwards. A checkpoint that cannot be read is never
     # used: the segment is rebuilt without it (an older checkpoint, or the commits).
-    for attempt in range(_LISTING_ATTEMPTS):
+    for attempt in range(LISTING_ATTEMPTS):
         try:
             segment, result, unreadable = _replay_with_fallbacks(store, files, version, catalog_commits, latest_ratified_version)
             break
@@ -192,7 +188,7 @@ def load_snapshot(
             # is `_read_deltas` saying so): a concurrent cleanup removed files below a newer
             # checkpoint, which a fresh listing shows. A gap in the listing itself is not retried.
             vanished = isinstance(exc, FileNotFoundError) or exc.version == -1
-            if not vanished or attempt == _LISTING_ATTEMPTS - 1:
+            if not vanished or attempt == LISTING_ATTEMPTS - 1:
                 if isinstance(exc, FileNotFoundError):
                     raise MissingCommitError(f"{store.uri}: a log file vanished while the log was read, {attempt + 1} listings in a row ({exc})",
                                              version=-1, path=store.log_dir) from None

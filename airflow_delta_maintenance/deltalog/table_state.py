@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from .actions import Metadata, Protocol
 from .errors import CorruptLogError, MissingCommitError, ProtocolViolationError
 from .features import check_read_supported, in_commit_timestamps_enabled
-from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
+from .listing import LISTING_ATTEMPTS, CheckpointGroup, LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, JsonSource, LogSegment, build_log_segment
 from .memory import uses_log_operation_memory
 from .ndjson_lines import non_file_action_lines
@@ -276,15 +276,15 @@ def load_table_state(
         files, version, catalog_commits=catalog_commits, latest_ratified_version=latest_ratified_version, table=store.uri
     )
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    for attempt in range(_LISTING_ATTEMPTS):
+    for attempt in range(LISTING_ATTEMPTS):
         try:
             return _state_from(store, files, segment, now)
         except FileNotFoundError as exc:
             # A file of this listing is gone: a concurrent cleanup removed commits and checkpoints
             # below a newer checkpoint, which a fresh listing shows. Same version, listed again.
-            if attempt == _LISTING_ATTEMPTS - 1:
+            if attempt == LISTING_ATTEMPTS - 1:
                 raise MissingCommitError(
-                    f"{store.uri}: a log file vanished while version {segment.version} was read, {_LISTING_ATTEMPTS} listings in a row ({exc})",
+                    f"{store.uri}: a log file vanished while version {segment.version} was read, {LISTING_ATTEMPTS} listings in a row ({exc})",
                     version=segment.version, path=store.log_dir,
                 ) from None
             files = list_log_files(store)
@@ -292,10 +292,6 @@ def load_table_state(
                 files, segment.version, catalog_commits=catalog_commits, latest_ratified_version=latest_ratified_version, table=store.uri
             )
     raise AssertionError("unreachable")
-
-
-# Listings tried when files a listing showed vanish while they are read (concurrent cleanup).
-_LISTING_ATTEMPTS = 3
 
 
 def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, now: int) -> TableState:
