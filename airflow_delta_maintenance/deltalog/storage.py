@@ -21,7 +21,8 @@ import posixpath
 import shutil
 import stat as stat_module
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -184,36 +185,46 @@ class LogStore:
         out.sort(key=lambda s: s.name)
         return out
 
-    def scan_dir(self, subdir: str = "") -> list[tuple[str, int, int]]:
+    def scan_dir(self, subdir: str = "", known: Container[str] = ()) -> list[tuple[str, int, int]]:
         """``list_dir`` as ``(name, size, mtime ms)`` tuples in listing order, for callers that
-        order the entries themselves (a 20,000-commit log: no FileStat per file, no sort by name)."""
+        order the entries themselves (a 20,000-commit log: no FileStat per file, no sort by name).
+        ``known``: names whose size and mtime the caller already has (immutable files of an earlier
+        listing); a local listing does not stat them and gives them size and mtime -1."""
         if not self.is_local:
             return [(s.name, s.size, s.modification_time) for s in self.list_dir(subdir)]
         if subdir:
             self._refuse_local_links(subdir, include_last=True)
         directory = self.path(subdir) if subdir else self.log_dir
         prefix = "" if not subdir else subdir + "/"
-        # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower). Nothing
-        # is followed: a symbolic link (file or directory) inside _delta_log is refused by name.
-        out = []
+        # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower), through
+        # a descriptor of the directory: each stat is an fstatat relative to it, not a walk of the
+        # whole path again (a third of a 20,000-file listing). Nothing is followed: a symbolic
+        # link (file or directory) inside _delta_log is refused by name.
         try:
-            it = os.scandir(directory)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        with it:
-            for entry in it:
-                try:
-                    if entry.is_symlink():
-                        raise SymlinkInLogError(
-                            f"{self.display(prefix + entry.name)} is a symbolic link; refusing to follow it out of the table",
-                            path=prefix + entry.name,
-                        )
-                    if not entry.is_file(follow_symlinks=False):
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # vanished while listing (another writer's temporary file): skip only it
-                out.append((prefix + entry.name, st.st_size, int(st.st_mtime * 1000)))
+        out = []
+        try:
+            with os.scandir(fd) as it:
+                for entry in it:
+                    try:
+                        if entry.is_symlink():
+                            raise SymlinkInLogError(
+                                f"{self.display(prefix + entry.name)} is a symbolic link; refusing to follow it out of the table",
+                                path=prefix + entry.name,
+                            )
+                        if not entry.is_file(follow_symlinks=False):
+                            continue
+                        if prefix + entry.name in known:
+                            out.append((prefix + entry.name, -1, -1))
+                            continue
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # vanished while listing (another writer's temporary file): skip only it
+                    out.append((prefix + entry.name, st.st_size, int(st.st_mtime * 1000)))
+        finally:
+            os.close(fd)
         return out
 
     def _refuse_local_links(self, name: str, *, include_last: bool) -> None:
@@ -602,8 +613,14 @@ class LogStore:
 DELETE_BATCH = 1000
 # An unlink waits for the file system's journal; on a busy disk each one blocks for milliseconds
 # (measured here: 20,000 unlinks 76 s on one thread, 2.6 s on 32). Threads overlap those waits
-# (the GIL is released in unlink); they are idle most of the time, so more threads than cores.
+# (the GIL is released in unlink), so a slow disk gets many more threads than cores. On a quiet
+# disk an unlink is a few microseconds of CPU under the directory's lock, and 32 threads only
+# contend (20,000 unlinks: 0.25 s on 32 threads, 0.14 s on 2): the first batch runs on a few
+# threads and later batches escalate when its unlinks were slow (an old, written-back log: 20,000
+# unlinks 0.43 s on 32 threads, 0.76 s on 4).
 _UNLINK_THREADS = 32
+_UNLINK_THREADS_FAST = 4
+_UNLINK_SLOW_SECONDS = 60e-6  # per unlink per thread: ~25 µs when the directory is cached, 150+ µs when it waits on the disk
 _UNLINK_SERIAL_BELOW = 64
 
 
@@ -635,15 +652,18 @@ def _unlink_batches(batches: Sequence[Sequence[str]], progress: Callable[[int], 
 
     # Thread i takes every n-th path of a batch: the deleted range grows from the oldest file.
     # The first error (a permission error) stops every thread and is re-raised once they stopped.
-    n = _UNLINK_THREADS
+    n = _UNLINK_THREADS_FAST
     failed = threading.Event()
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="delta-unlink") as pool:
+    with ThreadPoolExecutor(max_workers=_UNLINK_THREADS, thread_name_prefix="delta-unlink") as pool:
         for batch in batches:
+            started = time.perf_counter()
             futures = [pool.submit(_unlink_each, batch[i::n], failed) for i in range(min(n, len(batch)))]
             for f in futures:
                 f.exception()  # wait for all before raising: no thread is still deleting
             for f in futures:
                 f.result()
+            if batch and (time.perf_counter() - started) * n / len(batch) > _UNLINK_SLOW_SECONDS:
+                n = _UNLINK_THREADS  # the disk makes unlinks wait: overlap the waits
             if progress is not None:
                 progress(len(batch))
 

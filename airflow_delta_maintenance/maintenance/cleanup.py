@@ -78,8 +78,10 @@ def run_metadata_cleanup(
 
         anchor = load_snapshot(store, plan.cutoff_checkpoint, files=view.files, now_ms=state.now_ms)
         write_checkpoint(store, anchor, files=view.files, classic_name=True)
-    # Re-validate against a fresh listing (same cap) right before deleting: a writer or cleaner may have run.
-    return execute_cleanup(store, plan, dry_run=False, fresh_plan=make_plan(view.recap(list_log_files(store))), progress=progress)
+    # Re-validate against a fresh listing (same cap) right before deleting: a writer or cleaner may
+    # have run. Commits already listed keep their stat (published commits are never rewritten).
+    fresh = view.recap(list_log_files(store, since=view.files))
+    return execute_cleanup(store, plan, dry_run=False, fresh_plan=make_plan(fresh), progress=progress)
 
 
 def cleanup_report(result: CleanupResult) -> TaskReport:

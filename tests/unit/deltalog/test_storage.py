@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,42 @@ def test_local_bulk_unlink_runs_on_threads_and_stops_at_the_first_error(tmp_path
     with pytest.raises(OSError):
         storage_module._unlink_batches([[str(tmp_path / "dir"), *(str(p) for p in paths[:100])], [str(p) for p in paths[100:]]], None)
     assert (tmp_path / "dir").is_dir() and all(p.exists() for p in paths[100:])
+
+
+def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fast unlinks stay on a few threads (more only contend for the directory's lock); when a
+    batch's unlinks were slow (a busy disk), the next batches overlap the waits on many threads."""
+    import threading
+
+    from airflow_delta_maintenance.deltalog import storage as storage_module
+
+    real_unlink = storage_module.os.unlink
+    threads_per_batch: list[set[int]] = [set()]
+    delay = {"s": 0.0}
+
+    def unlink(path: str, *args: object, **kwargs: object) -> None:
+        threads_per_batch[-1].add(threading.get_ident())
+        if delay["s"]:
+            time.sleep(delay["s"])
+        real_unlink(path)
+
+    monkeypatch.setattr(storage_module.os, "unlink", unlink)
+
+    def run(batches: int, seconds: float) -> list[int]:
+        delay["s"] = seconds
+        threads_per_batch[:] = [set()]
+        paths = [tmp_path / f"{b}-{i:04d}" for b in range(batches) for i in range(256)]
+        for p in paths:
+            p.write_bytes(b"")
+        storage_module._unlink_batches([[str(p) for p in paths[b * 256 : (b + 1) * 256]] for b in range(batches)],
+                                       lambda n: threads_per_batch.append(set()))
+        assert list(tmp_path.iterdir()) == []
+        return [len(t) for t in threads_per_batch[:-1]]
+
+    fast = run(3, 0.0)
+    assert max(fast) <= storage_module._UNLINK_THREADS_FAST
+    slow = run(2, 0.002)  # 2 ms per unlink: waiting on the disk
+    assert slow[0] <= storage_module._UNLINK_THREADS_FAST and slow[1] > storage_module._UNLINK_THREADS_FAST
 
 
 def test_read_into_reuses_one_buffer_grows_it_and_refuses_symlinks(tmp_path: Path) -> None:
