@@ -107,10 +107,15 @@ def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(
     real_unlink = storage_module.os.unlink
     threads_per_batch: list[set[int]] = [set()]
     delay = {"s": 0.0}
+    one_at_a_time = threading.Lock()
+    serialized = {"on": False}
 
     def unlink(path: str, *args: object, **kwargs: object) -> None:
         threads_per_batch[-1].add(threading.get_ident())
-        if delay["s"]:
+        if serialized["on"]:  # slow, but under one lock: more threads cannot overlap anything
+            with one_at_a_time:
+                time.sleep(delay["s"])
+        elif delay["s"]:
             time.sleep(delay["s"])
         real_unlink(path)
 
@@ -129,8 +134,12 @@ def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(
 
     fast = run(3, 0.0)
     assert max(fast) <= storage_module._UNLINK_THREADS_FAST
-    slow = run(2, 0.002)  # 2 ms per unlink: waiting on the disk
-    assert slow[0] <= storage_module._UNLINK_THREADS_FAST and slow[1] > storage_module._UNLINK_THREADS_FAST
+    slow = run(5, 0.002)  # 2 ms per unlink: waiting on the disk (the first batch also starts the threads)
+    few = storage_module._UNLINK_THREADS_FAST
+    assert max(slow[:3]) <= few and min(slow[3:]) > few, slow
+    serialized["on"] = True
+    contended = run(5, 0.0005)  # slow only because unlinks queue on one lock: back to a few threads
+    assert max(contended[:3]) <= few and contended[3] > few and contended[4] <= few, contended
 
 
 def test_read_into_reuses_one_buffer_grows_it_and_refuses_symlinks(tmp_path: Path) -> None:
