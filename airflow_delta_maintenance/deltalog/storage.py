@@ -616,8 +616,8 @@ DELETE_BATCH = 1000
 # (the GIL is released in unlink), so a slow disk gets many more threads than cores. On a quiet
 # disk an unlink is a few microseconds of CPU under the directory's lock, and 32 threads only
 # contend (20,000 unlinks: 0.25 s on 32 threads, 0.14 s on 2): the first batch runs on a few
-# threads; later batches escalate when two in a row were slow, and stay escalated only while that
-# is faster (an old, written-back log: 20,000 unlinks 0.43 s on 32 threads, 0.76 s on 4).
+# threads; the next batches escalate when one after the first was slow, and stay escalated only while
+# that is clearly faster (an old, written-back log: 20,000 unlinks 0.43 s on 32 threads, 0.76 s on 4).
 _UNLINK_THREADS = 32
 _UNLINK_THREADS_FAST = 4
 _UNLINK_SLOW_SECONDS = 60e-6  # per unlink per thread: ~25 µs when the directory is cached, 150+ µs when it waits on the disk
@@ -653,7 +653,7 @@ def _unlink_batches(batches: Sequence[Sequence[str]], progress: Callable[[int], 
     # Thread i takes every n-th path of a batch: the deleted range grows from the oldest file.
     # The first error (a permission error) stops every thread and is re-raised once they stopped.
     n = _UNLINK_THREADS_FAST
-    slow_batches = 0
+    gave_up = False
     fast_rate = float("inf")  # seconds per file on the few threads (best seen)
     failed = threading.Event()
     with ThreadPoolExecutor(max_workers=_UNLINK_THREADS, thread_name_prefix="delta-unlink") as pool:
@@ -668,11 +668,10 @@ def _unlink_batches(batches: Sequence[Sequence[str]], progress: Callable[[int], 
             if n == _UNLINK_THREADS_FAST:
                 fast_rate = min(fast_rate, rate)
                 # The first batch also starts the threads: only later ones say the disk is slow.
-                slow_batches = slow_batches + 1 if b > 0 and rate * n > _UNLINK_SLOW_SECONDS else 0
-                if slow_batches >= 2:
+                if b > 0 and rate * n > _UNLINK_SLOW_SECONDS and not gave_up:
                     n = _UNLINK_THREADS  # the unlinks wait on the disk: overlap the waits
             elif rate > 0.75 * fast_rate:
-                n, slow_batches = _UNLINK_THREADS_FAST, 0  # more threads did not clearly help: contention, not waits
+                n, gave_up = _UNLINK_THREADS_FAST, True  # more threads did not clearly help: contention, not waits
             if progress is not None:
                 progress(len(batch))
 
