@@ -8,9 +8,10 @@ What each side does, timed inside a fresh process after both engines loaded a on
 
 - delta-rs: ``DeltaTable(path)`` then ``get_add_actions(flatten=False)``: the live files with their
   statistics parsed (``num_records``, ``null_count``, ``min``, ``max``) and typed partition values.
-- ours: ``load_snapshot(path)``, then the same two parsings the checkpoint writer does for
-  ``stats_parsed`` and ``partitionValues_parsed`` (one pyarrow JSON read of the stats column, one
-  cast of the partition map), so both sides end with parsed statistics. ``--strings`` also
+- ours: ``load_snapshot(path)``, then ``parsed_stats()`` and ``parsed_partition_values()`` (the
+  checkpoint writer's ``stats_parsed`` and ``partitionValues_parsed``: a pyarrow JSON read of each
+  chunk's stats strings, chunks on a thread per CPU; partition values looked up and cast), so both
+  sides end with parsed statistics. ``--strings`` also
   reports ours without the parsing (stats kept as JSON strings, as ``load_snapshot`` returns them;
   delta-rs has no such mode, so that figure is not a ratio).
 
@@ -45,12 +46,10 @@ import json, os, resource, sys, time
 which, path, warmup = sys.argv[1], sys.argv[2], sys.argv[3]
 if which.startswith("ours"):
     from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
-    from airflow_delta_maintenance.deltalog.checkpoint_writer import _partition_values_parsed, _stats_parsed
     def load(p):
         snap = load_snapshot(p)
-        if which == "ours":  # chunk by chunk, as the checkpoint writer parses them
-            for stats, parts in zip(snap.files.column("stats").chunks, snap.files.column("partitionValues").chunks):
-                assert _stats_parsed(stats, snap) is not None and _partition_values_parsed(parts, snap) is not None
+        if which == "ours":  # the statistics and partition values typed, as delta-rs returns them
+            assert snap.parsed_stats() is not None and snap.parsed_partition_values() is not None
         return snap.num_files
 else:
     import deltalake

@@ -47,7 +47,6 @@ from .parsed_columns import parse_partition_values, parse_stats
 from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
 from .pipeline import prefetched
 from .run_identity import new_run
-from .schema import partition_values_type, stats_parse_plan
 from .snapshot import Snapshot
 from .storage import LogStore
 from .table_properties import TableProperties
@@ -103,13 +102,12 @@ def checkpoint_codec(properties: TableProperties) -> str:
 
 def _stats_parsed(stats: pa.Array, snapshot: Snapshot) -> pa.Array | None:
     """Parse the ``stats`` JSON column into ``stats_parsed``; None if impossible."""
-    with_dv = snapshot.protocol.has_writer_feature("deletionVectors")
-    return parse_stats(stats, stats_parse_plan(snapshot.metadata.schema, snapshot.metadata.partition_columns, with_dv))
+    return parse_stats(stats, snapshot.stats_plan())
 
 
 def _partition_values_parsed(pv: pa.Array, snapshot: Snapshot) -> pa.Array | None:
-    typ = partition_values_type(snapshot.metadata.schema, snapshot.metadata.partition_columns)
-    if typ is None or typ.num_fields == 0:
+    typ = snapshot.partition_values_type()
+    if typ is None:
         return None
     return parse_partition_values(pv, list(snapshot.metadata.partition_columns), typ)
 
@@ -162,13 +160,11 @@ def checkpoint_layout(snapshot: Snapshot, *, v2: bool) -> CheckpointLayout:
     add_fields = [f for f in cs.ADD_FIELDS if f.name != "stats" or props.write_stats_as_json]
     pv_parsed = stats_parsed = False
     if props.write_stats_as_struct:
-        pv_type = partition_values_type(snapshot.metadata.schema, snapshot.metadata.partition_columns)
-        if pv_type is not None and pv_type.num_fields:
+        pv_type = snapshot.partition_values_type()
+        if pv_type is not None:
             add_fields.append(pa.field("partitionValues_parsed", pv_type))
             pv_parsed = True
-        with_dv = snapshot.protocol.has_writer_feature("deletionVectors")
-        plan = stats_parse_plan(snapshot.metadata.schema, snapshot.metadata.partition_columns, with_dv)
-        add_fields.append(pa.field("stats_parsed", plan.final_type))
+        add_fields.append(pa.field("stats_parsed", snapshot.stats_plan().final_type))
         stats_parsed = True
     columns: list[tuple[str, pa.DataType]] = [
         ("txn", cs.TXN_TYPE),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +18,10 @@ from .features import check_read_supported, in_commit_timestamps_enabled
 from .listing import LISTING_ATTEMPTS, LogSegmentFiles, list_log_files
 from .log_segment import CatalogCommit, LogSegment, build_log_segment
 from .memory import uses_log_operation_memory
+from .parsed_columns import parse_partition_values, parse_stats
 from .reader import ORDER
 from .replay import ReplayResult, UnreadableCheckpointError, UnreconciledCompactionError, replay_actions
+from .schema import StatsPlan, partition_values_type, stats_parse_plan
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
 from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
@@ -70,6 +74,48 @@ class Snapshot(VersionFacts):
     def add_actions(self) -> pa.Table:
         """The live adds without bookkeeping columns."""
         return self.files.drop_columns([ORDER, "dv_unique_id"])
+
+    def stats_plan(self) -> StatsPlan:
+        """How ``stats`` strings parse for this table (the checkpoint's ``stats_parsed`` type)."""
+        with_dv = self.protocol.has_writer_feature("deletionVectors")
+        return stats_parse_plan(self.metadata.schema, self.metadata.partition_columns, with_dv)
+
+    def partition_values_type(self) -> pa.StructType | None:
+        """Typed struct of the partition values (physical names); None when unpartitioned or a type is unknown."""
+        typ = partition_values_type(self.metadata.schema, self.metadata.partition_columns)
+        return typ if typ is not None and typ.num_fields else None
+
+    def parsed_stats(self) -> pa.ChunkedArray | None:
+        """The live files' statistics parsed (``numRecords``, ``minValues``, ``maxValues``,
+        ``nullCount`` typed as the checkpoint's ``stats_parsed``), one chunk per chunk of
+        ``files``; None when the strings cannot be read with the table's types. Chunks are parsed
+        on a few threads: pyarrow's JSON reader releases the GIL."""
+        plan = self.stats_plan()
+        parsed = _map_chunks(lambda stats: parse_stats(stats, plan), self.files.column("stats").chunks)
+        return None if any(p is None for p in parsed) else pa.chunked_array(parsed, plan.final_type)
+
+    def parsed_partition_values(self) -> pa.ChunkedArray | None:
+        """The live files' partition values typed (physical names), chunked as ``files``; None
+        when the table is unpartitioned or a value does not cast to its column's type."""
+        typ = self.partition_values_type()
+        if typ is None:
+            return None
+        columns = list(self.metadata.partition_columns)
+        parsed = _map_chunks(lambda maps: parse_partition_values(maps, columns, typ), self.files.column("partitionValues").chunks)
+        return None if any(p is None for p in parsed) else pa.chunked_array(parsed, typ)
+
+
+# Below this many rows a thread hand-off costs more than the parsing it would overlap.
+_PARALLEL_ROWS = 16_384
+
+
+def _map_chunks(parse: Callable[[pa.Array], pa.Array | None], chunks: Sequence[pa.Array]) -> list[pa.Array | None]:
+    """``parse`` over ``chunks`` in order; on as many threads as CPUs when there is enough work."""
+    workers = min(os.cpu_count() or 1, len(chunks))
+    if workers < 2 or sum(len(c) for c in chunks) < _PARALLEL_ROWS:
+        return [parse(c) for c in chunks]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-parse") as pool:
+        return list(pool.map(parse, chunks))
 
 
 def _commit_timestamps(

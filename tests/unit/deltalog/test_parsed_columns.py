@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -110,3 +111,53 @@ def test_parse_stats_refuses_values_of_the_wrong_type() -> None:
     assert parse_stats(pa.array(['{"numRecords": 1}', "not json"]), plan) is None
     empty = parse_stats(pa.array([], pa.string()), plan)
     assert empty is not None and len(empty) == 0 and empty.type == plan.final_type
+
+
+def _table_with_many_files(root: Path, commits: int, per_commit: int, bad_row: int | None = None) -> None:
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                                           {"name": "day", "type": "date", "nullable": True, "metadata": {}}]}
+    meta = {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema),
+            "partitionColumns": ["day"], "configuration": {}, "createdTime": 0}
+    (log / f"{0:020d}.json").write_text(json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}) + "\n" + json.dumps({"metaData": meta}) + "\n")
+    n = 0
+    for v in range(1, commits + 1):
+        lines = []
+        for _ in range(per_commit):
+            stats = {"numRecords": n, "minValues": {"id": -n}, "maxValues": {"id": n}, "nullCount": {"id": n % 3}}
+            if n == bad_row:
+                stats["numRecords"] = "many"
+            day = None if n % 7 == 0 else f"2026-01-{n % 28 + 1:02d}"
+            add = {"path": f"day={day}/f{n}.parquet", "partitionValues": {"day": day}, "size": n, "modificationTime": 0, "dataChange": True}
+            if n % 11:
+                add["stats"] = json.dumps(stats)
+            lines.append(json.dumps({"add": add}))
+            n += 1
+        (log / f"{v:020d}.json").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(("commits", "per_commit"), [(2, 50), (3, 9000)])
+def test_snapshot_parsed_stats_and_partition_values_match_json_loads_on_threads_or_not(tmp_path: Path, commits: int, per_commit: int) -> None:
+    """``Snapshot.parsed_stats()`` / ``parsed_partition_values()``: chunked as ``files``, equal to
+    parsing row by row, whether the chunks went to threads (27,000 files) or not (100)."""
+    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+
+    _table_with_many_files(tmp_path, commits, per_commit)
+    snap = load_snapshot(str(tmp_path))
+    stats, parts = snap.parsed_stats(), snap.parsed_partition_values()
+    assert stats is not None and parts is not None
+    assert [len(c) for c in stats.chunks] == [len(c) for c in snap.files.column("stats").chunks] == [len(c) for c in parts.chunks]
+    assert stats.type == snap.stats_plan().final_type
+    assert stats.num_chunks > 1 or commits * per_commit < 1000  # the large table goes through the threads
+    expected_stats = _oracle(snap.files.column("stats").to_pylist(), snap.stats_plan().final_type)
+    assert stats.combine_chunks().equals(expected_stats)
+    days = [(m[0][1] if m else None) for m in snap.files.column("partitionValues").to_pylist()]
+    assert parts.combine_chunks().field("day").to_pylist() == [dt.date.fromisoformat(d) if d else None for d in days]
+
+
+def test_snapshot_parsed_stats_is_none_when_a_row_does_not_fit_its_type(tmp_path: Path) -> None:
+    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+
+    _table_with_many_files(tmp_path, 3, 9000, bad_row=20_000)
+    assert load_snapshot(str(tmp_path)).parsed_stats() is None
