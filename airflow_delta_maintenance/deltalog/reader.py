@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
-import pyarrow.parquet as pq
 
 from .checkpoint_schema import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS, STRING_MAP
 from .errors import CorruptLogError
@@ -528,6 +527,8 @@ _NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpoin
 
 def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[ParsedActions, int]:
     """Actions of a Parquet checkpoint part or sidecar; returns them and the number of rows read."""
+    import pyarrow.parquet as pq  # here: a log without a checkpoint never needs it (~20 ms of start-up)
+
     try:
         pf = pq.ParquetFile(io.BytesIO(data))
         present = set(pf.schema_arrow.names)

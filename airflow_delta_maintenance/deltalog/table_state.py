@@ -22,10 +22,9 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .actions import Metadata, Protocol
 from .errors import CorruptLogError, MissingCommitError, ProtocolViolationError
@@ -38,6 +37,9 @@ from .paths import LogFileType, ParsedLogPath
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
 from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
+
+if TYPE_CHECKING:  # pyarrow.parquet is imported where a checkpoint is read: a log without one never needs it
+    import pyarrow.parquet as pq
 
 __all__ = ["TableState", "load_table_state", "referenced_sidecar_names"]
 
@@ -129,6 +131,8 @@ def _parquet_pm(
     name = store.display(part.name)
     found: list[tuple[int, dict[str, Any]]] = []
     try:
+        import pyarrow.parquet as pq
+
         with store.open_input(part.name) as raw:
             counted = _CountingReader(raw)
             pf = pq.ParquetFile(counted)
