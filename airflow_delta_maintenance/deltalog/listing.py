@@ -120,9 +120,9 @@ def list_log_files(store: LogStore, since: LogSegmentFiles | None = None) -> Log
     """One LIST of ``_delta_log``; ``TableNotFoundError`` when there is no log directory at all.
 
     ``since``: an earlier listing of the same log. Published commits are never rewritten
-    (put-if-absent), so a commit it holds keeps its size and modification time: a local listing
-    stats only the other files (a fresh listing of a 20,000-commit log right before a cleanup
-    deletes: 60 ms of stats saved). What appeared or vanished since is seen as in any listing.
+    (put-if-absent), so a commit it holds keeps its entry: a local listing stats and parses only
+    the other files (the re-validation listing of a 20,000-commit log right before a cleanup
+    deletes: 0.10 → 0.07 s). What appeared or vanished since is seen as in any listing.
     """
     paths: list[ParsedLogPath] = []
     hidden: list[FileStat] = []
