@@ -4,7 +4,6 @@ the installed package into a DAGs folder (so a pip install is enough to start)."
 from __future__ import annotations
 
 import argparse
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,8 @@ def copy_example_dags(directory: str | Path, *, force: bool = False) -> list[Pat
     if existing and not force:
         raise FileExistsError(f"{', '.join(map(str, existing))} already exist(s); pass --force to overwrite")
     target.mkdir(parents=True, exist_ok=True)
+    from importlib.resources import files  # here: every other command would pay ~10 ms for it
+
     source = files("airflow_delta_maintenance.example_dags")
     written = []
     for name in EXAMPLE_FILES:

@@ -9,10 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections import Counter
 from typing import Any
 
@@ -46,6 +43,8 @@ def pools_import_document(tables: list[Any]) -> dict[str, dict[str, Any]]:
 
 def _airflow() -> str:
     local = os.path.join(os.path.dirname(sys.executable), "airflow")
+    import shutil  # the imports of --apply stay out of every other command's start-up
+
     found = local if os.path.exists(local) else shutil.which("airflow")
     if not found:
         raise FileNotFoundError("the airflow command is not installed here: write the pools with --output and import them where it is")
@@ -61,6 +60,9 @@ def _run(args: argparse.Namespace) -> int:
             json.dump(document, f, indent=2, sort_keys=True)
     applied = None
     if args.apply:
+        import subprocess
+        import tempfile
+
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as tmp:
             json.dump(document, tmp)
         try:
