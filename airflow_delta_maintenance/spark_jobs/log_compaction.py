@@ -5,10 +5,10 @@
 Executors read the commits as text, parse only the file keys, and keep the newest line per
 (path, deletion-vector unique id) — every tombstone kept, whatever its age. The file holds the
 single-node writer's head and lines (the lines sorted by key here, in log order there: readers
-give a compaction's lines no order), written by one task into a
-private staging directory, checked against the bytes that task reports writing, and created if
-absent (local: a hard link): nothing is visible before that single atomic step, and the driver's
-Python process never holds the file.
+give a compaction's lines no order), written by one task into a private staging directory,
+checked against the bytes that task reports writing, and created if absent (local: a hard link):
+nothing is visible before that single atomic step, and the driver's Python process never holds
+the file.
 """
 
 from __future__ import annotations
