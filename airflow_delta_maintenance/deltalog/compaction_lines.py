@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .errors import CorruptLogError, MissingCommitError
 from .log_segment import JsonSource
-from .ndjson_lines import FILE_ACTION_PREFIXES, starts_with
+from .ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
 from .paths import ParsedLogPath
 from .replay import _read_deltas
 from .storage import LogStore
@@ -81,7 +81,7 @@ def winning_lines(
                 pos += 1
             del data
         text = buffer[:pos]
-        ends = np.flatnonzero(text == 10).astype(np.int64)
+        ends = newline_positions(text)
         count = len(ends)
         a, b = np.searchsorted(wanted, [first_line, first_line + count])
         if b > a:

@@ -21,6 +21,7 @@ import pyarrow.json as pj
 
 from .checkpoint_schema import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS, STRING_MAP
 from .errors import CorruptLogError
+from .ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
 
 __all__ = [
     "ParsedActions",
@@ -209,15 +210,6 @@ def _python_file_actions(rows: list[tuple[int, dict[str, Any]]], key: str, field
     return _file_action_table(struct, fields, np.array([o for o, _ in rows], dtype=np.int64))
 
 
-def _starts_with(buf: np.ndarray, starts: np.ndarray, prefix: bytes) -> np.ndarray:
-    """Which lines (given by start offsets into a newline-padded buffer) begin with ``prefix``."""
-    mask = np.ones(len(starts), dtype=bool)
-    limit = len(buf) - 1
-    for i, byte in enumerate(prefix):
-        mask &= buf[np.minimum(starts + i, limit)] == byte
-    return mask
-
-
 # Top-level action names: a file-action line is read with these as empty structs beside its own
 # action, so a line holding two actions shows as a row with two valid columns.
 _ACTION_NAMES = ("add", "remove", "metaData", "protocol", "commitInfo", "txn", "domainMetadata", "cdc", "sidecar", "checkpointMetadata")
@@ -314,24 +306,9 @@ def _read_json_lines(data: np.ndarray, schema: pa.Schema, keys_only: bool) -> pa
     return None
 
 
-# Byte-wise numpy work (newline search, line masks) runs over slices of this size: a comparison
+# Line masks run over slices of this size: a comparison
 # over a whole large buffer would allocate one bool per byte of the log.
 _SCAN_BYTES = 32 << 20
-
-
-# The newline search compares slices of this size into one reused mask: it stays in the CPU cache
-# and no fresh pages are faulted in for every slice.
-_NEWLINE_SCAN_BYTES = 1 << 20
-
-
-def _newlines(text: np.ndarray) -> np.ndarray:
-    mask = np.empty(min(_NEWLINE_SCAN_BYTES, len(text)), dtype=bool)
-    parts = []
-    for i in range(0, len(text), _NEWLINE_SCAN_BYTES):
-        chunk = text[i : i + _NEWLINE_SCAN_BYTES]
-        np.equal(chunk, 10, out=mask[: len(chunk)])
-        parts.append(np.flatnonzero(mask[: len(chunk)]) + i)
-    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
 
 
 def _gather_lines(text: np.ndarray, starts: np.ndarray, lengths: np.ndarray, selected: np.ndarray, *, blank: bool) -> np.ndarray:
@@ -402,13 +379,13 @@ def parse_ndjson(
         file_ends.append(pos)
     text = buf[:pos]
     _require_utf8(sources, text)
-    newlines = _newlines(text)
+    newlines = newline_positions(text)
     starts = np.concatenate([[0], newlines[:-1] + 1]).astype(np.int64) if len(newlines) else np.zeros(0, np.int64)
     ends = newlines.astype(np.int64)
     source_index = np.searchsorted(np.asarray(file_ends), starts, side="right")
     first_line = np.searchsorted(starts, np.concatenate([[0], np.asarray(file_ends[:-1])]))
-    is_add = _starts_with(buf, starts, b'{"add":')
-    is_remove = _starts_with(buf, starts, b'{"remove":')
+    is_add = starts_with(buf, starts, FILE_ACTION_PREFIXES[0])
+    is_remove = starts_with(buf, starts, FILE_ACTION_PREFIXES[1])
     other_idx = np.flatnonzero(~(is_add | is_remove) & (ends > starts))
 
     others: list[tuple[int, int, int, dict[str, Any]]] = []
