@@ -306,8 +306,8 @@ def _read_json_lines(data: np.ndarray, schema: pa.Schema, keys_only: bool) -> pa
     return None
 
 
-# Line masks run over slices of this size: a comparison
-# over a whole large buffer would allocate one bool per byte of the log.
+# Line masks run over slices of this size: a comparison over a whole large buffer would allocate
+# one bool per byte of the log.
 _SCAN_BYTES = 32 << 20
 
 

@@ -616,8 +616,8 @@ DELETE_BATCH = 1000
 # (the GIL is released in unlink), so a slow disk gets many more threads than cores. On a quiet
 # disk an unlink is a few microseconds of CPU under the directory's lock, and 32 threads only
 # contend (20,000 unlinks: 0.25 s on 32 threads, 0.14 s on 2): the first batch runs on a few
-# threads; the next batches escalate when one after the first was slow, and stay escalated only while
-# that is clearly faster (an old, written-back log: 20,000 unlinks 0.43 s on 32 threads, 0.76 s on 4).
+# threads; the next batches escalate when one after the first was slow, and stay escalated only
+# while that is clearly faster (an old, written-back log: 20,000 unlinks 0.43 s on 32, 0.76 s on 4).
 _UNLINK_THREADS = 32
 _UNLINK_THREADS_FAST = 4
 _UNLINK_SLOW_SECONDS = 60e-6  # per unlink per thread: ~25 µs when the directory is cached, 150+ µs when it waits on the disk
