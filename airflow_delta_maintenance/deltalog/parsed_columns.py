@@ -1,13 +1,14 @@
 """Typed ``stats_parsed`` and ``partitionValues_parsed`` columns from the ``add`` actions' strings.
 
-Both run over whole Arrow arrays, never row by row: the statistics are parsed by one pyarrow JSON
-read of the ``stats`` strings, and each partition value is found in the ``partitionValues`` maps
-with numpy over the flattened keys.
+Both run over whole Arrow arrays, never row by row: the statistics are parsed by pyarrow JSON
+reads straight from the ``stats`` strings' bytes, and each partition value is found in the
+``partitionValues`` maps with numpy over the flattened keys.
 """
 
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -18,21 +19,44 @@ from .schema import StatsPlan
 
 __all__ = ["parse_stats", "parse_partition_values", "map_first_value"]
 
-# The stats JSON read runs in the calling thread unless the text is large: each hand-off to the CPU
-# pool waits for a worker to be scheduled, which on a busy machine costs more than it saves for the
-# few hundred KiB of one replay chunk. The checkpoint writer's row groups (32k rows, ~4 MiB of stats)
-# are split in one block per CPU, so both cores parse while the Parquet writer waits.
+# Large inputs are split into one slice of rows per CPU, each read on its own thread (pyarrow's
+# JSON reader releases the GIL): the checkpoint writer's row groups (32k rows, ~4 MiB of stats) are
+# parsed on both cores while the Parquet writer waits. Below this size a thread hand-off costs more
+# than it saves on a busy machine.
 _THREADED_BYTES = 2 << 20
-
-
-def _read_options(size: int) -> pj.ReadOptions:
-    if size < _THREADED_BYTES:
-        return pj.ReadOptions(block_size=size + 1, use_threads=False)
-    return pj.ReadOptions(block_size=min(size // (os.cpu_count() or 1) + 1, 1 << 30))
 
 
 def _single(column: pa.ChunkedArray) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _string_bytes(strings: pa.Array) -> pa.Buffer:
+    """The bytes of all ``strings`` back to back, without a copy (a string array stores them so)."""
+    offset_type = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+    offsets = np.frombuffer(strings.buffers()[1], dtype=offset_type, count=len(strings) + 1, offset=strings.offset * np.dtype(offset_type).itemsize)
+    data = strings.buffers()[2]
+    start, end = int(offsets[0]), int(offsets[-1])
+    return data.slice(start, end - start) if data is not None else pa.py_buffer(b"")
+
+
+def _read_objects(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
+    """One JSON read of the objects held by ``strings``, straight from their bytes: pyarrow's
+    reader takes objects one after another without a separator, so no joined copy is built."""
+    data = _string_bytes(strings)
+    try:
+        return pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(block_size=data.size + 1, use_threads=False),  # one block: no newlines to split at
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+
+
+def _slices(strings: pa.Array, size: int) -> list[pa.Array]:
+    parts = min(os.cpu_count() or 1, len(strings)) if size >= _THREADED_BYTES else 1
+    step = -(-len(strings) // parts)
+    return [strings.slice(i, step) for i in range(0, len(strings), step)]
 
 
 def parse_stats(stats: pa.Array, plan: StatsPlan) -> pa.Array | None:
@@ -41,20 +65,22 @@ def parse_stats(stats: pa.Array, plan: StatsPlan) -> pa.Array | None:
     n = len(stats)
     if n == 0:
         return pa.nulls(0, plan.final_type)
+    # A null reads as an empty object; an empty or blank string reads as nothing, and the row
+    # count below no longer matches.
     text = stats if stats.null_count == 0 else pc.fill_null(stats, "{}")
-    # One NDJSON buffer: the strings joined by newlines (stats are JSON objects: no raw newline).
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), text), "\n")[0].as_buffer()
-    read_fields = list(plan.read_type)
+    schema = pa.schema(list(plan.read_type))
+    slices = _slices(text, _string_bytes(text).size)
+    if len(slices) == 1:
+        tables = [_read_objects(slices[0], schema)]
+    else:
+        with ThreadPoolExecutor(max_workers=len(slices), thread_name_prefix="delta-stats") as pool:
+            tables = list(pool.map(lambda s: _read_objects(s, schema), slices))
+    if any(t is None for t in tables) or sum(t.num_rows for t in tables if t is not None) != n:
+        return None
+    table = pa.concat_tables([t for t in tables if t is not None])
+    children = []
     try:
-        table = pj.read_json(
-            pa.BufferReader(joined),
-            read_options=_read_options(joined.size),
-            parse_options=pj.ParseOptions(explicit_schema=pa.schema(read_fields), unexpected_field_behavior="ignore"),
-        )
-        if table.num_rows != n:
-            return None
-        children = []
-        for read, final in zip(read_fields, plan.final_type, strict=True):
+        for read, final in zip(plan.read_type, plan.final_type, strict=True):
             child = _single(table.column(read.name))
             children.append(child if child.type == final.type else child.cast(final.type))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):

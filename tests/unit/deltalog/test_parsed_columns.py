@@ -113,6 +113,38 @@ def test_parse_stats_refuses_values_of_the_wrong_type() -> None:
     assert empty is not None and len(empty) == 0 and empty.type == plan.final_type
 
 
+def test_parse_stats_reads_the_strings_bytes_as_they_are() -> None:
+    """Statistics are read straight from the strings' bytes: a pretty-printed object (newlines
+    inside) still parses, and an empty or blank string (no object) or one holding two objects makes
+    the row count differ from the input's: None, never rows shifted onto other files."""
+    plan = stats_parse_plan(SCHEMA, [], False)
+    pretty = json.dumps({"numRecords": 7, "minValues": {"id": 1}}, indent=2)
+    parsed = parse_stats(pa.array([pretty, '{"numRecords": 8}']), plan)
+    assert parsed is not None and parsed.field("numRecords").to_pylist() == [7, 8]
+    assert parse_stats(pa.array(['{"numRecords": 1}', ""]), plan) is None
+    assert parse_stats(pa.array(['{"numRecords": 1}', "  "]), plan) is None
+    assert parse_stats(pa.array(['{"numRecords": 1}{"numRecords": 2}', '{"numRecords": 3}']), plan) is None
+
+
+def test_parse_stats_splits_large_inputs_across_threads_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above 2 MiB the strings are read in one slice per CPU on threads; the slices come back in
+    order, equal to parsing row by row (nulls and an offset slice included)."""
+    import airflow_delta_maintenance.deltalog.parsed_columns as pcmod
+
+    monkeypatch.setattr(pcmod.os, "cpu_count", lambda: 3)
+    plan = stats_parse_plan(SCHEMA, [], False)
+    strings = [None if i % 97 == 0 else json.dumps({"numRecords": i, "minValues": {"id": -i, "s": "x" * (i % 40)}, "nullCount": {"id": i % 5}})
+               for i in range(40_000)]
+    column = pa.array(strings, pa.string()).slice(5)
+    assert len(pcmod._slices(column, pcmod._THREADED_BYTES)) == 3
+    seen: list[int] = []
+    real = pcmod._read_objects
+    monkeypatch.setattr(pcmod, "_read_objects", lambda s, schema: (seen.append(len(s)), real(s, schema))[1])
+    parsed = parse_stats(column, plan)
+    assert parsed is not None and parsed.equals(_oracle(column.to_pylist(), plan.final_type))
+    assert len(seen) == 3 and sum(seen) == len(column)
+
+
 def _table_with_many_files(root: Path, commits: int, per_commit: int, bad_row: int | None = None) -> None:
     log = root / "_delta_log"
     log.mkdir(parents=True)
