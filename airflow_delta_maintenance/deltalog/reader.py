@@ -8,7 +8,6 @@ domain metadata) are parsed with ``json.loads``. Errors name the file and the 1-
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -507,7 +506,7 @@ def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[P
     import pyarrow.parquet as pq  # here: a log without a checkpoint never needs it (~20 ms of start-up)
 
     try:
-        pf = pq.ParquetFile(io.BytesIO(data))
+        pf = pq.ParquetFile(pa.BufferReader(data))  # native reads: a Python file object takes the GIL per read
         present = set(pf.schema_arrow.names)
         table = pf.read(columns=[c for c in ("add", "remove", *_NON_FILE_COLUMNS) if c in present])
     except (pa.ArrowInvalid, OSError) as exc:
