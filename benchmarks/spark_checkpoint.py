@@ -32,11 +32,11 @@ sampled every 0.2 s from ``/proc/<pid>/status`` (VmHWM) of every process of the 
 largest ``java`` (driver JVM, executors inside it in local mode) and the largest ``python`` (the
 PySpark driver process).
 
-Measured 2026-11-23 on the shared 2-core box (run by run, seconds; load before the run):
-2M live files, 200 commits — ours 889.7 (13.0), 222.1 (8.2), 105.8 (7.0); delta-spark 984.8
-(22.1), 363.0 (7.8), 243.0 (5.7): medians 222.1 s vs 363.0 s, 0.61x (pairs 0.90x, 0.61x, 0.44x);
-peak JVM 1388 vs 1568 MiB, Python driver 150 vs 119 MiB; both 2,000,942 rows, same columns, zstd.
-The load varied 5.7–22 within the run: only the ratios of neighbouring runs mean much.
+Measured 2026-11-24 on the 2-core box with nothing else running (run by run, seconds; load before):
+2M live files, 200 commits — ours 68.6 (1.4), 66.5 (2.3), 67.8 (2.6); delta-spark 75.0 (2.0),
+70.5 (2.5), 78.2 (2.8): medians 67.8 s vs 75.0 s, 0.90x (pairs 0.91x, 0.94x, 0.87x); peak JVM
+1400 vs 1565 MiB, Python driver 149 vs 118 MiB; both 2,000,942 rows, same columns, zstd. (An
+earlier run at load 5.7-22 gave 0.61x: under load the ratio says more about the scheduler.)
 10M live files, 200 commits — ours 509.3 s (load 4.2), peak JVM 1401 MiB, Python driver 150 MiB
 (the same as at 2M); delta-spark failed in all three runs (1-minute load about 1.5–4): its driver
 JVM ran out of heap (java.lang.OutOfMemoryError in a shuffle-map stage of the state
