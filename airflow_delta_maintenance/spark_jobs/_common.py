@@ -64,6 +64,7 @@ ACTION_SCHEMA = from_arrow_schema(
 )
 VERSION = "_version"
 _DISCOVERY_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+_WINDOW_GROUP_LIMIT = "spark.sql.optimizer.windowGroupLimitThreshold"
 
 
 class JobFailed(Exception):
@@ -113,6 +114,12 @@ def spark_session(app_name: str) -> SparkSession:
     # files" job (one task per path above 32 paths) would only stat them again.
     if session.conf.get(_DISCOVERY_THRESHOLD, None) in (None, "32"):
         session.conf.set(_DISCOVERY_THRESHOLD, str(1 << 30))
+    # For reconcile's newest-per-key window Spark adds a map-side WindowGroupLimit: a sort of every
+    # full action row before the shuffle, to drop rows that lose. A file has one action per key in
+    # most logs, so it drops almost nothing (2M files: the job 66.8 -> 64.1 s without it). A value
+    # the user set wins.
+    if session.conf.get(_WINDOW_GROUP_LIMIT, None) is None:
+        session.conf.set(_WINDOW_GROUP_LIMIT, "-1")
     return session
 
 

@@ -116,3 +116,34 @@ def test_read_back_of_a_v2_checkpoint_reads_its_sidecar_column_only(tmp_path: Pa
     read = rchar() - before
     assert (back.num_actions, back.num_sidecars) == (n + 10, 1)
     assert read < size // 8, f"read {read} bytes of a {size}-byte checkpoint"
+
+
+@pytest.mark.spark
+def test_reconcile_sorts_the_actions_once_after_the_shuffle_not_also_before_it(tmp_path: Path, spark: Any) -> None:
+    """Spark adds a map-side WindowGroupLimit to the newest-per-key window: a sort of every full
+    action row before the shuffle, which drops almost nothing when files have one action each.
+    The jobs' session turns it off (a value the user set wins) and the newest action still wins."""
+    from airflow_delta_maintenance.deltalog.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
+    from airflow_delta_maintenance.spark_jobs import _common as common
+
+    store = open_table_storage(big_table(tmp_path / "t", versions=4, per_commit=20))
+    segment = build_log_segment(list_log_files(store), None, use_compactions=False, table=store.uri)
+
+    def plan_and_paths() -> tuple[str, set[str]]:
+        frame = common.reconcile(common.read_actions(spark, store, segment), tombstone_cutoff_ms=0)
+        plan = str(frame._jdf.queryExecution().executedPlan().toString())
+        return plan, {r["_path"] for r in frame.where("add IS NOT NULL").select("_path").collect()}
+
+    try:
+        spark.conf.set(common._WINDOW_GROUP_LIMIT, "1000")  # set by the user: kept
+        assert common.spark_session("t").conf.get(common._WINDOW_GROUP_LIMIT) == "1000"
+        with_limit, live = plan_and_paths()
+        assert "WindowGroupLimit" in with_limit
+        spark.conf.unset(common._WINDOW_GROUP_LIMIT)
+        assert common.spark_session("t").conf.get(common._WINDOW_GROUP_LIMIT) == "-1"
+        without, live_after = plan_and_paths()
+        assert "WindowGroupLimit" not in without and without.count("Sort [") == 1
+        assert live_after == live == {str(p) for p in load_snapshot(store, now_ms=NOW).files.column("path").to_pylist()}
+    finally:
+        spark.conf.unset(common._WINDOW_GROUP_LIMIT)
