@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,12 +41,20 @@ from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 if TYPE_CHECKING:  # pyarrow.parquet is imported where a checkpoint is read: a log without one never needs it
     import pyarrow.parquet as pq
 
-__all__ = ["TableState", "load_table_state", "referenced_sidecar_names"]
+__all__ = ["TableState", "load_table_state", "referenced_sidecar_names", "NON_FILE_KINDS", "segment_non_file_actions"]
 
 _PM_COLUMNS = ("protocol", "metaData")
 _PM_BATCH_ROWS = 16_384
 # Leaf columns that are non-null exactly when the action is present (required fields).
-_PM_PROBES = {"protocol": "protocol.minReaderVersion", "metaData": "metaData.id", "sidecar": "sidecar.path"}
+_PM_PROBES = {
+    "protocol": "protocol.minReaderVersion",
+    "metaData": "metaData.id",
+    "sidecar": "sidecar.path",
+    "txn": "txn.appId",
+    "domainMetadata": "domainMetadata.domain",
+}
+# The actions of a version's state besides its files (what a checkpoint writes beside them).
+NON_FILE_KINDS = ("protocol", "metaData", "txn", "domainMetadata")
 
 
 @dataclass(frozen=True)
@@ -219,6 +227,29 @@ def _read_checkpoint_pm(store: LogStore, group: CheckpointGroup, finder: _Finder
         else:
             actions.extend(_parquet_pm(store, part, finder))
     finder.take(actions, store.display(group.files[0].name))
+
+
+def segment_non_file_actions(store: LogStore, segment: LogSegment) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(version, action)`` for every protocol, metaData, txn and domainMetadata action of
+    ``segment`` in replay order: the checkpoint's rows of those columns (row groups whose statistics
+    allow them; sidecars hold file actions only and are not opened), then the commits oldest first,
+    their ``add``/``remove`` lines skipped unparsed. One commit and one row-group slice are held at
+    a time, so memory does not grow with the table."""
+    finder = _Finder()  # counts the bytes read; the kinds are collected here, not by it
+    if segment.checkpoint is not None:
+        v = segment.checkpoint.version
+        for part in segment.checkpoint.files:
+            if part.extension == "json":
+                rows = _non_file_lines(store.read(part.name), store.display(part.name))
+            else:
+                rows = _parquet_pm(store, part, finder, NON_FILE_KINDS)
+            yield from ((v, a) for _, a in rows if any(a.get(k) is not None for k in NON_FILE_KINDS))
+    scratch = bytearray()
+    for source in segment.deltas:
+        name, data = _source_bytes(store, source, scratch)
+        rows = _non_file_lines(data, name)
+        del data  # a view of `scratch`, which the next read may grow
+        yield from ((source.version, a) for _, a in rows if any(a.get(k) is not None for k in NON_FILE_KINDS))
 
 
 @uses_log_operation_memory

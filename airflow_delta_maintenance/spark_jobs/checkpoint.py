@@ -14,10 +14,11 @@ the rows in the footers of exactly the files that write produced (one Spark writ
 moved sidecar is checked before the top-level file names it, and the checkpoint is read back
 before ``_last_checkpoint`` points at it.
 
-The log is parsed, reconciled and written in one Spark job (plus a light pass that parses only the
-lines that can hold protocol, metadata, txn or domain metadata). The Python driver reads Parquet
-footers and the ``sidecar`` column chunks only, never a whole checkpoint file: its memory does not
-grow with the table.
+The log is parsed, reconciled and written in one Spark job. The protocol, metadata, txns and domain
+metadata come from the driver itself: the previous checkpoint's columns for them (row groups that
+can hold them) and the commits' non-file lines, one commit at a time, file actions skipped
+unparsed. Of checkpoints the Python driver reads Parquet footers and those column chunks only,
+never a whole file: its memory does not grow with the table.
 Leftovers of other runs are removed only when their owner is proven dead or they are a day old.
 On failure this run's staging directory and sidecars are removed and the job exits non-zero.
 """
@@ -197,7 +198,7 @@ def _main(argv: Sequence[str] | None) -> int:
     spark = spark_session(f"delta-checkpoint {store.uri}@{v}")
     sidecars = _referenced_sidecars(spark, store, segment.checkpoint.files) if segment.checkpoint else []
     actions = read_actions(spark, store, segment, sidecars)
-    state = collect_non_file_state(spark, store, segment)
+    state = collect_non_file_state(store, segment)
     if state.protocol is None or state.metadata is None:
         raise JobFailed(f"{store.uri}: no protocol or metadata at version {v}")
     check_read_supported(state.protocol, path=store.uri)

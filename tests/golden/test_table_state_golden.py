@@ -1,5 +1,6 @@
 """``load_table_state`` equals ``load_snapshot`` on every golden table at every version: the same
-version, protocol, metadata, properties, timestamp and segment, or the same error class.
+version, protocol, metadata, properties, timestamp and segment, or the same error class; and
+``segment_non_file_actions`` folds to the snapshot's protocol, metadata, txns and domains.
 
 The one kind of difference allowed is listed: the light state never reads file actions or
 sidecars, so a log whose only defect lies there loads as a state but not as a snapshot.
@@ -18,6 +19,7 @@ from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.deltalog.table_state import load_table_state
 from tests.golden.test_golden_tables import CASES, _location, _table_roots
+from tests.unit.deltalog.test_table_state import non_file_state
 
 pytestmark = pytest.mark.interop
 
@@ -50,6 +52,9 @@ def _compare(root: Path, key: str) -> int:
             continue
         state = load_table_state(store, v, now_ms=NOW)
         assert (state.version, state.protocol, state.metadata) == (snap.version, snap.protocol, snap.metadata), why
+        # the Spark checkpoint job's non-file state: checkpoint columns plus the commits' non-file lines
+        non_file, replayed = non_file_state(store, v)
+        assert non_file == replayed, why
         assert state.properties == snap.properties, why
         assert state.timestamp == snap.timestamp, why
         # A compaction the snapshot rejects as unreconciled (it repeats a logical file) still

@@ -350,3 +350,61 @@ def test_a_snapshot_from_a_listing_a_concurrent_cleanup_outdated_is_read_from_a_
     memfs.rm(f"/tbl/_delta_log/{4:020d}.checkpoint.parquet")  # now truly missing: a typed error, not a retry loop
     with pytest.raises(E.DeltaLogError):
         load_snapshot(store, 5, files=stale, now_ms=NOW)
+
+
+def non_file_state(store: LogStore, version: int | None = None) -> tuple:
+    """Fold ``segment_non_file_actions`` of the snapshot's segment as a checkpoint writer does."""
+    from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
+    from airflow_delta_maintenance.deltalog.table_state import segment_non_file_actions
+
+    snap = load_snapshot(store, version, now_ms=NOW)
+    protocol_ = metadata_ = None
+    txns: dict[str, Txn] = {}
+    domains: dict[str, DomainMetadata] = {}
+    for _, a in segment_non_file_actions(store, snap.segment):
+        if a.get("protocol") is not None:
+            protocol_ = Protocol.from_dict(a["protocol"])
+        if a.get("metaData") is not None:
+            metadata_ = Metadata.from_dict(a["metaData"])
+        if a.get("txn") is not None:
+            txns[a["txn"]["appId"]] = Txn.from_dict(a["txn"])
+        if a.get("domainMetadata") is not None:
+            dm = DomainMetadata.from_dict(a["domainMetadata"])
+            domains[dm.domain] = dm
+    got = (protocol_, metadata_, txns, {k: v for k, v in domains.items() if not v.removed})
+    return got, (snap.protocol, snap.metadata, dict(snap.txns), dict(snap.domain_metadata))
+
+
+def test_segment_non_file_actions_fold_to_the_snapshots_state(log: LogBuilder) -> None:
+    """Protocol, metadata, txns and live domains from the checkpoint's columns plus the commits'
+    non-file lines equal the full replay's, with a Parquet and a multi-part checkpoint."""
+    txn = lambda app, v: {"txn": {"appId": app, "version": v, "lastUpdated": NOW}}  # noqa: E731
+    dom = lambda d, c, removed=False: {"domainMetadata": {"domain": d, "configuration": c, "removed": removed}}  # noqa: E731
+    log.commit(0, [protocol(), metadata({"k": "0"}), txn("a", 1), dom("d1", "x"), add("f0")])
+    log.commit(1, [txn("b", 1), add("f1"), dom("d2", "y")])
+    log.checkpoint(1, [protocol(), metadata({"k": "0"}), txn("a", 1), txn("b", 1), dom("d1", "x"), dom("d2", "y"), add("f0"), add("f1")], parts=2)
+    log.commit(2, [txn("a", 2), dom("d1", "x", removed=True), metadata({"k": "2"}), add("f2")])
+    log.commit(3, [protocol(1, 4), add("f3"), txn("c", 7)])
+    store = open_table_storage(ROOT)
+    for v in range(4):
+        got, want = non_file_state(store, v)
+        assert got == want, v
+    assert non_file_state(store)[0][2]["a"].version == 2
+
+
+def test_segment_non_file_actions_skip_file_lines_and_name_a_bad_line(log: LogBuilder) -> None:
+    """``add``/``remove`` lines are not parsed (a broken one is the replay's to refuse); a broken
+    non-file line is a CorruptLogError naming its file and line."""
+    from airflow_delta_maintenance.deltalog.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
+    from airflow_delta_maintenance.deltalog.table_state import segment_non_file_actions
+
+    log.commit(0, [protocol(), metadata()])
+    log.write(f"{1:020d}.json", b'{"add": {"path": broken\n{"txn": {"appId": "a", "version": 3, "lastUpdated": 1}}\n')
+    store = open_table_storage(ROOT)
+    segment = build_log_segment(list_log_files(store), table=store.uri)
+    assert [(v, next(iter(a))) for v, a in segment_non_file_actions(store, segment)] == [(0, "protocol"), (0, "metaData"), (1, "txn")]
+    log.write(f"{2:020d}.json", b'{"add": {"path": "x"}}\n{"txn": {"appId": \n')
+    segment = build_log_segment(list_log_files(store), table=store.uri)
+    with pytest.raises(E.CorruptLogError, match=r"00000000000000000002\.json: line 2 is not valid JSON"):
+        list(segment_non_file_actions(store, segment))
