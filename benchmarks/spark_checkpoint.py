@@ -33,14 +33,14 @@ largest ``java`` (driver JVM, executors inside it in local mode) and the largest
 PySpark driver process).
 
 Measured 2026-11-24 on the 2-core box with nothing else running (run by run, seconds; load before):
-2M live files, 200 commits — ours 68.6 (1.4), 66.5 (2.3), 67.8 (2.6); delta-spark 75.0 (2.0),
-70.5 (2.5), 78.2 (2.8): medians 67.8 s vs 75.0 s, 0.90x (pairs 0.91x, 0.94x, 0.87x); peak JVM
-1400 vs 1565 MiB, Python driver 149 vs 118 MiB; both 2,000,942 rows, same columns, zstd. (An
-earlier run at load 5.7-22 gave 0.61x: under load the ratio says more about the scheduler.)
-10M live files, 200 commits — ours 509.3 s (load 4.2), peak JVM 1401 MiB, Python driver 150 MiB
-(the same as at 2M); delta-spark failed in all three runs (1-minute load about 1.5–4): its driver
-JVM ran out of heap (java.lang.OutOfMemoryError in a shuffle-map stage of the state
-reconstruction, exit 52) with the same 1 GiB — no ratio exists at 10M with this configuration.
+2M live files, 200 commits, 1 GiB — ours 56.0 (2.8), 51.9 (2.5), 58.7 (2.3); delta-spark 70.6
+(2.7), 73.1 (2.2), 79.2 (2.3): medians 56.0 s vs 73.1 s, 0.77x (pairs 0.79x, 0.71x, 0.74x); peak
+JVM 1380 vs 1645 MiB, Python driver 150 vs 118 MiB; both 2,000,942 rows, same columns, zstd.
+10M live files, 200 commits — 1 GiB: ours 197.7 s (JVM 1378 MiB, Python driver 161 MiB);
+delta-spark ran out of heap in 3 of 3 runs on 2026-11-23 (java.lang.OutOfMemoryError in a
+shuffle-map stage of the state reconstruction, exit 52). 2 GiB: ours 200.0 s, delta-spark out of
+heap after 133 s. 4 GiB: ours 206.9 s vs delta-spark 242.2 s (JVM 4555 MiB), 0.85x; both
+10,000,941 rows, same columns.
 """
 
 from __future__ import annotations
