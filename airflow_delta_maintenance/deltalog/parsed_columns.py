@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -30,10 +31,16 @@ def _single(column: pa.ChunkedArray) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
+def _offsets(strings: pa.Array) -> np.ndarray:
+    """The ``len + 1`` value offsets of a string array (into its data buffer)."""
+    offset_type = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+    itemsize = np.dtype(offset_type).itemsize
+    return np.frombuffer(strings.buffers()[1], dtype=offset_type, count=len(strings) + 1, offset=strings.offset * itemsize)
+
+
 def _string_bytes(strings: pa.Array) -> pa.Buffer:
     """The bytes of all ``strings`` back to back, without a copy (a string array stores them so)."""
-    offset_type = np.int64 if pa.types.is_large_string(strings.type) else np.int32
-    offsets = np.frombuffer(strings.buffers()[1], dtype=offset_type, count=len(strings) + 1, offset=strings.offset * np.dtype(offset_type).itemsize)
+    offsets = _offsets(strings)
     data = strings.buffers()[2]
     start, end = int(offsets[0]), int(offsets[-1])
     return data.slice(start, end - start) if data is not None else pa.py_buffer(b"")
@@ -53,10 +60,21 @@ def _read_objects(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
         return None
 
 
+# One JSON read takes one block of at most this many bytes (its block size is a 32-bit integer).
+_MAX_BLOCK_BYTES = 1 << 30
+
+
 def _slices(strings: pa.Array, size: int) -> list[pa.Array]:
+    """``strings`` cut into row slices of about equal bytes: one per CPU when there is enough to
+    share, and none above ``_MAX_BLOCK_BYTES`` unless a single string is."""
     parts = min(os.cpu_count() or 1, len(strings)) if size >= _THREADED_BYTES else 1
-    step = -(-len(strings) // parts)
-    return [strings.slice(i, step) for i in range(0, len(strings), step)]
+    parts = min(max(parts, -(-size // _MAX_BLOCK_BYTES)), len(strings))
+    if parts <= 1:
+        return [strings]
+    offsets = _offsets(strings).astype(np.int64)
+    targets = offsets[0] + (offsets[-1] - offsets[0]) * np.arange(1, parts, dtype=np.int64) // parts
+    cuts = np.unique(np.clip(np.concatenate([[0], np.searchsorted(offsets, targets), [len(strings)]]), 0, len(strings))).tolist()
+    return [strings.slice(a, b - a) for a, b in pairwise(cuts) if b > a]
 
 
 def parse_stats(stats: pa.Array, plan: StatsPlan) -> pa.Array | None:

@@ -145,6 +145,24 @@ def test_parse_stats_splits_large_inputs_across_threads_in_order(monkeypatch: py
     assert len(seen) == 3 and sum(seen) == len(column)
 
 
+def test_stats_slices_balance_bytes_and_stay_under_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row slices hold about equal bytes (a long string does not leave one thread all the work),
+    are never empty, cover every row in order, and are cut finer than one per CPU when a slice
+    would exceed the JSON reader's block limit."""
+    import airflow_delta_maintenance.deltalog.parsed_columns as pcmod
+
+    monkeypatch.setattr(pcmod.os, "cpu_count", lambda: 2)
+    column = pa.array(["x" * 3000] + ["y"] * 2999).slice(1, 2999)
+    slices = pcmod._slices(column, pcmod._THREADED_BYTES)
+    assert [len(s) for s in slices] == [1499, 1500]
+    skewed = pa.array(["x" * 3000] + ["y"] * 2999)
+    assert [len(s) for s in pcmod._slices(skewed, pcmod._THREADED_BYTES)] == [1, 2999]
+    monkeypatch.setattr(pcmod, "_MAX_BLOCK_BYTES", 1000)
+    cut = pcmod._slices(column, 2999)
+    assert len(cut) == 3 and all(len(s) for s in cut)
+    assert pa.concat_arrays(cut).equals(column)
+
+
 def _table_with_many_files(root: Path, commits: int, per_commit: int, bad_row: int | None = None) -> None:
     log = root / "_delta_log"
     log.mkdir(parents=True)
