@@ -16,6 +16,7 @@ __all__ = [
     "Metadata",
     "Txn",
     "DomainMetadata",
+    "NonFileState",
     "dv_unique_id",
     "NON_FILE_ACTIONS",
 ]
@@ -143,6 +144,33 @@ class DomainMetadata:
 
     def to_dict(self) -> dict[str, Any]:
         return {"domain": self.domain, "configuration": self.configuration, "removed": self.removed}
+
+
+@dataclass
+class NonFileState:
+    """Protocol, metadata, txns and domain metadata folded from actions fed in replay order."""
+
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    txns: dict[str, Txn] = field(default_factory=dict)
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)  # tombstones included
+
+    def take(self, action: Mapping[str, Any]) -> bool:
+        """Fold ``action`` if it is one of these kinds (the newest wins); False for any other.
+        A malformed one raises ``KeyError``, ``TypeError`` or ``ValueError``."""
+        if (p := action.get("protocol")) is not None:
+            self.protocol = Protocol.from_dict(p)
+        elif (m := action.get("metaData")) is not None:
+            self.metadata = Metadata.from_dict(m)
+        elif (t := action.get("txn")) is not None:
+            txn = Txn.from_dict(t)
+            self.txns[txn.app_id] = txn
+        elif (d := action.get("domainMetadata")) is not None:
+            dm = DomainMetadata.from_dict(d)
+            self.domains[dm.domain] = dm
+        else:
+            return False
+        return True
 
 
 def dv_unique_id(dv: Mapping[str, Any] | None) -> str | None:

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import DomainMetadata, Metadata, Protocol, Txn
+from .actions import DomainMetadata, Metadata, NonFileState, Protocol, Txn
 from .errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
 from .log_segment import CatalogCommit, JsonSource, LogSegment
 from .paths import SIDECAR_DIR, LogFileType, ParsedLogPath
@@ -300,10 +300,7 @@ def replay_actions(
 
     source_versions = [d.version for d in segment.deltas]
     single_commit = [isinstance(d, CatalogCommit) or d.end_version == d.version for d in segment.deltas]
-    protocol: Protocol | None = None
-    metadata: Metadata | None = None
-    txns: dict[str, Txn] = {}
-    domains: dict[str, DomainMetadata] = {}
+    state = NonFileState()
     commit_infos: dict[int, dict[str, Any]] = {}
     sidecars: list[dict[str, Any]] = []
     checkpoint_metadata = None
@@ -311,17 +308,9 @@ def replay_actions(
         from_deltas = part is deltas
         for _, s, line, action in part.others:
             try:
-                if (p := action.get("protocol")) is not None:
-                    protocol = Protocol.from_dict(p)
-                elif (m := action.get("metaData")) is not None:
-                    metadata = Metadata.from_dict(m)
-                elif (t := action.get("txn")) is not None:
-                    txn = Txn.from_dict(t)
-                    txns[txn.app_id] = txn
-                elif (d := action.get("domainMetadata")) is not None:
-                    dm = DomainMetadata.from_dict(d)
-                    domains[dm.domain] = dm
-                elif (c := action.get("commitInfo")) is not None:
+                if state.take(action):
+                    continue
+                if (c := action.get("commitInfo")) is not None:
                     if from_deltas and single_commit[s]:
                         commit_infos.setdefault(source_versions[s], c)
                 elif (sc := action.get("sidecar")) is not None and not from_deltas:
@@ -339,12 +328,12 @@ def replay_actions(
     del parts
     adds, removes = reconcile_file_actions(batches, schemas, tombstone_cutoff_ms)
     return ReplayResult(
-        protocol=protocol,
-        metadata=metadata,
+        protocol=state.protocol,
+        metadata=state.metadata,
         adds=adds,
         removes=removes,
-        txns=txns,
-        domains=domains,
+        txns=state.txns,
+        domains=state.domains,
         commit_infos=commit_infos,
         sidecars=sidecars,
         checkpoint_metadata=checkpoint_metadata,

@@ -12,7 +12,6 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache, reduce
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
-from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
+from airflow_delta_maintenance.deltalog.actions import NonFileState
 from airflow_delta_maintenance.deltalog.log_segment import CatalogCommit, LogSegment
 from airflow_delta_maintenance.deltalog.paths import ParsedLogPath
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
@@ -38,7 +37,6 @@ __all__ = [
     "spark_session",
     "hadoop_path",
     "read_actions",
-    "NonFileState",
     "maybe_non_file",
     "collect_non_file_state",
     "reconcile",
@@ -173,14 +171,6 @@ def read_actions(spark: SparkSession, store: LogStore, segment: LogSegment, side
     return out
 
 
-@dataclass(frozen=True)
-class NonFileState:
-    protocol: Protocol | None
-    metadata: Metadata | None
-    txns: dict[str, Txn]
-    domains: dict[str, DomainMetadata]  # tombstones included
-
-
 # A commit line that starts like this is a file action or commitInfo (one action per line); unless
 # it also spells a non-file key somewhere, the compaction job's pass for the few lines the driver
 # needs skips it without parsing the JSON.
@@ -203,24 +193,13 @@ def collect_non_file_state(store: LogStore, segment: LogSegment) -> NonFileState
     columns (``deltalog.table_state.segment_non_file_actions``: one commit at a time). As a Spark
     text scan this was a job of its own over the whole log (2M files, 730 MB: 5.3 s on two cores).
     """
-    protocol = metadata = None
-    txns: dict[str, Txn] = {}
-    domains: dict[str, DomainMetadata] = {}
+    state = NonFileState()
     try:
         for _, action in segment_non_file_actions(store, segment):  # replay order: the newest wins
-            if (p := action.get("protocol")) is not None:
-                protocol = Protocol.from_dict(p)
-            if (m := action.get("metaData")) is not None:
-                metadata = Metadata.from_dict(m)
-            if (t := action.get("txn")) is not None:
-                txn = Txn.from_dict(t)
-                txns[txn.app_id] = txn
-            if (d := action.get("domainMetadata")) is not None:
-                dm = DomainMetadata.from_dict(d)
-                domains[dm.domain] = dm
+            state.take(action)
     except (KeyError, TypeError, ValueError) as exc:
         raise JobFailed(f"{store.uri}: a protocol, metaData, txn or domainMetadata action is malformed ({exc!s})") from None
-    return NonFileState(protocol, metadata, txns, domains)
+    return state
 
 
 def _dv_unique_id(dv: Column) -> Column:

@@ -43,6 +43,7 @@ from pyspark.sql.types import StructType
 
 from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
 from airflow_delta_maintenance.deltalog.abandoned import abandoned_sidecars, find_abandoned, remove_leftovers
+from airflow_delta_maintenance.deltalog.actions import NonFileState
 from airflow_delta_maintenance.deltalog.checkpoint_readback import parquet_footer, parquet_sidecars, read_back_checkpoint
 from airflow_delta_maintenance.deltalog.checkpoint_writer import (
     check_writer_features,
@@ -62,7 +63,6 @@ from airflow_delta_maintenance.deltalog.storage import FileStat, LogStore
 from airflow_delta_maintenance.deltalog.table_properties import TableProperties
 from airflow_delta_maintenance.spark_jobs._common import (
     JobFailed,
-    NonFileState,
     base_parser,
     collect_non_file_state,
     hadoop_path,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pyspark.sql import Observation, Window, functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
+from airflow_delta_maintenance.deltalog.actions import NonFileState
 from airflow_delta_maintenance.deltalog.compaction import check_compaction_supported, compaction_head
 from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
@@ -78,26 +78,14 @@ def _main(argv: Sequence[str] | None) -> int:
     # file actions without parsing them) and any line holding both an add and a remove.
     value = F.ltrim(F.col("value"))
     few = parsed.where(maybe_non_file(value) | (value.contains('"add"') & value.contains('"remove"')))
-    protocol = metadata = None
-    txns: dict[str, Txn] = {}
-    domains: dict[str, DomainMetadata] = {}
+    state = NonFileState()
     rows = few.select("value", "_version", F.col("_a.add").isNotNull().alias("a"), F.col("_a.remove").isNotNull().alias("r"), is_file.alias("f")).collect()
     two = sorted(r["_version"] for r in rows if r["a"] and r["r"])
     if two:  # one action per line: nothing is written from a line holding two
         raise JobFailed(f"{store.uri}: {commits[two[0]].name} has a line with more than one action")
     # Non-file actions are few: reconcile them on the driver in version order.
     for row in sorted((r for r in rows if not r["f"]), key=lambda r: r["_version"]):
-        action = json.loads(row["value"])
-        if "protocol" in action:
-            protocol = Protocol.from_dict(action["protocol"])
-        elif "metaData" in action:
-            metadata = Metadata.from_dict(action["metaData"])
-        elif "txn" in action:
-            t = Txn.from_dict(action["txn"])
-            txns[t.app_id] = t
-        elif "domainMetadata" in action:
-            d = DomainMetadata.from_dict(action["domainMetadata"])
-            domains[d.domain] = d
+        state.take(json.loads(row["value"]))
 
     files_df = parsed.where(is_file).select(
         F.regexp_replace(F.coalesce(F.col("_a.add.path"), F.col("_a.remove.path")), "^file:(?://)?/", "/").alias("path"),
@@ -111,7 +99,7 @@ def _main(argv: Sequence[str] | None) -> int:
     newest = F.row_number().over(Window.partitionBy("path", "dv").orderBy(F.col("_version").desc()))
     winners = files_df.withColumn("_rank", newest).where(F.col("_rank") == 1)
     ordered = winners.repartition(1).sortWithinPartitions(F.col("is_add").desc(), "path", "dv").select("value")
-    head = compaction_head(protocol, metadata, txns.values(), domains.values()).decode("utf-8").splitlines()
+    head = compaction_head(state.protocol, state.metadata, state.txns.values(), state.domains.values()).decode("utf-8").splitlines()
     head_df = spark.createDataFrame([(h,) for h in head], StructType([StructField("value", StringType())])).coalesce(1)
     body = head_df.union(ordered).coalesce(1)  # the head's partition first, then the sorted lines
 

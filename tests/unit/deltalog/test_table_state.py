@@ -353,25 +353,16 @@ def test_a_snapshot_from_a_listing_a_concurrent_cleanup_outdated_is_read_from_a_
 
 
 def non_file_state(store: LogStore, version: int | None = None) -> tuple:
-    """Fold ``segment_non_file_actions`` of the snapshot's segment as a checkpoint writer does."""
-    from airflow_delta_maintenance.deltalog.actions import DomainMetadata, Metadata, Protocol, Txn
+    """Fold ``segment_non_file_actions`` of the snapshot's segment (as the Spark checkpoint job
+    does) next to the snapshot's own protocol, metadata, txns and live domains."""
+    from airflow_delta_maintenance.deltalog.actions import NonFileState
     from airflow_delta_maintenance.deltalog.table_state import segment_non_file_actions
 
     snap = load_snapshot(store, version, now_ms=NOW)
-    protocol_ = metadata_ = None
-    txns: dict[str, Txn] = {}
-    domains: dict[str, DomainMetadata] = {}
-    for _, a in segment_non_file_actions(store, snap.segment):
-        if a.get("protocol") is not None:
-            protocol_ = Protocol.from_dict(a["protocol"])
-        if a.get("metaData") is not None:
-            metadata_ = Metadata.from_dict(a["metaData"])
-        if a.get("txn") is not None:
-            txns[a["txn"]["appId"]] = Txn.from_dict(a["txn"])
-        if a.get("domainMetadata") is not None:
-            dm = DomainMetadata.from_dict(a["domainMetadata"])
-            domains[dm.domain] = dm
-    got = (protocol_, metadata_, txns, {k: v for k, v in domains.items() if not v.removed})
+    state = NonFileState()
+    for _, action in segment_non_file_actions(store, snap.segment):
+        assert state.take(action)
+    got = (state.protocol, state.metadata, state.txns, {k: v for k, v in state.domains.items() if not v.removed})
     return got, (snap.protocol, snap.metadata, dict(snap.txns), dict(snap.domain_metadata))
 
 
