@@ -29,6 +29,7 @@ __all__ = [
     "conform_array",
     "empty_file_actions",
     "ORDER",
+    "PLACEHOLDER_ORDER",
 ]
 
 ORDER = "_order"  # replay position: a later action for the same file wins
@@ -59,7 +60,9 @@ def empty_file_actions(fields: Sequence[pa.Field]) -> pa.Table:
 class ParsedActions:
     """Actions of a set of log files: file actions as Arrow tables, others as ordered dicts.
 
-    ``others`` holds ``(order, source_index, line_number, action)`` in replay order.
+    ``others`` holds ``(order, source_index, line_number, action)`` in replay order. A
+    checkpoint's file-action tables may hold placeholder rows (``_order`` -1, null fields): rows of
+    other actions between its file actions, dropped by ``reconcile_file_actions``.
     """
 
     adds: pa.Table
@@ -146,10 +149,20 @@ def conform_array(arr: pa.Array | pa.ChunkedArray, target: pa.DataType, *, drop_
     return arr.cast(target)
 
 
-def _file_action_table(struct: pa.Array | pa.ChunkedArray, fields: Sequence[pa.Field], order: np.ndarray) -> pa.Table:
+# ``_order`` of a placeholder row: a checkpoint row holding another action, kept in a file-action
+# table (reconciliation drops it) so that the table is filtered once, not twice.
+PLACEHOLDER_ORDER = -1
+
+
+def _file_action_table(
+    struct: pa.Array | pa.ChunkedArray, fields: Sequence[pa.Field], order: np.ndarray, *, placeholders: bool = False
+) -> pa.Table:
     """Valid rows of an ``add``/``remove`` struct column as a flat table with ``_order``.
 
     Chunk by chunk: combining the JSON reader's blocks first would copy every string once more.
+    With ``placeholders``, null rows scattered among valid ones stay, with ``_order`` -1: copying
+    out the valid rows here and copying the winners again in reconciliation would write a
+    checkpoint's file actions twice (its removes sit among its adds).
     """
     chunks = struct.chunks if isinstance(struct, pa.ChunkedArray) else [struct]
     target = pa.struct(list(fields))
@@ -165,6 +178,9 @@ def _file_action_table(struct: pa.Array | pa.ChunkedArray, fields: Sequence[pa.F
             rows = np.flatnonzero(valid)
             if len(rows) and rows[-1] - rows[0] + 1 == len(rows):  # one run (a checkpoint's adds): no copy
                 chunk, chunk_order = chunk.slice(int(rows[0]), len(rows)), chunk_order[rows[0] : rows[-1] + 1]
+            elif placeholders and len(rows):
+                chunk = chunk.slice(int(rows[0]), int(rows[-1]) + 1 - int(rows[0]))
+                chunk_order = np.where(valid, chunk_order, PLACEHOLDER_ORDER)[rows[0] : rows[-1] + 1]
             else:
                 chunk, chunk_order = chunk.filter(pa.array(valid)), chunk_order[valid]
         if len(chunk) == 0:
@@ -527,10 +543,19 @@ def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[P
             row = int(np.argmax(valid > 1))
             raise CorruptLogError(f"{name}: row {row} holds more than one action; one action per row", path=name, line=row + 1)
     order = np.arange(base_order, base_order + n, dtype=np.int64)
-    adds = _file_action_table(table.column("add"), ADD_FIELDS, order) if "add" in present else empty_file_actions(ADD_FIELDS)
+    adds = _file_action_table(table.column("add"), ADD_FIELDS, order, placeholders=True) if "add" in present else empty_file_actions(ADD_FIELDS)
     removes = (
-        _file_action_table(table.column("remove"), REMOVE_FIELDS, order) if "remove" in present else empty_file_actions(REMOVE_FIELDS)
+        _file_action_table(table.column("remove"), REMOVE_FIELDS, order, placeholders=True)
+        if "remove" in present
+        else empty_file_actions(REMOVE_FIELDS)
     )
+    for kind, t in (("add", adds), ("remove", removes)):
+        # A file action must name its file; a placeholder row's path is null, so only real rows count.
+        orders = t.column(ORDER).to_numpy()
+        nameless = np.flatnonzero(t.column("path").is_null().to_numpy(zero_copy_only=False) & (orders != PLACEHOLDER_ORDER))
+        if len(nameless):
+            row = int(orders[nameless[0]]) - base_order
+            raise CorruptLogError(f"{name}: row {row}: {kind} action without a path", path=name, line=row + 1)
     others: list[tuple[int, int, int, dict[str, Any]]] = []
     for column in _NON_FILE_COLUMNS:
         if column not in present:

@@ -15,7 +15,7 @@ from .actions import DomainMetadata, Metadata, NonFileState, Protocol, Txn
 from .errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
 from .log_segment import CatalogCommit, JsonSource, LogSegment
 from .paths import SIDECAR_DIR, LogFileType, ParsedLogPath
-from .reader import ORDER, ParsedActions, parse_ndjson, read_parquet_actions
+from .reader import ORDER, PLACEHOLDER_ORDER, ParsedActions, parse_ndjson, read_parquet_actions
 from .storage import LogStore
 from .version_facts import in_commit_timestamp  # noqa: F401  (moved to the light module; re-exported)
 
@@ -60,8 +60,9 @@ def canonical_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedA
 
 
 def _codes(values: pa.ChunkedArray) -> tuple[np.ndarray, int]:
-    """Dense integer code per value (equal values, equal codes) and the number of distinct values."""
-    encoded = pc.dictionary_encode(values)
+    """Dense integer code per value (equal values, equal codes; all nulls one code) and the
+    number of distinct values."""
+    encoded = pc.dictionary_encode(values, null_encoding="encode")
     if encoded.num_chunks == 0:
         return np.zeros(0, np.int64), 0
     # one hash table across chunks: every chunk's indices refer to the final, shared dictionary
@@ -83,11 +84,13 @@ def _winners(tables: Sequence[pa.Table]) -> np.ndarray | None:
         distinct, key = len(key), inverse.ravel()
     if distinct == len(paths):
         return None
+    # Placeholder rows (order -1, null path) share one code and never win: a group's newest order
+    # stays -1 only when it holds nothing else.
     orders = np.concatenate([t.column(ORDER).to_numpy() for t in tables])
-    newest = np.full(distinct, -1, dtype=np.int64)
+    newest = np.full(distinct, PLACEHOLDER_ORDER, dtype=np.int64)
     np.maximum.at(newest, key, orders)
-    won = np.zeros(int(orders.max()) + 1, dtype=bool)
-    won[newest] = True
+    won = np.zeros(max(int(orders.max()), 0) + 1, dtype=bool)
+    won[newest[newest != PLACEHOLDER_ORDER]] = True
     return won
 
 
@@ -123,7 +126,7 @@ def reconcile_file_actions(
     batches: list[list[pa.RecordBatch]], schemas: list[pa.Schema], tombstone_cutoff_ms: int | None = None
 ) -> tuple[pa.Table, pa.Table]:
     """Keep the newest action per ``(path, dv unique id)`` of ``batches = [adds, removes]``; adds
-    that lost are dropped, and so are removes that lost or expired (``deletionTimestamp`` ≤
+    that lost are dropped (and a checkpoint's placeholder rows), and so are removes that lost or expired (``deletionTimestamp`` ≤
     cutoff; a missing timestamp counts as 0). The lists are consumed: each input batch is
     released as soon as its winners are copied, so the file actions never exist twice in memory."""
     for i, kind in enumerate(batches):
@@ -136,10 +139,11 @@ def reconcile_file_actions(
         kind.reverse()
         while kind:
             b = kind.pop()
-            if won is not None:
-                keep = won[b.column(ORDER).to_numpy()]
-                if not keep.all():  # most batches lose nothing: no copy for them
-                    b = b.filter(keep)
+            orders = b.column(ORDER).to_numpy()
+            real = orders != PLACEHOLDER_ORDER
+            keep = real if won is None else real & won[np.where(real, orders, 0)]
+            if not keep.all():  # most batches lose nothing: no copy for them
+                b = b.filter(keep)
             kept.append(b)
         out.append(pa.Table.from_batches(kept, schema))
     adds, removes = out
