@@ -191,6 +191,16 @@ def _file_action_table(
     return pa.Table.from_batches(batches, schema=schema)
 
 
+def _first_nameless(table: pa.Table) -> int | None:
+    """``_order`` of the first real file action without a path (placeholder rows have none), or
+    None: a file action must name its file (readers would crash on it or drop it)."""
+    if not table.column("path").null_count:
+        return None
+    orders = table.column(ORDER).to_numpy()
+    nameless = np.flatnonzero(table.column("path").is_null().to_numpy(zero_copy_only=False) & (orders != PLACEHOLDER_ORDER))
+    return int(orders[nameless[0]]) if len(nameless) else None
+
+
 # ---- NDJSON --------------------------------------------------------------------------------------
 
 
@@ -230,7 +240,7 @@ def _python_file_actions(rows: list[tuple[int, dict[str, Any]]], key: str, field
 _ACTION_NAMES = ("add", "remove", "metaData", "protocol", "commitInfo", "txn", "domainMetadata", "cdc", "sidecar", "checkpointMetadata")
 
 
-def _with_siblings(schema: pa.Schema, kind: str, keys_only: bool) -> pa.Schema:
+def _read_schema(schema: pa.Schema, kind: str, keys_only: bool) -> pa.Schema:
     """The read schema of one file-action kind. Reading keys only, unexpected keys are ignored, so
     the other actions are declared to show up; otherwise the reader infers any other key as a
     column of its own, and declaring nine empty structs would only cost a null per row for each
@@ -470,7 +480,7 @@ def parse_ndjson(
     parsed: dict[str, pa.Table] = {}
     exact = False
     for kind, idx, kind_text, _ in kinds:
-        schema = _with_siblings(_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions), kind, keys_only)
+        schema = _read_schema(_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions), kind, keys_only)
         table = _read_json_lines(kind_text, schema, keys_only)
         if table is None or table.num_rows != len(idx):
             bad = _locate_bad_line(sources)
@@ -508,8 +518,8 @@ def parse_ndjson(
         removes.append(_python_file_actions(odd_removes, "remove", REMOVE_FIELDS))
     adds_table, removes_table = pa.concat_tables(adds), pa.concat_tables(removes)
     for kind, t in (("add", adds_table), ("remove", removes_table)):
-        if t.column("path").null_count:  # a file action must name its file (readers would crash or drop it)
-            order = t.filter(pc.is_null(t.column("path"))).column(ORDER)[0].as_py() - base_order
+        if (nameless := _first_nameless(t)) is not None:
+            order = nameless - base_order
             s_ = int(source_index[order])
             line = order - int(first_line[s_]) + 1
             raise CorruptLogError(f"{sources[s_][0]}: line {line}: {kind} action without a path", path=sources[s_][0], line=line)
@@ -550,11 +560,8 @@ def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[P
         else empty_file_actions(REMOVE_FIELDS)
     )
     for kind, t in (("add", adds), ("remove", removes)):
-        # A file action must name its file; a placeholder row's path is null, so only real rows count.
-        orders = t.column(ORDER).to_numpy()
-        nameless = np.flatnonzero(t.column("path").is_null().to_numpy(zero_copy_only=False) & (orders != PLACEHOLDER_ORDER))
-        if len(nameless):
-            row = int(orders[nameless[0]]) - base_order
+        if (nameless := _first_nameless(t)) is not None:
+            row = nameless - base_order
             raise CorruptLogError(f"{name}: row {row}: {kind} action without a path", path=name, line=row + 1)
     others: list[tuple[int, int, int, dict[str, Any]]] = []
     for column in _NON_FILE_COLUMNS:

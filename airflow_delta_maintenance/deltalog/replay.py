@@ -126,9 +126,10 @@ def reconcile_file_actions(
     batches: list[list[pa.RecordBatch]], schemas: list[pa.Schema], tombstone_cutoff_ms: int | None = None
 ) -> tuple[pa.Table, pa.Table]:
     """Keep the newest action per ``(path, dv unique id)`` of ``batches = [adds, removes]``; adds
-    that lost are dropped (and a checkpoint's placeholder rows), and so are removes that lost or expired (``deletionTimestamp`` ≤
-    cutoff; a missing timestamp counts as 0). The lists are consumed: each input batch is
-    released as soon as its winners are copied, so the file actions never exist twice in memory."""
+    that lost are dropped, and so are a checkpoint's placeholder rows and removes that lost or
+    expired (``deletionTimestamp`` ≤ cutoff; a missing timestamp counts as 0). The lists are
+    consumed: each input batch is released as soon as its winners are copied, so the file actions
+    never exist twice in memory."""
     for i, kind in enumerate(batches):
         batches[i] = [b.append_column(DV_ID, file_action_keys(b)) for b in kind]
         schemas[i] = schemas[i].append(pa.field(DV_ID, pa.string()))
