@@ -207,6 +207,15 @@ def _dv_unique_id(dv: Column) -> Column:
     return F.when(dv.isNotNull(), F.concat(dv["storageType"], dv["pathOrInlineDv"], offset))
 
 
+def file_key_path(add_path: Column, remove_path: Column, version: Column) -> Column:
+    """A file action's path in key form (as deltalog.replay.canonical_paths: ``file:/x`` and
+    ``file:///x`` are ``/x``). A file action without a path fails the job naming its version, as
+    the single-node reader refuses it: grouped under a null key it would be written out nameless."""
+    path = F.coalesce(add_path, remove_path)
+    missing = F.raise_error(F.concat(F.lit("a file action without a path in version "), version.cast("string")))
+    return F.when(path.isNull(), missing).otherwise(F.regexp_replace(path, "^file:(?://)?/", "/"))
+
+
 def reconcile(actions: DataFrame, *, tombstone_cutoff_ms: int | None) -> DataFrame:
     """The winning file actions as one DataFrame ``(_path, add, remove)``, exactly one of the two set:
     the newest action per (path, DV unique id) wins; removes at or below the cutoff (missing
@@ -218,8 +227,7 @@ def reconcile(actions: DataFrame, *, tombstone_cutoff_ms: int | None) -> DataFra
     twice, before and after the shuffle.
     """
     files = actions.where(F.col("add").isNotNull() | F.col("remove").isNotNull()).select(
-        # same key form as deltalog.replay.canonical_paths: file:/x and file:///x are /x
-        F.regexp_replace(F.coalesce(F.col("add.path"), F.col("remove.path")), "^file:(?://)?/", "/").alias("_path"),
+        file_key_path(F.col("add.path"), F.col("remove.path"), F.col(VERSION)).alias("_path"),
         F.coalesce(_dv_unique_id(F.col("add.deletionVector")), _dv_unique_id(F.col("remove.deletionVector")), F.lit("")).alias("_dv"),
         F.col(VERSION),
         F.col("add"),

@@ -27,7 +27,7 @@ from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.paths import compaction_name
 from airflow_delta_maintenance.deltalog.run_identity import STAGING_DIR, new_run
-from airflow_delta_maintenance.spark_jobs._common import JobFailed, base_parser, hadoop_path, maybe_non_file, open_store, run_job, spark_session
+from airflow_delta_maintenance.spark_jobs._common import JobFailed, base_parser, file_key_path, hadoop_path, maybe_non_file, open_store, run_job, spark_session
 
 _DV = StructType([StructField("storageType", StringType()), StructField("pathOrInlineDv", StringType()), StructField("offset", LongType())])
 _KEYS = StructType(
@@ -87,8 +87,9 @@ def _main(argv: Sequence[str] | None) -> int:
     for row in sorted((r for r in rows if not r["f"]), key=lambda r: r["_version"]):
         state.take(json.loads(row["value"]))
 
-    files_df = parsed.where(is_file).select(
-        F.regexp_replace(F.coalesce(F.col("_a.add.path"), F.col("_a.remove.path")), "^file:(?://)?/", "/").alias("path"),
+    # every add/remove line, a nameless one too (it fails the job rather than vanish from the file)
+    files_df = parsed.where(F.col("_a.add").isNotNull() | F.col("_a.remove").isNotNull()).select(
+        file_key_path(F.col("_a.add.path"), F.col("_a.remove.path"), F.col("_version")).alias("path"),
         F.coalesce(_dv_id(F.col("_a.add.deletionVector")), _dv_id(F.col("_a.remove.deletionVector")), F.lit("")).alias("dv"),
         F.col("_a.add.path").isNotNull().alias("is_add"),
         "value",

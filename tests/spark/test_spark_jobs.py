@@ -262,3 +262,16 @@ def test_a_spark_run_whose_staging_is_emptied_publishes_nothing(tmp_path: Path, 
     assert not store.exists("_last_checkpoint")
     assert not store.list_log("_sidecars")
     assert load_snapshot(uri).num_files == load_snapshot(uri, 11).num_files
+
+
+@pytest.mark.parametrize("job", ["checkpoint", "compaction"])
+def test_a_file_action_without_a_path_fails_the_job_naming_its_version(tmp_path: Path, job: str) -> None:
+    uri = synthetic(tmp_path / "t", v2=False)
+    commit = Path(uri) / "_delta_log" / f"{5:020d}.json"
+    commit.write_text(commit.read_text() + '{"add":{"size":1,"partitionValues":{},"modificationTime":1,"dataChange":true}}\n')
+    before = sorted(p.name for p in (Path(uri) / "_delta_log").iterdir())
+    spec = checkpoint_job(uri, 11) if job == "checkpoint" else compaction_job(uri, 1, 11)
+    with pytest.raises(SparkJobError, match="a file action without a path in version 5"):
+        run_spark_submit(spec)
+    # nothing written: no checkpoint, no compaction, no hint
+    assert sorted(p.name for p in (Path(uri) / "_delta_log").iterdir() if not p.name.startswith(".")) == [n for n in before if not n.startswith(".")]
