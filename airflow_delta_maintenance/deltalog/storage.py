@@ -289,8 +289,15 @@ class LogStore:
         parsed = (parse_log_path(s.name, s.size, s.modification_time) for s in self.list_dir(subdir))
         return [p for p in parsed if p is not None]
 
+    def has_log_dir(self) -> bool:
+        """Whether ``_delta_log`` exists now (never from a listing fsspec cached earlier)."""
+        if self.is_local:
+            return os.path.isdir(self.log_dir)
+        self.fs.invalidate_cache(self.log_dir)
+        return bool(self.fs.isdir(self.log_dir))
+
     def require_log_dir(self) -> None:
-        if not (os.path.isdir(self.log_dir) if self.is_local else self.fs.isdir(self.log_dir)):
+        if not self.has_log_dir():
             raise TableNotFoundError(f"no Delta table at {self.uri}: {self.log_dir} does not exist", path=self.log_dir)
 
     # ---- reads ---------------------------------------------------------------------------------
@@ -398,15 +405,22 @@ class LogStore:
             except FileNotFoundError:
                 return None
             return FileStat(name, st.st_size, int(st.st_mtime * 1000))
+        path = self.path(name)
+        # fsspec answers info() from a cached listing of the parent when it has one; a file another
+        # process wrote after that listing (the Spark driver's JVM, another run) would be "missing".
+        self.fs.invalidate_cache(path)
         try:
-            info = self.fs.info(self.path(name))
+            info = self.fs.info(path)
         except FileNotFoundError:
             return None
         return FileStat(name, int(info.get("size") or 0), _mtime_ms(self.fs, info))
 
     def exists(self, name: str) -> bool:
         path = self.path(name)
-        return os.path.exists(path) if self.is_local else bool(self.fs.exists(path))
+        if self.is_local:
+            return os.path.exists(path)
+        self.fs.invalidate_cache(path)  # as in stat(): never answer from a listing made earlier
+        return bool(self.fs.exists(path))
 
     # ---- writes --------------------------------------------------------------------------------
 
@@ -440,7 +454,7 @@ class LogStore:
                     raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
                 raise
         elif self.allow_unsafe_writes:
-            if self.fs.exists(path):
+            if self.exists(name):
                 raise LogFileExistsError(f"{self.display(name)} already exists", path=name)
             self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
             self.fs.pipe_file(path, data)

@@ -35,7 +35,7 @@ def check_table(table: TableConfig, storage_options: Mapping[str, Any] | None = 
     if table.storage_conn_id:
         out.notes.append(f"storage connection {table.storage_conn_id!r} not resolved here: environment credentials and -o options used")
     store = open_table_storage(table.uri, storage_options)
-    has_log = store.fs.isdir(store.log_dir)
+    has_log = store.has_log_dir()
     latest = -1
     if table.coordinator:
         try:

@@ -47,7 +47,7 @@ def observe_ratified_versions(
     latest = resp.latest_table_version
     if latest < 0 and not resp.commits:
         store = table.store
-        if not store.fs.isdir(store.log_dir):
+        if not store.has_log_dir():
             raise TableNotFoundError(
                 f"{table.uri} is unknown to {table.coordinator.describe() if table.coordinator else 'its coordinator'} and has no _delta_log: check the table URI "
                 "and the coordinator (a coordinated table's version 0 is committed through its coordinator)"

@@ -72,6 +72,7 @@ from airflow_delta_maintenance.spark_jobs._common import (
     run_job,
     spark_session,
 )
+from airflow_delta_maintenance.spark_jobs._parquet_concat import ConcatFailed, concatenate_parquet
 
 STAGING = STAGING_DIR
 # Spark names every file of one write job part-<task>-<write job uuid>-c<n>...
@@ -173,6 +174,22 @@ def _written_files(store: LogStore, staging: str, rows_written: int) -> list[Fil
     return sorted(staged, key=lambda s: s.name)
 
 
+def _joined(spark: SparkSession, store: LogStore, staging: str, staged: list[FileStat]) -> FileStat:
+    """The classic checkpoint as one file in the staging directory: the single part as it is, or
+    the parts' row groups joined in part order (the non-file rows' part is part 0)."""
+    if len(staged) == 1:
+        return staged[0]
+    name = f"{staging}/checkpoint.parquet"
+    try:
+        concatenate_parquet(spark, [hadoop_path(store, s.name) for s in staged], hadoop_path(store, name))
+    except ConcatFailed as exc:
+        raise JobFailed(f"{store.display(staging)}: the {len(staged)} parts of the checkpoint could not be joined: {exc}") from exc
+    stat = store.stat(name)
+    if stat is None:
+        raise JobFailed(f"{store.display(name)}: the joined checkpoint is missing after its write")
+    return stat
+
+
 def _main(argv: Sequence[str] | None) -> int:
     p = base_parser("Write a Delta checkpoint with Spark")
     p.add_argument("--version", type=int, required=True)
@@ -264,29 +281,27 @@ def _main(argv: Sequence[str] | None) -> int:
             total = buf.tell() + sum(s.size for s in staged)
             written = [*moved]
         else:
-            # No global sort (readers need no order). The reconciliation keeps both cores busy and
-            # only then do the rows meet in one partition (coalescing straight after it would run
-            # the whole reconciliation in one task); the non-file rows' partition comes first.
+            # No global sort (readers need no order) and no shuffle into one task: every task of the
+            # reconciliation writes its part (the non-file rows' partition first), and the parts'
+            # row groups are then copied into the one classic file (_parquet_concat).
             columns = ["txn", "add", "remove", "metaData", "protocol", "domainMetadata"] + (["checkpointMetadata"] if v2 else [])
-            files_one = file_frame.drop("_path").repartition(1)
-            single = _non_file_frame(spark, rows, v2).coalesce(1).unionByName(files_one, allowMissingColumns=True).coalesce(1)
-            _counted(single.select(*columns), observed).write.option("compression", compression).parquet(staging_uri)
+            parts = _non_file_frame(spark, rows, v2).coalesce(1).unionByName(file_frame.drop("_path"), allowMissingColumns=True)
+            _counted(parts.select(*columns), observed).write.option("compression", compression).parquet(staging_uri)
             got = observed.get
             num_adds, num_removes, rows_written = int(got["adds"]), int(got["removes"]), int(got["rows"])
             num_actions = len(rows) + num_adds + num_removes
             if rows_written != num_actions:
                 raise JobFailed(f"{store.uri}: the write committed {rows_written} rows for {len(rows)} non-file actions, {num_adds} adds and {num_removes} removes")
             staged = _written_files(store, staging, rows_written)
-            if len(staged) != 1:
-                raise JobFailed(f"expected one staged checkpoint file, found {len(staged)}")
+            joined = _joined(spark, store, staging, staged)
             final = classic_checkpoint_name(v)
             try:
-                store.put_if_absent_from(staged[0].name, final)
+                store.put_if_absent_from(joined.name, final)
             except LogFileExistsError:
                 print(json.dumps({"version": v, "existed": True, "files": [final]}))
                 return 0
             moved.append(final)
-            total = staged[0].size
+            total = joined.size
             written = [final]
         try:
             read_back_checkpoint(store, [final], expected_actions=num_actions)

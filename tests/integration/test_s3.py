@@ -153,3 +153,30 @@ def test_cleanup_on_s3_checks_in_commit_timestamps_and_skips_a_torn_anchor(s3_bu
     assert result.plan.cutoff_checkpoint == 5 and result.plan.unreadable_checkpoints and result.deleted == 5
     for v, keys in retained.items():
         assert load_snapshot(open_table_storage(uri, options), v).active_file_keys() == keys, v
+
+
+def test_stat_and_exists_see_a_file_another_writer_created_after_a_listing(s3_bucket: tuple[str, dict]) -> None:
+    """A listing fills fsspec's directory cache; a file another process (the Spark driver's JVM,
+    another run) writes afterwards must not be reported missing from that cache."""
+    import boto3
+
+    bucket, options = s3_bucket
+    store = open_table_storage(f"s3://{bucket}/t", options)
+    store.put_if_absent("00000000000000000000.json", b"{}\n")
+    assert [s.name for s in store.list_dir()] == ["00000000000000000000.json"]
+    assert store.stat("00000000000000000001.json") is None
+    client = boto3.client(
+        "s3", endpoint_url=options["client_kwargs"]["endpoint_url"], aws_access_key_id=options["key"], aws_secret_access_key=options["secret"], region_name="us-east-1"
+    )
+    client.put_object(Bucket=bucket, Key="t/_delta_log/00000000000000000001.json", Body=b"{}\n{}\n")
+    stat = store.stat("00000000000000000001.json")
+    assert stat is not None and stat.size == 6
+    assert store.exists("00000000000000000001.json")
+    client.delete_object(Bucket=bucket, Key="t/_delta_log/00000000000000000001.json")
+    assert store.stat("00000000000000000001.json") is None and not store.exists("00000000000000000001.json")
+    # a table created after the bucket was listed (a sensor waiting for a new table)
+    later = open_table_storage(f"s3://{bucket}/u", options)
+    later.fs.ls(bucket)
+    assert not later.has_log_dir()
+    client.put_object(Bucket=bucket, Key="u/_delta_log/00000000000000000000.json", Body=b"{}\n")
+    assert later.has_log_dir()

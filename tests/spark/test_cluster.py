@@ -123,7 +123,7 @@ def check_compaction_selected(uri: str, storage_options: dict[str, Any], endpoin
 
 # --- who listens where, while the jobs run ------------------------------------------------------
 
-SS_LINE = re.compile(r"^LISTEN\s+\S+\s+\S+\s+(\S+):(\d+)\s+\S+\s+users:\((.*)\)$")
+SS_LINE = re.compile(r"^LISTEN\s+\S+\s+\S+\s+(\S+):(\d+)\s+\S+\s+users:\((.*)\)\s*$")
 
 
 def _descendants(root: int) -> set[int]:

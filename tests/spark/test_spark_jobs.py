@@ -93,6 +93,8 @@ def test_spark_checkpoint_equals_the_single_node_writer(tmp_path: Path, v2: bool
     if v2:
         assert group.files[0].type.value == "checkpoint_uuid"
         assert len(open_table_storage(a).list_log("_sidecars")) == 2
+    else:  # one classic file, joined from the parts the reconciliation's tasks wrote
+        assert pq.ParquetFile(Path(a) / "_delta_log" / group.files[0].name).metadata.num_row_groups > 1
     # our reader sees the same state from the Spark checkpoint alone
     for v in range(latest + 1):
         os.rename(Path(a) / "_delta_log" / f"{v:020d}.json", tmp_path / f"{v}.bak")
