@@ -9,8 +9,9 @@ delta-spark 4.4 jars of ``.cache/jars/delta-spark``; each run a fresh ``spark-su
 included, timed from launch to exit):
 
 - ours: ``spark_jobs/checkpoint.py --version <latest>`` as ``maintenance.spark_submit`` submits it:
-  plan from the listing, replay and reconcile in Spark, one classic checkpoint written through a
-  private staging directory, its footer checked, linked into place, read back, ``_last_checkpoint``.
+  plan from the listing, replay and reconcile in Spark, every reconciliation task writing its part
+  into a private staging directory, the parts' footers checked and their row groups joined into one
+  classic file by the driver's JVM, linked into place, read back, ``_last_checkpoint``.
 - delta-spark: ``DeltaLog.forTable(spark, path).checkpoint()`` from a PySpark script (snapshot
   load, state reconstruction, classic checkpoint, ``_last_checkpoint``), with
   ``spark.sql.parquet.compression.codec=zstd`` so that both write the same codec (ours follows the
@@ -32,15 +33,16 @@ sampled every 0.2 s from ``/proc/<pid>/status`` (VmHWM) of every process of the 
 largest ``java`` (driver JVM, executors inside it in local mode) and the largest ``python`` (the
 PySpark driver process).
 
-Measured 2026-11-24 on the 2-core box with nothing else running (run by run, seconds; load before):
-2M live files, 200 commits, 1 GiB — ours 56.0 (2.8), 51.9 (2.5), 58.7 (2.3); delta-spark 70.6
-(2.7), 73.1 (2.2), 79.2 (2.3): medians 56.0 s vs 73.1 s, 0.77x (pairs 0.79x, 0.71x, 0.74x); peak
-JVM 1380 vs 1645 MiB, Python driver 150 vs 118 MiB; both 2,000,942 rows, same columns, zstd.
-10M live files, 200 commits — 1 GiB: ours 197.7 s (JVM 1378 MiB, Python driver 161 MiB);
-delta-spark ran out of heap in 3 of 3 runs on 2026-11-23 (java.lang.OutOfMemoryError in a
-shuffle-map stage of the state reconstruction, exit 52). 2 GiB: ours 200.0 s, delta-spark out of
-heap after 133 s. 4 GiB: ours 206.9 s vs delta-spark 242.2 s (JVM 4555 MiB), 0.85x; both
-10,000,941 rows, same columns.
+Measured 2026-11-24 on the 2-core box with nothing else running (run by run, seconds; load before),
+after the classic file became parts joined by the driver's JVM:
+2M live files, 200 commits, 1 GiB — ours 56.1 (1.2), 54.2 (2.0); delta-spark 79.4 (2.0), 77.8
+(2.5): medians 55.1 s vs 78.6 s, 0.70x; peak JVM 1430 vs 1465 MiB, Python driver 150 vs 118 MiB;
+both 2,000,942 rows, same columns, zstd.
+10M live files, 200 commits — 4 GiB: ours 188.2 (2.0), 183.0 (0.0); delta-spark 234.1 (2.1),
+237.2 (2.0): medians 185.6 s vs 235.7 s, 0.79x (pairs 0.80x, 0.77x); JVM 2291 vs 4671 MiB.
+1 GiB: ours 169.1 s (JVM 1403 MiB, Python driver 162 MiB); delta-spark ran out of heap in 3 of 3
+runs on 2026-11-23 (java.lang.OutOfMemoryError in a shuffle-map stage of the state
+reconstruction, exit 52), and with 2 GiB after 133 s. Both 10,000,941 rows, same columns.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ Delayed commit: executors write their output under unique names in a private sta
 directory (``_delta_log/_spark_staging/<run tag>/``, invisible to readers; the tag names this run
 and its start, see ``deltalog.run_identity``); only after every task succeeded does the driver make
 the checkpoint visible — sidecars moved into ``_sidecars/`` and the top-level file created if
-absent (V2), or the single classic file created if absent — and then ``_last_checkpoint``.
+absent (V2), or the parts' row groups joined into one file in the staging directory by the
+driver's JVM (``_parquet_concat``) and that classic file created if absent — and then
+``_last_checkpoint``.
 
 The driver trusts no listing that another run could change: the write's own counts (rows, adds,
 removes, observed by its tasks and returned with its result) must agree with each other and with
