@@ -27,7 +27,7 @@ from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
 from airflow_delta_maintenance.deltalog.listing import list_log_files
 from airflow_delta_maintenance.deltalog.paths import compaction_name
 from airflow_delta_maintenance.deltalog.run_identity import STAGING_DIR, new_run
-from airflow_delta_maintenance.spark_jobs._common import JobFailed, base_parser, file_key_path, hadoop_path, maybe_non_file, open_store, run_job, spark_session
+from airflow_delta_maintenance.spark_jobs._common import JobFailed, base_parser, file_key_path, hadoop_path, maybe_non_file, open_store, run_job, spark_session, version_from_file
 
 _DV = StructType([StructField("storageType", StringType()), StructField("pathOrInlineDv", StringType()), StructField("offset", LongType())])
 _KEYS = StructType(
@@ -68,7 +68,7 @@ def _main(argv: Sequence[str] | None) -> int:
     paths = [hadoop_path(store, commits[v].name) for v in range(args.start, args.end + 1)]
     lines = (
         spark.read.text(paths)
-        .withColumn("_version", F.regexp_extract(F.input_file_name(), r"(\d+)\.json$", 1).cast("long"))
+        .withColumn("_version", version_from_file(F.col("_metadata.file_name")))
         .where(F.trim(F.col("value")) != "")
     )
     parsed = lines.withColumn("_a", F.from_json("value", _KEYS))
