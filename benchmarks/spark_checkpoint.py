@@ -34,14 +34,15 @@ largest ``java`` (driver JVM, executors inside it in local mode) and the largest
 PySpark driver process).
 
 Measured 2026-11-24 on the 2-core box with nothing else running (run by run, seconds; load before),
-after the classic file became parts joined by the driver's JVM:
-2M live files, 200 commits, 1 GiB — ours 56.1 (1.2), 54.2 (2.0); delta-spark 79.4 (2.0), 77.8
-(2.5): medians 55.1 s vs 78.6 s, 0.70x; peak JVM 1430 vs 1465 MiB, Python driver 150 vs 118 MiB;
+after the version stopped being read with regular expressions and the classic file became parts
+joined by the driver's JVM:
+2M live files, 200 commits, 1 GiB — ours 38.2 (2.4), 36.6 (2.5); delta-spark 71.6 (2.4), 75.0
+(3.0): medians 37.4 s vs 73.3 s, 0.51x; peak JVM 1398 vs 1457 MiB, Python driver 150 vs 118 MiB;
 both 2,000,942 rows, same columns, zstd.
-10M live files, 200 commits — 4 GiB: ours 188.2 (2.0), 183.0 (0.0); delta-spark 234.1 (2.1),
-237.2 (2.0): medians 185.6 s vs 235.7 s, 0.79x (pairs 0.80x, 0.77x); JVM 2291 vs 4671 MiB.
-1 GiB: ours 169.1 s (JVM 1403 MiB, Python driver 162 MiB); delta-spark ran out of heap in 3 of 3
-runs on 2026-11-23 (java.lang.OutOfMemoryError in a shuffle-map stage of the state
+10M live files, 200 commits — 4 GiB: ours 124.4 (2.0) vs delta-spark 284.9 (2.0), 0.44x; delta-
+spark's other two runs that session 234.1 and 237.2 s (median of three 237.2 s: 0.52x); JVM 2286
+vs 4645 MiB. 1 GiB: ours 131.8 s (JVM 1410 MiB, Python driver 161 MiB); delta-spark ran out of
+heap in 3 of 3 runs on 2026-11-23 (java.lang.OutOfMemoryError in a shuffle-map stage of the state
 reconstruction, exit 52), and with 2 GiB after 133 s. Both 10,000,941 rows, same columns.
 """
 
