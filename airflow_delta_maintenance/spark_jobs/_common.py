@@ -217,7 +217,9 @@ def file_key_path(add_path: Column, remove_path: Column, version: Column) -> Col
     the single-node reader refuses it: grouped under a null key it would be written out nameless."""
     path = F.coalesce(add_path, remove_path)
     missing = F.raise_error(F.concat(F.lit("a file action without a path in version "), version.cast("string")))
-    return F.when(path.isNull(), missing).otherwise(F.regexp_replace(path, "^file:(?://)?/", "/"))
+    # the regular expression only where it can match: it runs on every file action of the log
+    canonical = F.when(path.startswith("file:"), F.regexp_replace(path, "^file:(?://)?/", "/")).otherwise(path)
+    return F.when(path.isNull(), missing).otherwise(canonical)
 
 
 def reconcile(actions: DataFrame, *, tombstone_cutoff_ms: int | None) -> DataFrame:

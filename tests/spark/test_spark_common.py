@@ -17,3 +17,19 @@ def test_a_log_file_name_gives_its_version_and_a_compaction_its_end_version(spar
     names = [f"{7:020d}.json", f"{12345678901:020d}.json", f"{3:020d}.{19:020d}.compacted.json", f"{0:020d}.json"]
     rows = spark.createDataFrame([(n,) for n in names], "name string").select(version_from_file(F.col("name")).alias("v")).collect()
     assert [r["v"] for r in rows] == [7, 12345678901, 19, 0]
+
+
+def test_file_key_path_canonicalises_file_uris_and_refuses_a_missing_path(spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    from airflow_delta_maintenance.spark_jobs._common import file_key_path
+
+    paths = ["file:/x/a.parquet", "file:///x/a.parquet", "/x/a.parquet", "s3://b/a.parquet", "p=1/part-0.parquet", "file-name.parquet"]
+    frame = spark.createDataFrame([(p, None, 3) for p in paths], "add string, remove string, v long")
+    keys = [r["k"] for r in frame.select(file_key_path(F.col("add"), F.col("remove"), F.col("v")).alias("k")).collect()]
+    assert keys == ["/x/a.parquet", "/x/a.parquet", "/x/a.parquet", "s3://b/a.parquet", "p=1/part-0.parquet", "file-name.parquet"]
+    removed = spark.createDataFrame([(None, "file:///y.parquet", 4)], "add string, remove string, v long")
+    assert removed.select(file_key_path(F.col("add"), F.col("remove"), F.col("v")).alias("k")).collect()[0]["k"] == "/y.parquet"
+    nameless = spark.createDataFrame([(None, None, 5)], "add string, remove string, v long")
+    with pytest.raises(Exception, match="a file action without a path in version 5"):
+        nameless.select(file_key_path(F.col("add"), F.col("remove"), F.col("v"))).collect()
