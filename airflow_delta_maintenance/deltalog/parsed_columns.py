@@ -18,7 +18,7 @@ import pyarrow.json as pj
 
 from .schema import StatsPlan
 
-__all__ = ["parse_stats", "parse_partition_values", "map_first_value"]
+__all__ = ["parse_stats", "parse_partition_values", "map_first_value", "string_slices"]
 
 # Large inputs are split into one slice of rows per CPU, each read on its own thread (pyarrow's
 # JSON reader releases the GIL): the checkpoint writer's row groups (32k rows, ~4 MiB of stats) are
@@ -64,11 +64,19 @@ def _read_objects(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
 _MAX_BLOCK_BYTES = 1 << 30
 
 
-def _slices(strings: pa.Array, size: int) -> list[pa.Array]:
+def _slices(strings: pa.Array, size: int, threads: bool = True) -> list[pa.Array]:
     """``strings`` cut into row slices of about equal bytes: one per CPU when there is enough to
-    share, and none above ``_MAX_BLOCK_BYTES`` unless a single string is."""
-    parts = min(os.cpu_count() or 1, len(strings)) if size >= _THREADED_BYTES else 1
-    parts = min(max(parts, -(-size // _MAX_BLOCK_BYTES)), len(strings))
+    share (and ``threads``), and none above ``_MAX_BLOCK_BYTES`` unless a single string is."""
+    parts = min(os.cpu_count() or 1, len(strings)) if threads and size >= _THREADED_BYTES else 1
+    return _cut(strings, min(max(parts, -(-size // _MAX_BLOCK_BYTES)), len(strings)))
+
+
+def string_slices(strings: pa.Array, max_bytes: int) -> list[pa.Array]:
+    """``strings`` cut into row slices of about equal bytes, each about ``max_bytes`` or less."""
+    return _cut(strings, min(-(-_string_bytes(strings).size // max_bytes), len(strings)))
+
+
+def _cut(strings: pa.Array, parts: int) -> list[pa.Array]:
     if parts <= 1:
         return [strings]
     offsets = _offsets(strings).astype(np.int64)
@@ -77,9 +85,10 @@ def _slices(strings: pa.Array, size: int) -> list[pa.Array]:
     return [strings.slice(a, b - a) for a, b in pairwise(cuts) if b > a]
 
 
-def parse_stats(stats: pa.Array, plan: StatsPlan) -> pa.Array | None:
+def parse_stats(stats: pa.Array, plan: StatsPlan, *, threads: bool = True) -> pa.Array | None:
     """``stats`` JSON strings → ``plan.final_type`` (null where the string is null); None when
-    pyarrow cannot read them with the plan's types (the caller then writes no parsed stats)."""
+    pyarrow cannot read them with the plan's types (the caller then writes no parsed stats).
+    With ``threads`` a large input is shared out between threads."""
     n = len(stats)
     if n == 0:
         return pa.nulls(0, plan.final_type)
@@ -87,7 +96,7 @@ def parse_stats(stats: pa.Array, plan: StatsPlan) -> pa.Array | None:
     # count below no longer matches.
     text = stats if stats.null_count == 0 else pc.fill_null(stats, "{}")
     schema = pa.schema(list(plan.read_type))
-    slices = _slices(text, _string_bytes(text).size)
+    slices = _slices(text, _string_bytes(text).size, threads)
     if len(slices) == 1:
         tables = [_read_objects(slices[0], schema)]
     else:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,12 +18,14 @@ from .errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingS
 from .log_segment import CatalogCommit, JsonSource, LogSegment
 from .paths import SIDECAR_DIR, LogFileType, ParsedLogPath
 from .reader import ORDER, PLACEHOLDER_ORDER, ParsedActions, parse_ndjson, read_parquet_actions
+from .stats_pipeline import StatsPipeline, slice_rows, stats_plan_for
 from .storage import LogStore
 from .version_facts import in_commit_timestamp  # noqa: F401  (moved to the light module; re-exported)
 
 __all__ = ["UnreconciledCompactionError", "UnreadableCheckpointError", "ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]
 
 DV_ID = "dv_unique_id"
+STATS_PARSED = "stats_parsed"  # the column the statistics ride in through reconciliation
 
 
 @dataclass
@@ -37,6 +41,7 @@ class ReplayResult:
     checkpoint_metadata: dict[str, Any] | None = None
     deltas: ParsedActions | None = None  # the parsed JSON deltas, with their original lines
     delta_base_order: int = 0
+    stats_parsed: pa.ChunkedArray | None = None  # with parse_stats: the statistics of `adds`, row for row
 
 
 def file_action_keys(table: pa.Table) -> pa.Array:
@@ -123,17 +128,27 @@ def _check_compactions(segment: LogSegment, deltas: ParsedActions, base: int, na
 
 
 def reconcile_file_actions(
-    batches: list[list[pa.RecordBatch]], schemas: list[pa.Schema], tombstone_cutoff_ms: int | None = None
+    batches: list[list[pa.RecordBatch]],
+    schemas: list[pa.Schema],
+    tombstone_cutoff_ms: int | None = None,
+    late_add_column: Callable[[], tuple[pa.Field, pa.ChunkedArray] | None] | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """Keep the newest action per ``(path, dv unique id)`` of ``batches = [adds, removes]``; adds
     that lost are dropped, and so are a checkpoint's placeholder rows and removes that lost or
     expired (``deletionTimestamp`` ≤ cutoff; a missing timestamp counts as 0). The lists are
     consumed: each input batch is released as soon as its winners are copied, so the file actions
-    never exist twice in memory."""
+    never exist twice in memory. ``late_add_column`` is asked, once the winners are known, for a
+    column of every add row (as many rows as the add batches together) filtered with them."""
     for i, kind in enumerate(batches):
         batches[i] = [b.append_column(DV_ID, file_action_keys(b)) for b in kind]
         schemas[i] = schemas[i].append(pa.field(DV_ID, pa.string()))
     won = _winners([pa.Table.from_batches(kind, schema) for kind, schema in zip(batches, schemas, strict=True)])
+    late = late_add_column() if late_add_column is not None else None
+    if late is not None:
+        late_field, column = late
+        pieces = slice_rows(column, [b.num_rows for b in batches[0]])
+        batches[0] = [b.append_column(late_field, p) for b, p in zip(batches[0], pieces, strict=True)]
+        schemas[0] = schemas[0].append(late_field)
     out = []
     for kind, schema in zip(batches, schemas, strict=True):
         kept = []
@@ -239,9 +254,11 @@ def _parse_deltas(
     keys_only: bool,
     keep_lines: bool,
     batch_bytes: int,
+    on_part: Callable[[ParsedActions], None] | None = None,
 ) -> tuple[ParsedActions, list[str]]:
     """Parse the JSON deltas batch by batch into one ``ParsedActions`` (orders continue across
-    batches); returns it with the display name of every source."""
+    batches); returns it with the display name of every source. ``on_part`` sees each batch's
+    actions as soon as they are parsed."""
     names: list[str] = []
     adds, removes, lines = [], [], []
     others: list[tuple[int, int, int, dict[str, Any]]] = []
@@ -255,6 +272,8 @@ def _parse_deltas(
         first_source = len(names)
         names.extend(name for name, _ in sources)
         del sources
+        if on_part is not None:
+            on_part(part)
         adds.append(part.adds)
         removes.append(part.removes)
         if part.lines is not None:
@@ -279,13 +298,37 @@ def replay_actions(
     include_checkpoint: bool = True,
     keys_only: bool = False,
     keep_lines: bool = False,
+    parse_stats: bool = False,
 ) -> ReplayResult:
     """Reconcile the checkpoint (with its sidecars) and the deltas of ``segment``.
 
     ``keys_only`` parses only the fields reconciliation needs from JSON file actions (the other
     columns are null); for callers that only need which actions won, like compaction.
     ``keep_lines`` keeps the original bytes of the JSON lines in ``ReplayResult.deltas``.
+    ``parse_stats`` also returns the live files' statistics typed (``ReplayResult.stats_parsed``),
+    parsed on a thread pool while the replay goes on.
     """
+    if not parse_stats or keys_only:
+        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, None)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="delta-stats") as pool:
+        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, StatsPipeline(pool))
+
+
+def _feed(pipeline: StatsPipeline | None, part: ParsedActions) -> None:
+    if pipeline is not None:
+        pipeline.observe(part.others)
+        pipeline.submit(part.adds)
+
+
+def _replay(
+    store: LogStore,
+    segment: LogSegment,
+    tombstone_cutoff_ms: int | None,
+    include_checkpoint: bool,
+    keys_only: bool,
+    keep_lines: bool,
+    pipeline: StatsPipeline | None,
+) -> ReplayResult:
     parts: list[ParsedActions] = []
     base = 0
     if include_checkpoint and segment.checkpoint is not None:
@@ -294,11 +337,20 @@ def replay_actions(
         except (CorruptLogError, MissingSidecarError, FileNotFoundError) as exc:
             first = segment.checkpoint.files[0].name
             raise UnreadableCheckpointError(f"checkpoint {store.display(first)} cannot be read: {exc}", path=first) from exc
+        for part in parts:
+            _feed(pipeline, part)
     partition_columns = {
         c for part in parts for _, _, _, a in part.others if a.get("metaData") for c in (a["metaData"].get("partitionColumns") or ())
     }
     deltas, names = _parse_deltas(
-        store, segment, base, sorted(partition_columns), keys_only=keys_only, keep_lines=keep_lines, batch_bytes=DELTA_BATCH_BYTES
+        store,
+        segment,
+        base,
+        sorted(partition_columns),
+        keys_only=keys_only,
+        keep_lines=keep_lines,
+        batch_bytes=DELTA_BATCH_BYTES,
+        on_part=None if pipeline is None else lambda part: _feed(pipeline, part),
     )
     _check_compactions(segment, deltas, base, names)
     parts.append(deltas)
@@ -331,7 +383,20 @@ def replay_actions(
         p.adds = p.adds.schema.empty_table()  # (a zero-length slice would keep the buffers alive)
         p.removes = p.removes.schema.empty_table()
     del parts
-    adds, removes = reconcile_file_actions(batches, schemas, tombstone_cutoff_ms)
+    late_stats = None
+    if pipeline is not None and state.protocol is not None and state.metadata is not None:
+        plan = stats_plan_for(state.protocol, state.metadata)
+        rows = sum(b.num_rows for b in batches[0])
+
+        def late_stats() -> tuple[pa.Field, pa.ChunkedArray] | None:
+            parsed = pipeline.result(plan, rows)
+            return None if parsed is None else (pa.field(STATS_PARSED, plan.final_type), parsed)
+
+    adds, removes = reconcile_file_actions(batches, schemas, tombstone_cutoff_ms, late_stats)
+    stats_parsed = None
+    if STATS_PARSED in adds.column_names:
+        stats_parsed = adds.column(STATS_PARSED)
+        adds = adds.drop_columns([STATS_PARSED])
     return ReplayResult(
         protocol=state.protocol,
         metadata=state.metadata,
@@ -344,4 +409,5 @@ def replay_actions(
         checkpoint_metadata=checkpoint_metadata,
         deltas=deltas if keep_lines else None,
         delta_base_order=base,
+        stats_parsed=stats_parsed,
     )

@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -21,7 +21,8 @@ from .memory import uses_log_operation_memory
 from .parsed_columns import parse_partition_values, parse_stats
 from .reader import ORDER
 from .replay import ReplayResult, UnreadableCheckpointError, UnreconciledCompactionError, replay_actions
-from .schema import StatsPlan, partition_values_type, stats_parse_plan
+from .schema import StatsPlan, partition_values_type
+from .stats_pipeline import stats_plan_for
 from .storage import LogStore, open_table_storage
 from .table_properties import TableProperties
 from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
@@ -52,6 +53,8 @@ class Snapshot(VersionFacts):
     timestamp: int
     commit_timestamps: Mapping[int, int]
     now_ms: int
+    # `parsed_stats()` when the load parsed them already (load_snapshot(parse_stats=True))
+    preparsed_stats: pa.ChunkedArray | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_files(self) -> int:
@@ -77,8 +80,7 @@ class Snapshot(VersionFacts):
 
     def stats_plan(self) -> StatsPlan:
         """How ``stats`` strings parse for this table (the checkpoint's ``stats_parsed`` type)."""
-        with_dv = self.protocol.has_writer_feature("deletionVectors")
-        return stats_parse_plan(self.metadata.schema, self.metadata.partition_columns, with_dv)
+        return stats_plan_for(self.protocol, self.metadata)
 
     def partition_values_type(self) -> pa.StructType | None:
         """Typed struct of the partition values (physical names); None when unpartitioned or a type is unknown."""
@@ -90,6 +92,8 @@ class Snapshot(VersionFacts):
         ``nullCount`` typed as the checkpoint's ``stats_parsed``), one chunk per chunk of
         ``files``; None when the strings cannot be read with the table's types. Chunks are parsed
         on a few threads: pyarrow's JSON reader releases the GIL."""
+        if self.preparsed_stats is not None:
+            return self.preparsed_stats
         plan = self.stats_plan()
         parsed = _map_chunks(lambda stats: parse_stats(stats, plan), self.files.column("stats").chunks)
         return None if any(p is None for p in parsed) else pa.chunked_array(parsed, plan.final_type)
@@ -150,7 +154,12 @@ def _may_lack_expired_tombstones(segment: LogSegment, retention_ms: int) -> bool
 
 
 def _replay_with_fallbacks(
-    store: LogStore, files: LogSegmentFiles, version: int | None, catalog_commits: Sequence[CatalogCommit], latest_ratified_version: int | None
+    store: LogStore,
+    files: LogSegmentFiles,
+    version: int | None,
+    catalog_commits: Sequence[CatalogCommit],
+    latest_ratified_version: int | None,
+    parse_stats: bool,
 ) -> tuple[LogSegment, ReplayResult, set[str]]:
     """Replay ``version``; a checkpoint that cannot be read is never used: the segment is rebuilt
     without it (an older checkpoint, or the commits)."""
@@ -158,7 +167,9 @@ def _replay_with_fallbacks(
     first_error: UnreadableCheckpointError | None = None
     while True:
         try:
-            segment, result = _replay_segment(store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable))
+            segment, result = _replay_segment(
+                store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), parse_stats=parse_stats
+            )
             return segment, result, unreadable
         except UnreadableCheckpointError as exc:
             if exc.path is None or exc.path in unreadable:
@@ -180,6 +191,8 @@ def _replay_segment(
     latest_ratified_version: int | None,
     skip_checkpoints: frozenset[str],
     use_compactions: bool = True,
+    *,
+    parse_stats: bool,
 ) -> tuple[LogSegment, Any]:
     def segment_for(use_compactions: bool) -> LogSegment:
         return build_log_segment(
@@ -194,13 +207,13 @@ def _replay_segment(
 
     segment = segment_for(use_compactions)
     if not use_compactions:
-        return segment, replay_actions(store, segment)
+        return segment, replay_actions(store, segment, parse_stats=parse_stats)
     try:
-        return segment, replay_actions(store, segment)
+        return segment, replay_actions(store, segment, parse_stats=parse_stats)
     except UnreconciledCompactionError:
         # Like delta-spark's failed compacted-delta validation: fall back to the plain commits.
         segment = segment_for(False)
-        return segment, replay_actions(store, segment)
+        return segment, replay_actions(store, segment, parse_stats=parse_stats)
 
 
 @uses_log_operation_memory
@@ -213,11 +226,14 @@ def load_snapshot(
     latest_ratified_version: int | None = None,
     files: LogSegmentFiles | None = None,
     now_ms: int | None = None,
+    parse_stats: bool = False,
 ) -> Snapshot:
     """Load the snapshot at ``version`` (default latest) with one LIST of ``_delta_log``.
 
     ``catalog_commits``/``latest_ratified_version`` come from a coordinator for coordinated and
     catalog-managed tables: ratified commits not yet published, which win over published files.
+    ``parse_stats`` parses the live files' statistics during the load (``Snapshot.parsed_stats``
+    then returns them at once): it fills the CPUs the replay's serial steps leave idle.
     """
     store = table if isinstance(table, LogStore) else open_table_storage(table, storage_options)
     files = files if files is not None else list_log_files(store)
@@ -227,7 +243,7 @@ def load_snapshot(
     # used: the segment is rebuilt without it (an older checkpoint, or the commits).
     for attempt in range(LISTING_ATTEMPTS):
         try:
-            segment, result, unreadable = _replay_with_fallbacks(store, files, version, catalog_commits, latest_ratified_version)
+            segment, result, unreadable = _replay_with_fallbacks(store, files, version, catalog_commits, latest_ratified_version, parse_stats)
             break
         except (FileNotFoundError, MissingCommitError) as exc:
             # A file of this listing vanished while it was read (MissingCommitError with version -1
@@ -248,7 +264,9 @@ def load_snapshot(
     check_read_supported(protocol, path=store.uri)
     properties = TableProperties.from_configuration(metadata.configuration)
     if _may_lack_expired_tombstones(segment, properties.deleted_file_retention_ms):
-        segment, result = _replay_segment(store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), False)
+        segment, result = _replay_segment(
+            store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), False, parse_stats=parse_stats
+        )
     cutoff = now - properties.deleted_file_retention_ms
     tombstones = result.removes.filter(pc.greater(pc.fill_null(result.removes.column("deletionTimestamp"), 0), cutoff))
 
@@ -272,4 +290,5 @@ def load_snapshot(
         timestamp=timestamps[segment.version],
         commit_timestamps=timestamps,
         now_ms=now,
+        preparsed_stats=result.stats_parsed,
     )

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_maintenance.deltalog import errors as E
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.snapshot import Snapshot, load_snapshot
 from tests.golden.wheel_oracle import assert_same_as_wheel
 
 pytestmark = pytest.mark.interop
@@ -227,6 +227,17 @@ def _why(key: str, version: int | None) -> str:
     return f"{key}@{version}" if version is not None else key
 
 
+def _assert_stats_parsed_during_load_match(root: Path, version: int, ours: Snapshot, why: str) -> None:
+    """``load_snapshot(parse_stats=True)`` gives the files and statistics of a load that parses afterwards."""
+    during = load_snapshot(str(root), version, parse_stats=True)
+    assert during.files.equals(ours.files), why
+    after = ours.parsed_stats()
+    if after is None:
+        assert during.preparsed_stats is None, f"{why}: the statistics do not parse afterwards, but did during the load"
+    else:
+        assert during.preparsed_stats is not None and during.preparsed_stats.equals(after), why
+
+
 def _compare_every_version(root: Path, key: str) -> int:
     latest = deltalake.DeltaTable(str(root)).version()
     listed = WHEEL_CANNOT_READ_VERSIONS.get(key, {})
@@ -246,7 +257,9 @@ def _compare_every_version(root: Path, key: str) -> int:
             assert refused.type is E.MissingCommitError and refused.value.version <= v, why
             continue
         assert v not in listed, f"{why}: listed in WHEEL_CANNOT_READ_VERSIONS but the wheel reads it now"
-        assert_same_as_wheel(load_snapshot(str(root), v), table, why, check_partition_values=True)
+        ours = load_snapshot(str(root), v)
+        assert_same_as_wheel(ours, table, why, check_partition_values=True)
+        _assert_stats_parsed_during_load_match(root, v, ours, why)
         compared += 1
     return compared
 

@@ -204,6 +204,10 @@ def test_snapshot_parsed_stats_and_partition_values_match_json_loads_on_threads_
     assert stats.combine_chunks().equals(expected_stats)
     days = [(m[0][1] if m else None) for m in snap.files.column("partitionValues").to_pylist()]
     assert parts.combine_chunks().field("day").to_pylist() == [dt.date.fromisoformat(d) if d else None for d in days]
+    # parsed during the load: the same statistics, row for row with the same files
+    during = load_snapshot(str(tmp_path), parse_stats=True)
+    assert during.preparsed_stats is not None and during.files.equals(snap.files)
+    assert during.parsed_stats() is during.preparsed_stats and during.preparsed_stats.equals(stats)
 
 
 def test_snapshot_parsed_stats_is_none_when_a_row_does_not_fit_its_type(tmp_path: Path) -> None:
@@ -211,3 +215,51 @@ def test_snapshot_parsed_stats_is_none_when_a_row_does_not_fit_its_type(tmp_path
 
     _table_with_many_files(tmp_path, 3, 9000, bad_row=20_000)
     assert load_snapshot(str(tmp_path)).parsed_stats() is None
+    during = load_snapshot(str(tmp_path), parse_stats=True)
+    assert during.preparsed_stats is None and during.parsed_stats() is None and during.num_files == 27_000
+
+
+def _meta(fields: list[str], version: int) -> dict:
+    schema = {"type": "struct", "fields": [{"name": f, "type": "long", "nullable": True, "metadata": {}} for f in fields]}
+    return {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema),
+                         "partitionColumns": [], "configuration": {}, "createdTime": version}}
+
+
+def _stats_add(path: str, fields: list[str], n: int) -> dict:
+    stats = {"numRecords": n, "minValues": dict.fromkeys(fields, -n), "maxValues": dict.fromkeys(fields, n), "nullCount": dict.fromkeys(fields, 0)}
+    return {"add": {"path": path, "partitionValues": {}, "size": n, "modificationTime": 0, "dataChange": True, "stats": json.dumps(stats)}}
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_stats_parsed_during_the_load_follow_the_final_schema_and_the_winners(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checkpoint: bool) -> None:
+    """``load_snapshot(parse_stats=True)`` starts parsing each part under the schema known so far;
+    a column added later (schema evolution) makes it parse the earlier parts again, and files
+    removed or re-added later keep only their newest statistics: the same as parsing afterwards.
+    Every commit is a batch of its own, so that the parts really are parsed one by one."""
+    from airflow_delta_maintenance.deltalog import replay
+    from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
+    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+    from airflow_delta_maintenance.deltalog.storage import open_table_storage
+
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+
+    def commit(v: int, actions: list[dict]) -> None:
+        (log / f"{v:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+    commit(0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, _meta(["a"], 0), *(_stats_add(f"f{i}", ["a"], i) for i in range(40))])
+    commit(1, [{"remove": {"path": "f3", "deletionTimestamp": 1, "dataChange": True}}, _stats_add("f5", ["a"], 500)])
+    if checkpoint:
+        store = open_table_storage(str(tmp_path))
+        write_checkpoint(store, load_snapshot(store, 1))
+    commit(2, [_meta(["a", "b"], 2), _stats_add("g", ["a", "b"], 7), _stats_add("f6", ["a", "b"], 600)])
+    monkeypatch.setattr(replay, "DELTA_BATCH_BYTES", 1)
+    after = load_snapshot(str(tmp_path))
+    during = load_snapshot(str(tmp_path), parse_stats=True)
+    assert during.segment.checkpoint_version == (1 if checkpoint else -1)
+    assert during.preparsed_stats is not None and during.files.equals(after.files)
+    expected = after.parsed_stats()
+    assert expected is not None and during.preparsed_stats.equals(expected)
+    rows = dict(zip(during.files.column("path").to_pylist(), during.preparsed_stats.to_pylist(), strict=True))
+    assert "f3" not in rows and rows["f5"]["numRecords"] == 500 and rows["f6"]["maxValues"] == {"a": 600, "b": 600}
+    assert rows["f1"]["maxValues"] == {"a": 1, "b": None}  # an old file: no bound for the new column
