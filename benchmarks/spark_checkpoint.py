@@ -44,6 +44,9 @@ spark's other two runs that session 234.1 and 237.2 s (median of three 237.2 s: 
 vs 4645 MiB. 1 GiB: ours 131.8 s (JVM 1410 MiB, Python driver 161 MiB); delta-spark ran out of
 heap in 3 of 3 runs on 2026-11-23 (java.lang.OutOfMemoryError in a shuffle-map stage of the state
 reconstruction, exit 52), and with 2 GiB after 133 s. Both 10,000,941 rows, same columns.
+Re-run later that day, after the file: key regex stopped running per row: 10M at 4 GiB, 2+2 —
+ours 102.4 (4.8), 97.0 (1.3) vs delta-spark 235.1 (2.8), 233.5 (2.1): 0.43x; 10M at 1 GiB, ours
+107.9 s; 2M at 1 GiB, 2+2 — ours 34.4, 36.0 vs 67.8, 69.0 s: 0.51x.
 """
 
 from __future__ import annotations
