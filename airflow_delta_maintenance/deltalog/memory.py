@@ -41,17 +41,19 @@ _saved: pa.MemoryPool | None = None
 F = TypeVar("F", bound=Callable[..., object])
 
 
-def _load_malloc_trim() -> Callable[[int], int] | None:
+def _load_glibc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL("libc.so.6")  # by name: find_library would spawn ldconfig
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        libc.malloc_trim, libc.mallopt  # noqa: B018 - both or neither: glibc
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune or trim
         return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
+    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return libc
 
 
-_malloc_trim = _load_malloc_trim()
+_glibc = _load_glibc()
+_malloc_trim: Callable[[int], int] | None = _glibc.malloc_trim if _glibc is not None else None
 
 # mallopt(3) parameters, and glibc's initial value of both thresholds.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -61,10 +63,9 @@ _OPERATION_THRESHOLDS = {_M_MMAP_THRESHOLD: 32 << 20, _M_TRIM_THRESHOLD: 1 << 30
 
 def _load_mallopt() -> Callable[[int, int], int] | None:
     tunables = os.environ.get("GLIBC_TUNABLES", "")
-    if _malloc_trim is None or any(f"MALLOC_{p}_THRESHOLD_" in os.environ or f"malloc.{p.lower()}_threshold" in tunables for p in ("MMAP", "TRIM")):
+    if _glibc is None or any(f"MALLOC_{p}_THRESHOLD_" in os.environ or f"malloc.{p.lower()}_threshold" in tunables for p in ("MMAP", "TRIM")):
         return None  # not glibc, or the thresholds tuned by the user: leave them alone
-    mallopt = ctypes.CDLL("libc.so.6").mallopt
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    mallopt: Callable[[int, int], int] = _glibc.mallopt
     return mallopt
 
 

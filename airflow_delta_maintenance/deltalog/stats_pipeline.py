@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .actions import Metadata, Protocol
+from .actions import Metadata, NonFileState, Protocol
 from .parsed_columns import parse_stats, string_slices
 from .schema import StatsPlan, stats_parse_plan
 
@@ -44,8 +44,7 @@ class StatsPipeline:
 
     def __init__(self, pool: ThreadPoolExecutor) -> None:
         self._pool = pool
-        self._protocol: Protocol | None = None
-        self._metadata: Metadata | None = None
+        self._seen = NonFileState()  # the protocol and metadata so far
         # per non-empty batch of adds, in replay order: the plan it was parsed with (None: not
         # yet known), its strings, and the parse of each of its slices
         self._batches: list[tuple[StatsPlan | None, pa.Array, list[Future[pa.Array | None]]]] = []
@@ -54,19 +53,17 @@ class StatsPipeline:
         """Fold the protocol and metadata among a part's other actions (in order) into the plan.
         A malformed one is skipped here: the replay reports it."""
         for _, _, _, action in others:
-            try:
-                if (p := action.get("protocol")) is not None:
-                    self._protocol = Protocol.from_dict(p)
-                elif (m := action.get("metaData")) is not None:
-                    self._metadata = Metadata.from_dict(m)
-            except (KeyError, TypeError, ValueError):
-                continue
+            if "protocol" in action or "metaData" in action:
+                try:
+                    self._seen.take(action)
+                except (KeyError, TypeError, ValueError):
+                    continue
 
     def _plan(self) -> StatsPlan | None:
-        if self._protocol is None or self._metadata is None:
+        if self._seen.protocol is None or self._seen.metadata is None:
             return None
         try:
-            return stats_plan_for(self._protocol, self._metadata)
+            return stats_plan_for(self._seen.protocol, self._seen.metadata)
         except (KeyError, TypeError, ValueError):
             return None
 
