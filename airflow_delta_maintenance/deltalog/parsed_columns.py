@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from . import fast_stats
 from .schema import StatsPlan
 
 __all__ = ["parse_stats", "parse_partition_values", "map_first_value", "string_slices"]
@@ -46,18 +47,46 @@ def _string_bytes(strings: pa.Array) -> pa.Buffer:
     return data.slice(start, end - start) if data is not None else pa.py_buffer(b"")
 
 
-def _read_objects(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
-    """One JSON read of the objects held by ``strings``, straight from their bytes: pyarrow's
+def _read_json(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
+    """One pyarrow JSON read of the objects held by ``strings``, straight from their bytes: the
     reader takes objects one after another without a separator, so no joined copy is built."""
     data = _string_bytes(strings)
+    # pyarrow's reader crashes the process (SIGSEGV, pyarrow 26) when its input begins with a
+    # `null` value, as a damaged add's `"stats": "null"` would make it: an empty object read first
+    # and dropped keeps it from ever seeing one there (a null further on reads as a row of nulls).
+    lead = 1 if _first_value_is_null(data) else 0
+    if lead:
+        data = pa.py_buffer(b"{}" + data.to_pybytes())
     try:
-        return pj.read_json(
+        table = pj.read_json(
             pa.BufferReader(data),
             read_options=pj.ReadOptions(block_size=data.size + 1, use_threads=False),  # one block: no newlines to split at
             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
+    return table.slice(lead) if lead else table
+
+
+def _first_value_is_null(data: pa.Buffer) -> bool:
+    view = memoryview(data)
+    for start in range(0, len(view), 4096):  # whitespace first, in bounded pieces
+        piece = bytes(view[start : start + 4096])
+        rest = piece.lstrip(b" \t\r\n")
+        if rest:
+            at = start + len(piece) - len(rest)
+            return bytes(view[at : at + 4]) == b"null"
+    return False
+
+
+def _read_objects(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
+    """The objects held by ``strings`` read under ``schema``: by the compiled reader where it is
+    built (the rows it flags, and all rows without it, by pyarrow's), else by pyarrow's."""
+    if not fast_stats.AVAILABLE:
+        return _read_json(strings, schema)
+    offsets = _offsets(strings).astype(np.int64)
+    offsets -= offsets[0]
+    return fast_stats.read(_string_bytes(strings), offsets, schema, lambda rows: _read_json(rows, schema))
 
 
 # One JSON read takes one block of at most this many bytes (its block size is a 32-bit integer).
