@@ -13,7 +13,7 @@ SYSDEPS_STAMP := .cache/.system-deps
 venv: $(STAMP)
 
 # The lock pins every transitive dependency, so a fresh machine resolves nothing new.
-$(STAMP): pyproject.toml setup.py airflow_delta_maintenance/deltalog/_stats_json.c requirements/dev.lock
+$(STAMP): pyproject.toml setup.py $(wildcard airflow_delta_maintenance/deltalog/*.c) requirements/dev.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "uv==0.13.9"
 	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements/dev.lock

@@ -19,7 +19,7 @@ import pyarrow.json as pj
 from . import fast_stats
 from .schema import StatsPlan
 
-__all__ = ["parse_stats", "parse_partition_values", "map_first_value", "string_slices"]
+__all__ = ["parse_stats", "parse_partition_values", "map_first_value", "string_slices", "string_offsets"]
 
 # Large inputs are split into one slice of rows per CPU, each read on its own thread (pyarrow's
 # JSON reader releases the GIL): the checkpoint writer's row groups (32k rows, ~4 MiB of stats) are
@@ -32,7 +32,7 @@ def _single(column: pa.ChunkedArray) -> pa.Array:
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
-def _offsets(strings: pa.Array) -> np.ndarray:
+def string_offsets(strings: pa.Array) -> np.ndarray:
     """The ``len + 1`` value offsets of a string array (into its data buffer)."""
     offset_type = np.int64 if pa.types.is_large_string(strings.type) else np.int32
     itemsize = np.dtype(offset_type).itemsize
@@ -41,7 +41,7 @@ def _offsets(strings: pa.Array) -> np.ndarray:
 
 def _string_bytes(strings: pa.Array) -> pa.Buffer:
     """The bytes of all ``strings`` back to back, without a copy (a string array stores them so)."""
-    offsets = _offsets(strings)
+    offsets = string_offsets(strings)
     data = strings.buffers()[2]
     start, end = int(offsets[0]), int(offsets[-1])
     return data.slice(start, end - start) if data is not None else pa.py_buffer(b"")
@@ -84,7 +84,7 @@ def _read_objects(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
     built (the rows it flags, and all rows without it, by pyarrow's), else by pyarrow's."""
     if not fast_stats.AVAILABLE:
         return _read_json(strings, schema)
-    offsets = _offsets(strings).astype(np.int64)
+    offsets = string_offsets(strings).astype(np.int64)
     offsets -= offsets[0]
     return fast_stats.read(_string_bytes(strings), offsets, schema, lambda rows: _read_json(rows, schema))
 
@@ -108,7 +108,7 @@ def string_slices(strings: pa.Array, max_bytes: int) -> list[pa.Array]:
 def _cut(strings: pa.Array, parts: int) -> list[pa.Array]:
     if parts <= 1:
         return [strings]
-    offsets = _offsets(strings).astype(np.int64)
+    offsets = string_offsets(strings).astype(np.int64)
     targets = offsets[0] + (offsets[-1] - offsets[0]) * np.arange(1, parts, dtype=np.int64) // parts
     cuts = np.unique(np.clip(np.concatenate([[0], np.searchsorted(offsets, targets), [len(strings)]]), 0, len(strings))).tolist()
     return [strings.slice(a, b - a) for a, b in pairwise(cuts) if b > a]

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import file_keys
 from .actions import DomainMetadata, Metadata, NonFileState, Protocol, Txn
 from .errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
 from .log_segment import CatalogCommit, JsonSource, LogSegment
@@ -81,8 +82,16 @@ def _winners(tables: Sequence[pa.Table]) -> np.ndarray | None:
     paths = pa.chunked_array([c for t in tables for c in canonical_paths(t.column("path")).chunks], pa.string())
     if len(paths) == 0:
         return None
-    key, distinct = _codes(paths)
     dvs = pa.chunked_array([c for t in tables for c in t.column(DV_ID).chunks], pa.string())
+    if dvs.null_count == len(dvs):  # no deletion vectors (the common case): the key is the path alone
+        orders = np.concatenate([t.column(ORDER).to_numpy() for t in tables])
+        # cut like the paths: a regex rewrite of file: paths may have chunked them differently
+        chunk_orders = np.split(orders, np.cumsum([len(c) for c in paths.chunks])[:-1])
+        native = file_keys.newest_orders(paths.chunks, chunk_orders, max(int(orders.max()), 0) + 1)
+        if native is not None:
+            won, distinct = native
+            return None if distinct == len(paths) else won
+    key, distinct = _codes(paths)
     if dvs.null_count != len(dvs):  # deletion vectors: the key is (path, dv)
         dv_codes, dv_distinct = _codes(pc.fill_null(dvs, ""))
         key, inverse = np.unique(key * dv_distinct + dv_codes, return_inverse=True)
