@@ -12,9 +12,10 @@ timed load of the checkpointed layout):
   statistics parsed (``num_records``, ``null_count``, ``min``, ``max``) and typed partition values.
 - ours: ``load_snapshot(path, parse_stats=True)``, then ``parsed_stats()`` and
   ``parsed_partition_values()`` (the checkpoint writer's ``stats_parsed`` and
-  ``partitionValues_parsed``: pyarrow JSON reads of the stats strings, started on a thread per CPU
-  as each part of the log is read; partition values looked up and cast), so both sides end with
-  parsed statistics. ``--strings`` also
+  ``partitionValues_parsed``: the stats strings read by the compiled reader when it is built —
+  pyarrow's JSON reader takes the rows it leaves, and all of them without it — started on a thread
+  pool as each part of the log is read; partition values looked up and cast), so both sides end
+  with parsed statistics. ``--strings`` also
   reports ours without the parsing (stats kept as JSON strings, as ``load_snapshot`` returns them;
   delta-rs has no such mode, so that figure is not a ratio).
 
