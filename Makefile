@@ -7,13 +7,27 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 SYSDEPS_STAMP := .cache/.system-deps
+BUILDDEPS_STAMP := .cache/.build-deps
 
 .PHONY: demo test venv jars system-deps clean
 
 venv: $(STAMP)
 
+# A C compiler and Python's headers for the package's optional C accelerators (setup.py): without
+# them the editable install quietly builds none, and the suite checks that they are there.
+$(BUILDDEPS_STAMP):
+	@missing=""; command -v cc >/dev/null || missing="gcc libc6-dev"; \
+	 $(PYTHON) -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
+	   || missing="$$missing python3-dev"; \
+	 if [ -n "$$missing" ]; then \
+	   echo "installing$$missing with apt-get" >&2; \
+	   SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	   $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	 fi
+	mkdir -p $(dir $@) && touch $@
+
 # The lock pins every transitive dependency, so a fresh machine resolves nothing new.
-$(STAMP): pyproject.toml setup.py $(wildcard airflow_delta_maintenance/deltalog/*.c) requirements/dev.lock
+$(STAMP): pyproject.toml setup.py $(wildcard airflow_delta_maintenance/deltalog/*.c) requirements/dev.lock | $(BUILDDEPS_STAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "uv==0.13.9"
 	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements/dev.lock
