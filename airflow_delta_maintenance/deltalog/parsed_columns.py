@@ -86,7 +86,7 @@ def _read_objects(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
         return _read_json(strings, schema)
     offsets = string_offsets(strings).astype(np.int64)
     offsets -= offsets[0]
-    return fast_stats.read(_string_bytes(strings), offsets, schema, lambda rows: _read_json(rows, schema))
+    return fast_stats.read(strings, _string_bytes(strings), offsets, schema, lambda rows: _read_json(rows, schema))
 
 
 # One JSON read takes one block of at most this many bytes (its block size is a 32-bit integer).
