@@ -57,6 +57,10 @@ static uint64_t hash_bytes(const uint8_t *p, int64_t n) {
     return mix(h ^ mix(tail));
 }
 
+static inline int64_t offset_at(const Chunk *c, Py_ssize_t r) {
+    return c->width == 4 ? ((const int32_t *)c->offsets.buf)[r] : ((const int64_t *)c->offsets.buf)[r];
+}
+
 static void release_chunks(Chunk *c, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
         if (c[i].offsets.obj) PyBuffer_Release(&c[i].offsets);
@@ -81,10 +85,10 @@ static int take_chunk(PyObject *spec, Chunk *c) {
         if (PyObject_GetBuffer(valid, &c->valid, PyBUF_C_CONTIGUOUS) < 0) return 0;
         if (c->valid.len != c->rows) { PyErr_SetString(PyExc_ValueError, "validity and orders disagree"); return 0; }
     }
-    for (Py_ssize_t r = 0; r <= c->rows; r++) {
-        int64_t o = c->width == 4 ? ((const int32_t *)c->offsets.buf)[r] : ((const int64_t *)c->offsets.buf)[r];
-        int64_t prev = r == 0 ? 0 : (c->width == 4 ? ((const int32_t *)c->offsets.buf)[r - 1] : ((const int64_t *)c->offsets.buf)[r - 1]);
-        if (o < 0 || o > c->data.len || (r && o < prev)) { PyErr_SetString(PyExc_ValueError, "offsets out of range"); return 0; }
+    for (Py_ssize_t r = 0, prev = 0; r <= c->rows; r++) {
+        int64_t o = offset_at(c, r);
+        if (o < prev || o > c->data.len) { PyErr_SetString(PyExc_ValueError, "offsets out of range"); return 0; }
+        prev = o;
     }
     return 1;
 }
@@ -121,10 +125,8 @@ static PyObject *file_keys_newest(PyObject *self, PyObject *args) {
             uint64_t hashes[BATCH];
             for (Py_ssize_t j = 0; j < n; j++) {
                 Py_ssize_t r = r0 + j;
-                int64_t start, end;
-                if (c->width == 4) { start = ((const int32_t *)c->offsets.buf)[r]; end = ((const int32_t *)c->offsets.buf)[r + 1]; }
-                else { start = ((const int64_t *)c->offsets.buf)[r]; end = ((const int64_t *)c->offsets.buf)[r + 1]; }
-                hashes[j] = hash_bytes(data + start, end - start) | 1;
+                int64_t start = offset_at(c, r);
+                hashes[j] = hash_bytes(data + start, offset_at(c, r + 1) - start) | 1;
                 __builtin_prefetch(&table[hashes[j] & (cap - 1)], 1);
             }
             for (Py_ssize_t j = 0; j < n; j++) {
@@ -136,11 +138,9 @@ static PyObject *file_keys_newest(PyObject *self, PyObject *args) {
                     if (order > null_best) null_best = order;
                     continue;
                 }
-                int64_t start, end;
-                if (c->width == 4) { start = ((const int32_t *)c->offsets.buf)[r]; end = ((const int32_t *)c->offsets.buf)[r + 1]; }
-                else { start = ((const int64_t *)c->offsets.buf)[r]; end = ((const int64_t *)c->offsets.buf)[r + 1]; }
+                int64_t start = offset_at(c, r);
                 const uint8_t *key = data + start;
-                int64_t len = end - start;
+                int64_t len = offset_at(c, r + 1) - start;
                 uint64_t h = hashes[j];
                 size_t at = (size_t)h & (cap - 1);
                 for (;;) {
