@@ -13,17 +13,20 @@ BUILDDEPS_STAMP := .cache/.build-deps
 
 venv: $(STAMP)
 
+# Shell for a recipe that has set `missing` to the Debian packages it lacks: installs them, if any.
+APT_INSTALL_MISSING = if [ -n "$$missing" ]; then \
+	  echo "installing$$missing with apt-get" >&2; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
 # A C compiler and Python's headers for the package's optional C accelerators (setup.py): without
 # them the editable install quietly builds none, and the suite checks that they are there.
 $(BUILDDEPS_STAMP):
 	@missing=""; command -v cc >/dev/null || missing="gcc libc6-dev"; \
 	 $(PYTHON) -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
 	   || missing="$$missing python3-dev"; \
-	 if [ -n "$$missing" ]; then \
-	   echo "installing$$missing with apt-get" >&2; \
-	   SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	   $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
-	 fi
+	 $(APT_INSTALL_MISSING)
 	mkdir -p $(dir $@) && touch $@
 
 # The lock pins every transitive dependency, so a fresh machine resolves nothing new.
@@ -50,11 +53,7 @@ system-deps: $(SYSDEPS_STAMP)
 $(SYSDEPS_STAMP):
 	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
 	 (docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null) || missing="$$missing docker-compose"; \
-	 if [ -n "$$missing" ]; then \
-	   echo "installing$$missing with apt-get" >&2; \
-	   SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	   $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
-	 fi
+	 $(APT_INSTALL_MISSING)
 	mkdir -p $(dir $@) && touch $@
 
 demo: $(STAMP)
