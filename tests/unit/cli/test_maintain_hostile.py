@@ -249,3 +249,19 @@ def test_the_spark_compaction_job_checks_a_huge_window_from_the_files_present(tm
         capture_output=True, text=True, timeout=120, preexec_fn=limit_memory, env=env,
     )
     assert proc.returncode == 2 and "version 12 is not published" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_stats_string_that_is_null_does_not_kill_the_checkpoint_command(tmp_path: Path) -> None:
+    # pyarrow's JSON reader crashed the process (SIGSEGV) on an add whose stats string is `null`:
+    # the command, run as a user runs it, in its own process so that a crash fails this test.
+    root = tmp_path / "t"
+    log = LogBuilder(fsspec.filesystem("file"), str(root))
+    log.commit(0, [commit_info(), protocol(), metadata()])
+    log.commit(1, [commit_info(), add("a", 10, stats="null"), add("b", 20, stats='{"numRecords":3,"minValues":{"x":1},"maxValues":{"x":2},"nullCount":{"x":0}}')])
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from airflow_delta_maintenance.cli import main; sys.exit(main())", "checkpoint", str(root), "--version", "1", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert (root / "_delta_log" / "00000000000000000001.checkpoint.parquet").exists()
+    assert wheel_files(root) == {("a", 10), ("b", 20)}
