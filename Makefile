@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 SYSDEPS_STAMP := .cache/.system-deps
 BUILDDEPS_STAMP := .cache/.build-deps
 
-.PHONY: demo test venv jars system-deps clean
+.PHONY: demo test venv jars servers system-deps clean
 
 venv: $(STAMP)
 
@@ -46,6 +46,13 @@ jars:
 	.ci/fetch-jars
 	.ci/fetch-uc-server
 
+# The object-store servers the storage tests start (MinIO and fake-gcs-server built by `go install`
+# from the Go module proxy, Azurite from npm with its lock) into .cache/servers/. Always run:
+# .ci/fetch-servers returns at once (no go, no npm, no network) for servers installed for their
+# current line, and installs one again when its version, its lock or the script changed.
+servers:
+	.ci/fetch-servers
+
 # Debian packages the UI and compose tests need: headless Chromium (driven by Playwright through
 # executable_path, never `playwright install`) and a docker compose CLI for `compose config`.
 system-deps: $(SYSDEPS_STAMP)
@@ -59,7 +66,7 @@ $(SYSDEPS_STAMP):
 demo: $(STAMP)
 	$(VENV)/bin/python -m airflow_delta_maintenance.demo
 
-test: $(STAMP) jars $(SYSDEPS_STAMP)
+test: $(STAMP) jars servers $(SYSDEPS_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:
