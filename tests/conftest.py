@@ -16,6 +16,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 pytest_plugins = [
     "tests._infra.servers",
+    "tests._infra.store_servers",
     "tests._infra.spark",
     "tests._infra.unity_catalog",
     "tests._infra.uc_oss",

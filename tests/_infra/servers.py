@@ -167,11 +167,11 @@ def wait_for_port(port: int, proc: subprocess.Popen[Any], timeout: float, log: P
     raise RuntimeError(f"server did not listen on 127.0.0.1:{port} within {timeout}s:\n{_tail(log)}")
 
 
-def wait_for_ready_line(proc: subprocess.Popen[Any], log: Path, timeout: float) -> int:
-    """Wait for the server's ``LISTENING 127.0.0.1:<port>`` line; returns the port."""
+def wait_for_ready_line(proc: subprocess.Popen[Any], log: Path, timeout: float, ready: re.Pattern[bytes] = READY) -> int:
+    """Wait for the server's ``LISTENING 127.0.0.1:<port>`` line (or ``ready``, whose group 1 is the port)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        match = READY.search(log.read_bytes())
+        match = ready.search(log.read_bytes())
         if match:
             return int(match.group(1))
         if proc.poll() is not None:
@@ -246,12 +246,13 @@ class RunningServer:
 
 @contextmanager
 def serving(config: pytest.Config, fixture: str, implementation: str, cmd: list[str], log: Path,
-            timeout: float, env: Mapping[str, str], cwd: Path | None = None) -> Iterator[RunningServer]:
-    """Run a server that binds 127.0.0.1:0 and prints ``LISTENING 127.0.0.1:<port>``."""
+            timeout: float, env: Mapping[str, str], cwd: Path | None = None, ready: re.Pattern[bytes] = READY) -> Iterator[RunningServer]:
+    """Run a server that binds 127.0.0.1:0 and prints ``LISTENING 127.0.0.1:<port>`` (or what
+    ``ready`` matches: its own start-up line, group 1 the port the kernel gave it)."""
     started = time.monotonic()
     proc = spawn(cmd, log, env, cwd)
     try:
-        port = wait_for_ready_line(proc, log, timeout)
+        port = wait_for_ready_line(proc, log, timeout, ready)
         wait_for_port(port, proc, timeout, log)
         assert_loopback_only(implementation, port)
         seconds = time.monotonic() - started
