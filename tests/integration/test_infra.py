@@ -39,9 +39,10 @@ def _non_loopback_ipv4() -> str | None:
     return None if address.startswith("127.") else address
 
 
-@pytest.mark.parametrize("fixture", ["dynamodb_server", "s3_server"])
+@pytest.mark.parametrize("fixture", ["dynamodb_server", "s3_server", "minio", "azurite", "fake_gcs"])
 def test_servers_listen_on_127_0_0_1_only(fixture: str, request: pytest.FixtureRequest) -> None:
-    server: RunningServer = request.getfixturevalue(fixture)
+    value = request.getfixturevalue(fixture)
+    server: RunningServer = getattr(value, "server", value)  # the object stores wrap theirs
     assert listening_addresses(server.port) == {IPV4_LOOPBACK}
     if shutil.which("ss"):  # the same seen by iproute2
         ss = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True, check=True).stdout.split()
