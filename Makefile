@@ -30,7 +30,7 @@ $(BUILDDEPS_STAMP):
 	mkdir -p $(dir $@) && touch $@
 
 # The lock pins every transitive dependency, so a fresh machine resolves nothing new.
-$(STAMP): pyproject.toml setup.py $(wildcard airflow_delta_maintenance/deltalog/*.c) requirements/dev.lock | $(BUILDDEPS_STAMP)
+$(STAMP): pyproject.toml setup.py $(wildcard airflow_delta_maintenance/deltalog/*/*.c) requirements/dev.lock | $(BUILDDEPS_STAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "uv==0.13.9"
 	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements/dev.lock

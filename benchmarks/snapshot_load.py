@@ -49,7 +49,7 @@ CHILD = r"""
 import json, os, resource, sys, time
 which, path, warmup = sys.argv[1], sys.argv[2], sys.argv[3]
 if which.startswith("ours"):
-    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+    from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
     def load(p):
         snap = load_snapshot(p, parse_stats=which == "ours")
         if which == "ours":  # the statistics and partition values typed, as delta-rs returns them

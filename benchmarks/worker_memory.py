@@ -44,7 +44,7 @@ from _harness import CLI, PYTHON, Runs, compile_package, in_subprocess, interlea
 BUILD = r"""
 import json, os, sys, time, uuid
 import pyarrow as pa, pyarrow.parquet as pq
-from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
+from airflow_delta_maintenance.deltalog.model import action_types as cs
 root, n = sys.argv[1], int(sys.argv[2])
 log = os.path.join(root, "_delta_log"); os.makedirs(log)
 now = int(time.time() * 1000)

@@ -209,7 +209,7 @@ def _without_numpy_if_local_classic(args: argparse.Namespace) -> None:
     anchor meanwhile stops the run before anything is deleted, with the reason; a re-run loads numpy."""
     import os
 
-    from ..deltalog.paths import LOG_DIR, LogFileType, parse_log_path
+    from ..deltalog.model.paths import LOG_DIR, LogFileType, parse_log_path
     from ..deltalog.storage import normalize_table_uri
 
     uri = normalize_table_uri(args.table_uri)
@@ -239,7 +239,7 @@ def _cleanup(args: argparse.Namespace) -> int:
 
 
 def _run_cleanup(args: argparse.Namespace) -> int:
-    from ..deltalog.cleanup import retention_ms_from_days
+    from ..deltalog.cleanup.plan import retention_ms_from_days
     from ..maintenance.cleanup import cleanup_report, run_metadata_cleanup
 
     retention = None if args.retention_days is None else retention_ms_from_days(args.retention_days)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..cli.init_dags_cmd import copy_example_dags
 from ..cli.status_cmd import render
-from ..deltalog.table_properties import DAY_MS
+from ..deltalog.model.table_properties import DAY_MS
 from ..maintenance.cleanup import run_metadata_cleanup
 from ..maintenance.coordinator import open_coordinator
 from ..maintenance.status import table_status

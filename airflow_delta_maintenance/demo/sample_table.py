@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..deltalog.paths import commit_name
+from ..deltalog.model.paths import commit_name
 from ..deltalog.storage import LogStore, open_table_storage
 
 __all__ = ["SCHEMA", "create_sample_table", "append_batch", "data_batch", "add_action_for"]

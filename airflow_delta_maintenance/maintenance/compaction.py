@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..deltalog.compaction import CompactionResult, plan_compaction_windows, write_compaction
 from ..deltalog.errors import UnpublishedVersionError
-from ..deltalog.features import check_write_supported
+from ..deltalog.log_compaction.windows import CompactionResult, plan_compaction_windows, write_compaction
+from ..deltalog.model.features import check_write_supported
 from .report import JSONValue, TaskReport, human_bytes, version_range
 from .table import CatalogView, MaintainedTable, ratified_state
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..deltalog.errors import DeltaLogError
-from ..deltalog.snapshot import load_snapshot
+from ..deltalog.replay.snapshot import load_snapshot
 from ..deltalog.storage import open_table_storage
 from .config import TableConfig
 from .coordinator import open_coordinator

@@ -20,8 +20,8 @@ from urllib.parse import urlencode
 
 from ..coordinators.local import EMBEDDED_COORDINATOR_PROPERTY
 from ..coordinators.registry import AUTO, CoordinatorSpec, parse_coordinator_spec, redact_spec
-from ..deltalog.actions import Protocol
-from ..deltalog.features import CATALOG_MANAGED_FEATURES
+from ..deltalog.model.actions import Protocol
+from ..deltalog.model.features import CATALOG_MANAGED_FEATURES
 from .errors import CoordinatorMismatchError
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..coordinators.base import CommitsResponse, RatifiedCommit
 from ..deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError, MissingCommitError
-from ..deltalog.listing import list_log_files
-from ..deltalog.paths import commit_name
+from ..deltalog.log_segment.listing import list_log_files
+from ..deltalog.model.paths import commit_name
 from ..deltalog.storage import LogStore
 from .errors import MissingStagedCommitError, PublishForkError, StagedCommitError
 from .report import JSONValue, TaskReport, human_bytes, version_range

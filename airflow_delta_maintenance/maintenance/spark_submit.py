@@ -46,8 +46,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..deltalog.listing import CheckpointGroup, list_log_files
-from ..deltalog.paths import ParsedLogPath
+from ..deltalog.log_segment.listing import CheckpointGroup, list_log_files
+from ..deltalog.model.paths import ParsedLogPath
 from ..deltalog.storage import LogStore
 from .errors import MaintenanceError
 from .report import Progress

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..coordinators.base import RatifiedCommit
-from ..deltalog.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
+from ..deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
 from ..deltalog.storage import FileStat, LogStore
 from .errors import MissingStagedCommitError, StagedCommitError
 

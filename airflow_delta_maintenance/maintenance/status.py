@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..deltalog.cleanup import plan_log_cleanup
-from ..deltalog.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR
+from ..deltalog.cleanup.plan import plan_log_cleanup
+from ..deltalog.model.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR
 from .staged import StagedListing, list_staged
 from .table import CatalogView, MaintainedTable, ratified_state
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._airflow_compat import AirflowFailException
 from .._coerce import as_bool, as_int, as_version
-from ..deltalog.checkpoint_writer import checkpoint_num_rows
+from ..deltalog.checkpoint.writer import checkpoint_num_rows
 from ..maintenance.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
 from ..maintenance.spark_submit import checkpoint_job, verify_checkpoint
 from ._base import DeltaTableOperator, translate_errors

@@ -20,12 +20,12 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
-from airflow_delta_maintenance.deltalog.actions import NonFileState
-from airflow_delta_maintenance.deltalog.log_segment import CatalogCommit, LogSegment
-from airflow_delta_maintenance.deltalog.paths import ParsedLogPath
+from airflow_delta_maintenance.deltalog.log_segment.segment import CatalogCommit, LogSegment
+from airflow_delta_maintenance.deltalog.model import action_types as cs
+from airflow_delta_maintenance.deltalog.model.actions import NonFileState
+from airflow_delta_maintenance.deltalog.model.paths import ParsedLogPath
+from airflow_delta_maintenance.deltalog.replay.table_state import segment_non_file_actions
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
-from airflow_delta_maintenance.deltalog.table_state import segment_non_file_actions
 
 __all__ = [
     "STORAGE_OPTIONS_ENV",
@@ -194,7 +194,7 @@ def collect_non_file_state(store: LogStore, segment: LogSegment) -> NonFileState
 
     A few lines among millions of file actions: the driver's numpy line finder reads each commit
     once and parses only the lines that are not ``add``/``remove``, and of the checkpoint only those
-    columns (``deltalog.table_state.segment_non_file_actions``: one commit at a time). As a Spark
+    columns (``deltalog.replay.table_state.segment_non_file_actions``: one commit at a time). As a Spark
     text scan this was a job of its own over the whole log (2M files, 730 MB: 5.3 s on two cores).
     """
     state = NonFileState()

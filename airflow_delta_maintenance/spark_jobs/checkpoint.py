@@ -4,7 +4,7 @@
 
 Delayed commit: executors write their output under unique names in a private staging
 directory (``_delta_log/_spark_staging/<run tag>/``, invisible to readers; the tag names this run
-and its start, see ``deltalog.run_identity``); only after every task succeeded does the driver make
+and its start, see ``deltalog.storage.run_identity``); only after every task succeeded does the driver make
 the checkpoint visible — sidecars moved into ``_sidecars/`` and the top-level file created if
 absent (V2), or the parts' row groups joined into one file in the staging directory by the
 driver's JVM (``_parquet_concat``) and that classic file created if absent — and then
@@ -43,26 +43,26 @@ from pyspark.sql import DataFrame, Observation, SparkSession, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import StructType
 
-from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
-from airflow_delta_maintenance.deltalog.abandoned import abandoned_sidecars, find_abandoned, remove_leftovers
-from airflow_delta_maintenance.deltalog.actions import NonFileState
-from airflow_delta_maintenance.deltalog.checkpoint_readback import parquet_footer, parquet_sidecars, read_back_checkpoint
-from airflow_delta_maintenance.deltalog.checkpoint_writer import (
+from airflow_delta_maintenance.deltalog.checkpoint.readback import parquet_footer, parquet_sidecars, read_back_checkpoint
+from airflow_delta_maintenance.deltalog.checkpoint.writer import (
     check_writer_features,
     checkpoint_codec,
     non_file_rows,
     update_last_checkpoint,
 )
+from airflow_delta_maintenance.deltalog.cleanup.abandoned import abandoned_sidecars, find_abandoned, remove_leftovers
 from airflow_delta_maintenance.deltalog.errors import DeltaLogError, LogFileExistsError
-from airflow_delta_maintenance.deltalog.features import check_read_supported
-from airflow_delta_maintenance.deltalog.last_checkpoint import LastCheckpointHint
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
-from airflow_delta_maintenance.deltalog.paths import SIDECAR_DIR, ParsedLogPath, classic_checkpoint_name, uuid_checkpoint_name
-from airflow_delta_maintenance.deltalog.run_identity import STAGING_DIR, new_run
-from airflow_delta_maintenance.deltalog.schema import partition_values_type, stats_parse_plan
+from airflow_delta_maintenance.deltalog.log_segment.last_checkpoint import LastCheckpointHint
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.segment import build_log_segment
+from airflow_delta_maintenance.deltalog.model import action_types as cs
+from airflow_delta_maintenance.deltalog.model.actions import NonFileState
+from airflow_delta_maintenance.deltalog.model.features import check_read_supported
+from airflow_delta_maintenance.deltalog.model.paths import SIDECAR_DIR, ParsedLogPath, classic_checkpoint_name, uuid_checkpoint_name
+from airflow_delta_maintenance.deltalog.model.schema import partition_values_type, stats_parse_plan
+from airflow_delta_maintenance.deltalog.model.table_properties import TableProperties
 from airflow_delta_maintenance.deltalog.storage import FileStat, LogStore
-from airflow_delta_maintenance.deltalog.table_properties import TableProperties
+from airflow_delta_maintenance.deltalog.storage.run_identity import STAGING_DIR, new_run
 from airflow_delta_maintenance.spark_jobs._common import (
     JobFailed,
     base_parser,

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from pyspark.sql import Observation, Window, functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from airflow_delta_maintenance.deltalog.actions import NonFileState
-from airflow_delta_maintenance.deltalog.compaction import check_compaction_supported, compaction_head
 from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.paths import compaction_name
-from airflow_delta_maintenance.deltalog.run_identity import STAGING_DIR, new_run
+from airflow_delta_maintenance.deltalog.log_compaction.windows import check_compaction_supported, compaction_head
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.model.actions import NonFileState
+from airflow_delta_maintenance.deltalog.model.paths import compaction_name
+from airflow_delta_maintenance.deltalog.storage.run_identity import STAGING_DIR, new_run
 from airflow_delta_maintenance.spark_jobs._common import JobFailed, base_parser, file_key_path, hadoop_path, maybe_non_file, open_store, run_job, spark_session, version_from_file
 
 _DV = StructType([StructField("storageType", StringType()), StructField("pathOrInlineDv", StringType()), StructField("offset", LongType())])

@@ -19,7 +19,7 @@ from pathlib import Path
 import deltalake
 
 from airflow_delta_maintenance.deltalog.errors import DeltaLogError
-from airflow_delta_maintenance.deltalog.snapshot import Snapshot, load_snapshot
+from airflow_delta_maintenance.deltalog.replay.snapshot import Snapshot, load_snapshot
 from tests.golden.test_golden_tables import (
     CASES,
     EXPECTED_FAILURES,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.deltalog.checkpoint_check import verify_checkpoint
+from airflow_delta_maintenance.deltalog.checkpoint.check import verify_checkpoint
 from airflow_delta_maintenance.deltalog.errors import CorruptLogError
-from airflow_delta_maintenance.deltalog.last_checkpoint import parse_last_checkpoint
-from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.last_checkpoint import parse_last_checkpoint
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 TABLES = Path(__file__).resolve().parent / "tables"

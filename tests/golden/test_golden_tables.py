@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_maintenance.deltalog import errors as E
-from airflow_delta_maintenance.deltalog.snapshot import Snapshot, load_snapshot
+from airflow_delta_maintenance.deltalog.replay.snapshot import Snapshot, load_snapshot
 from tests.golden.wheel_oracle import assert_same_as_wheel
 
 pytestmark = pytest.mark.interop

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from airflow_delta_maintenance.deltalog import errors as E
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.segment import build_log_segment
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.replay.table_state import load_table_state
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.deltalog.table_state import load_table_state
 from tests.golden.test_golden_tables import CASES, _location, _table_roots
 from tests.unit.deltalog.test_table_state import non_file_state
 

@@ -27,7 +27,7 @@ import deltalake
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_delta_maintenance.deltalog.snapshot import Snapshot
+from airflow_delta_maintenance.deltalog.replay.snapshot import Snapshot
 
 __all__ = ["assert_same_as_wheel", "wheel_files"]
 

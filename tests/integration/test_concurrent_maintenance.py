@@ -29,11 +29,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_maintenance.deltalog.checkpoint_readback import read_back_checkpoint
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.paths import commit_name
-from airflow_delta_maintenance.deltalog.run_identity import STAGING_DIR, find_run_tag
+from airflow_delta_maintenance.deltalog.checkpoint.readback import read_back_checkpoint
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.model.paths import commit_name
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
+from airflow_delta_maintenance.deltalog.storage.run_identity import STAGING_DIR, find_run_tag
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]

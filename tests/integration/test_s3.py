@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
@@ -94,7 +94,7 @@ def test_cleanup_on_s3_deletes_in_bulk_and_keeps_every_retained_version(s3_bucke
 def test_table_state_on_s3_equals_the_snapshot(s3_bucket: tuple[str, dict], tmp_path: Path) -> None:
     """The light load opens the checkpoint for random access through s3fs (footer, then the
     protocol/metaData column chunks): it must agree with the full load on S3 too."""
-    from airflow_delta_maintenance.deltalog.table_state import load_table_state
+    from airflow_delta_maintenance.deltalog.replay.table_state import load_table_state
 
     bucket, options = s3_bucket
     uri = f"s3://{bucket}/tables/state"

@@ -11,8 +11,8 @@ import deltalake  # the independent oracle: a test dependency, never skipped
 import pyarrow as pa
 import pytest
 
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 pytestmark = pytest.mark.interop

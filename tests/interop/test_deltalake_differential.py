@@ -41,11 +41,11 @@ import pytest
 from deltalake import CommitProperties, TableFeatures, Transaction
 
 from airflow_delta_maintenance.deltalog.errors import MissingCommitError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.paths import LogFileType
-from airflow_delta_maintenance.deltalog.snapshot import Snapshot, load_snapshot
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.model.paths import LogFileType
+from airflow_delta_maintenance.deltalog.replay.snapshot import Snapshot, load_snapshot
+from airflow_delta_maintenance.deltalog.replay.table_state import load_table_state
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.deltalog.table_state import load_table_state
 from tests.golden.wheel_oracle import assert_same_as_wheel, wheel_files
 
 pytestmark = pytest.mark.interop

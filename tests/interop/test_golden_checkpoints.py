@@ -9,9 +9,9 @@ from pathlib import Path
 import deltalake  # the independent oracle: a test dependency, never skipped
 import pytest
 
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
 from airflow_delta_maintenance.deltalog.errors import UnsupportedFeatureError
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from tests.golden.test_golden_tables import CASES, EXPECTED_FAILURES, WHEEL_CANNOT_READ, _table_roots, _unpack
 

@@ -25,9 +25,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.segment import build_log_segment
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from tests._infra.jars import jar_list
 from tests._infra.servers import FAKE_AWS, fake_aws_env

@@ -19,10 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
-from airflow_delta_maintenance.deltalog.checkpoint_readback import read_back_checkpoint
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.readback import read_back_checkpoint
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.model import action_types as cs
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from tests.spark.test_spark_jobs import actions_of_checkpoint
 from tests.unit.deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove
@@ -126,8 +126,8 @@ def test_reconcile_sorts_the_actions_once_after_the_shuffle_not_also_before_it(t
     """Spark adds a map-side WindowGroupLimit to the newest-per-key window: a sort of every full
     action row before the shuffle, which drops almost nothing when files have one action each.
     The jobs' session turns it off (a value the user set wins) and the newest action still wins."""
-    from airflow_delta_maintenance.deltalog.listing import list_log_files
-    from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
+    from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.log_segment.segment import build_log_segment
     from airflow_delta_maintenance.spark_jobs import _common as common
 
     store = open_table_storage(big_table(tmp_path / "t", versions=4, per_commit=20))

@@ -16,11 +16,11 @@ import fsspec
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.compaction import write_compaction
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.paths import compaction_name
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.log_compaction.windows import write_compaction
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.model.paths import compaction_name
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.spark_submit import SparkJobError, checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint
 from tests.unit.deltalog.logbuilder import LogBuilder, add, commit_info, dv, metadata, protocol, remove

@@ -15,10 +15,10 @@ import deltalake  # the independent oracle: a test dependency, never skipped
 import pyarrow as pa
 import pytest
 
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.cleanup import execute_cleanup, plan_log_cleanup
-from airflow_delta_maintenance.deltalog.compaction import write_compaction
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.cleanup.plan import execute_cleanup, plan_log_cleanup
+from airflow_delta_maintenance.deltalog.log_compaction.windows import write_compaction
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]

@@ -17,6 +17,6 @@ def test_import_linter_contracts_hold() -> None:
 
 
 def test_package_root_imports_nothing_from_airflow() -> None:
-    code = "import sys, airflow_delta_maintenance, airflow_delta_maintenance.deltalog.snapshot; print('airflow' in sys.modules)"
+    code = "import sys, airflow_delta_maintenance, airflow_delta_maintenance.deltalog.replay.snapshot; print('airflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"

@@ -16,7 +16,7 @@ import pytest
 from airflow.exceptions import AirflowProviderDeprecationWarning, RemovedInAirflow4Warning
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = "airflow_delta_maintenance.deltalog.paths"
+OURS = "airflow_delta_maintenance.deltalog.model.paths"
 
 
 def warn_from(module: str, category: type[Warning]) -> None:

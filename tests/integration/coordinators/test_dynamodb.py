@@ -11,7 +11,7 @@ import pytest
 
 from airflow_delta_maintenance.coordinators.dynamodb import DynamoDBCoordinator, hadoop_table_path
 from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CoordinatorError
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from tests.integration.coordinators._targets import add

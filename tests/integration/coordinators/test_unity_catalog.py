@@ -10,7 +10,7 @@ import pytest
 
 from airflow_delta_maintenance.coordinators.errors import CommitLimitReachedError, CoordinatorError
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits

@@ -26,7 +26,7 @@ from airflow_delta_maintenance.coordinators.errors import (
     TableNotFoundError,
 )
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
 from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits

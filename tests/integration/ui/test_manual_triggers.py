@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from tests._infra.servers import LOOPBACK, listening_addresses
 

@@ -20,7 +20,7 @@ import fsspec
 import pytest
 
 from airflow_delta_maintenance.cli import main
-from airflow_delta_maintenance.deltalog.paths import compaction_name
+from airflow_delta_maintenance.deltalog.model.paths import compaction_name
 
 from ..deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.deltalog import checkpoint_writer
+from airflow_delta_maintenance.deltalog.checkpoint import writer as checkpoint_writer
 from airflow_delta_maintenance.maintenance import report
 
 from .test_maintain_hostile import run, table

@@ -12,8 +12,8 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_delta_maintenance.deltalog import checkpoint_schema as cs
-from airflow_delta_maintenance.deltalog.paths import (
+from airflow_delta_maintenance.deltalog.model import action_types as cs
+from airflow_delta_maintenance.deltalog.model.paths import (
     classic_checkpoint_name,
     commit_name,
     multipart_checkpoint_name,

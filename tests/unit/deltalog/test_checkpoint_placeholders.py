@@ -8,8 +8,8 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from airflow_delta_maintenance.deltalog.errors import CorruptLogError
-from airflow_delta_maintenance.deltalog.paths import classic_checkpoint_name
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.model.paths import classic_checkpoint_name
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 
 from .logbuilder import LogBuilder, add, checkpoint_parquet, commit_info, dv, metadata, protocol, remove
 

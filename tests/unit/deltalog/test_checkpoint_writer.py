@@ -9,11 +9,11 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
 from airflow_delta_maintenance.deltalog.errors import UnpublishedVersionError, UnsupportedFeatureError
-from airflow_delta_maintenance.deltalog.last_checkpoint import json_checksum, parse_last_checkpoint
-from airflow_delta_maintenance.deltalog.log_segment import CatalogCommit
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.log_segment.last_checkpoint import json_checksum, parse_last_checkpoint
+from airflow_delta_maintenance.deltalog.log_segment.segment import CatalogCommit
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 from .logbuilder import LogBuilder, add, metadata, ndjson, protocol, remove
@@ -99,7 +99,7 @@ def test_existing_checkpoint_is_a_no_op_and_older_hints_are_not_written(log: Log
 def test_row_groups_follow_the_replay_batches_and_group_small_ones() -> None:
     import pyarrow as pa
 
-    from airflow_delta_maintenance.deltalog.checkpoint_writer import _slices_within_chunks
+    from airflow_delta_maintenance.deltalog.checkpoint.writer import _slices_within_chunks
 
     def table(*sizes: int) -> pa.Table:
         batches, n = [], 0

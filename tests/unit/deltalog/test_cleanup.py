@@ -7,11 +7,11 @@ import time
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_delta_maintenance.deltalog.cleanup import adjusted_commit_timestamps, execute_cleanup, plan_log_cleanup, utc_midnight
-from airflow_delta_maintenance.deltalog.last_checkpoint import LastCheckpointHint
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.paths import parse_log_path
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.cleanup.plan import adjusted_commit_timestamps, execute_cleanup, plan_log_cleanup, utc_midnight
+from airflow_delta_maintenance.deltalog.log_segment.last_checkpoint import LastCheckpointHint
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.model.paths import parse_log_path
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 from .logbuilder import LogBuilder, add, commit_info, metadata, ndjson, protocol

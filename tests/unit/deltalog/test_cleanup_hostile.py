@@ -19,10 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_delta_maintenance.cli import main
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.last_checkpoint import LastCheckpointHint
-from airflow_delta_maintenance.deltalog.paths import multipart_checkpoint_name
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.log_segment.last_checkpoint import LastCheckpointHint
+from airflow_delta_maintenance.deltalog.model.paths import multipart_checkpoint_name
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 from .logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove

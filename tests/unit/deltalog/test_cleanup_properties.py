@@ -7,11 +7,11 @@ import json
 import fsspec
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from airflow_delta_maintenance.deltalog.cleanup import execute_cleanup, plan_log_cleanup, utc_midnight
+from airflow_delta_maintenance.deltalog.cleanup.plan import execute_cleanup, plan_log_cleanup, utc_midnight
 from airflow_delta_maintenance.deltalog.errors import DeltaLogError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.paths import compaction_name
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.model.paths import compaction_name
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 from .logbuilder import LogBuilder, add, commit_info, metadata, ndjson, protocol, remove

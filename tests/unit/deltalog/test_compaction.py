@@ -5,10 +5,10 @@ import json
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_delta_maintenance.deltalog.compaction import plan_compaction_windows, write_compaction
 from airflow_delta_maintenance.deltalog.errors import MissingCommitError, UnpublishedVersionError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.log_compaction.windows import plan_compaction_windows, write_compaction
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 from .logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove

@@ -14,14 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from airflow_delta_maintenance.deltalog import compaction_lines
-from airflow_delta_maintenance.deltalog.compaction import compaction_actions, compaction_head, write_compaction
 from airflow_delta_maintenance.deltalog.errors import CorruptLogError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.log_segment import LogSegment
-from airflow_delta_maintenance.deltalog.paths import commit_name
-from airflow_delta_maintenance.deltalog.reader import ORDER
-from airflow_delta_maintenance.deltalog.replay import replay_actions
+from airflow_delta_maintenance.deltalog.log_compaction import lines as compaction_lines
+from airflow_delta_maintenance.deltalog.log_compaction.windows import compaction_actions, compaction_head, write_compaction
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.segment import LogSegment
+from airflow_delta_maintenance.deltalog.model.paths import commit_name
+from airflow_delta_maintenance.deltalog.replay.ndjson import ORDER
+from airflow_delta_maintenance.deltalog.replay.reconcile import replay_actions
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 
 from .logbuilder import LogBuilder, add, commit_info, dv, metadata, ndjson, protocol, remove
@@ -97,7 +97,7 @@ def test_lines_are_read_and_handed_on_batch_by_batch(table: LogStore, monkeypatc
 
 
 def test_commits_that_change_between_the_passes_fail_the_write_and_leave_nothing(table: LogStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import airflow_delta_maintenance.deltalog.compaction as compaction
+    import airflow_delta_maintenance.deltalog.log_compaction.windows as compaction
 
     real = compaction._compaction_plan
 

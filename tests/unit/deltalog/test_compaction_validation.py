@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_delta_maintenance.deltalog.paths import compaction_name
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.model.paths import compaction_name
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 
 from .logbuilder import LogBuilder, add, metadata, ndjson, protocol, remove
 

@@ -14,10 +14,10 @@ import fsspec
 import pytest
 
 from airflow_delta_maintenance.cli import main as cli_main
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
 from airflow_delta_maintenance.deltalog.errors import DeltaLogError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 from tests.unit.deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol
 
@@ -56,8 +56,8 @@ def test_temp_file_of_a_killed_checkpoint_writer_is_removed_by_cleanup(tmp_path:
     killed = textwrap.dedent(
         """
         import os, signal, sys
-        from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-        from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+        from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+        from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
         from airflow_delta_maintenance.deltalog.storage import open_table_storage
         os.link = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # killed right before the file becomes visible
         store = open_table_storage(sys.argv[1])
@@ -78,8 +78,8 @@ def test_temp_file_of_a_killed_checkpoint_writer_is_removed_by_cleanup(tmp_path:
 
 
 def test_a_live_writers_temp_file_is_kept_and_only_old_unknown_ones_go(tmp_path: Path) -> None:
-    from airflow_delta_maintenance.deltalog.run_identity import RunIdentity, new_run
     from airflow_delta_maintenance.deltalog.storage import temp_path_for
+    from airflow_delta_maintenance.deltalog.storage.run_identity import RunIdentity, new_run
 
     uri = table(tmp_path / "t", files=3)
     log = Path(uri) / "_delta_log"
@@ -107,8 +107,8 @@ def test_a_live_writers_temp_file_is_kept_and_only_old_unknown_ones_go(tmp_path:
 
 
 def test_sidecars_and_staging_of_live_runs_are_never_leftovers(tmp_path: Path) -> None:
-    from airflow_delta_maintenance.deltalog.abandoned import abandoned_sidecars, find_abandoned
-    from airflow_delta_maintenance.deltalog.run_identity import RunIdentity, new_run
+    from airflow_delta_maintenance.deltalog.cleanup.abandoned import abandoned_sidecars, find_abandoned
+    from airflow_delta_maintenance.deltalog.storage.run_identity import RunIdentity, new_run
 
     uri = table(tmp_path / "t", v2=True, files=5)
     store = open_table_storage(uri)
@@ -157,7 +157,7 @@ def test_single_node_v2_checkpoint_whose_sidecars_vanish_is_never_visible(tmp_pa
 def test_two_cleanups_at_once_converge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by the concurrency test: a cleanup whose listed commits another cleanup deleted
     meanwhile crashed with FileNotFoundError; it must re-plan from a fresh listing and finish."""
-    from airflow_delta_maintenance.deltalog import cleanup as deltalog_cleanup
+    from airflow_delta_maintenance.deltalog.cleanup import plan as deltalog_cleanup
     from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
     from airflow_delta_maintenance.maintenance.table import open_table
 
@@ -186,7 +186,7 @@ def test_two_cleanups_at_once_converge(tmp_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize("damage", ["torn", "missing", "empty"])
 def test_read_back_refuses_a_damaged_sidecar_by_name(tmp_path: Path, damage: str) -> None:
-    from airflow_delta_maintenance.deltalog.checkpoint_readback import read_back_checkpoint
+    from airflow_delta_maintenance.deltalog.checkpoint.readback import read_back_checkpoint
     from airflow_delta_maintenance.deltalog.errors import CorruptLogError, MissingSidecarError
 
     uri = table(tmp_path / "t", v2=True, files=40)

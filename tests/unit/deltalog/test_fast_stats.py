@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from airflow_delta_maintenance.deltalog import fast_stats, parsed_columns
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.parsed_columns import parse_stats
-from airflow_delta_maintenance.deltalog.schema import stats_parse_plan
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.model.schema import stats_parse_plan
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.stats import fast_stats, parsed_columns
+from airflow_delta_maintenance.deltalog.stats.parsed_columns import parse_stats
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 from .logbuilder import LogBuilder, add, metadata, protocol
@@ -42,7 +42,7 @@ SCHEMA = pa.schema([("numRecords", pa.int64()), ("minValues", LEAVES), ("maxValu
 def test_the_extension_is_built_here() -> None:
     # make test installs the package with its extension; without it this suite would only test
     # the fallback and every load would be ~4x slower on statistics.
-    assert fast_stats.AVAILABLE, "airflow_delta_maintenance.deltalog._stats_json was not built (C compiler missing?)"
+    assert fast_stats.AVAILABLE, "airflow_delta_maintenance.deltalog.stats._stats_json was not built (C compiler missing?)"
 
 
 def _strings(rows: list[bytes]) -> pa.Array:

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-from airflow_delta_maintenance.deltalog.cleanup import execute_cleanup, plan_log_cleanup, utc_midnight
-from airflow_delta_maintenance.deltalog.compaction import write_compaction
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.cleanup.plan import execute_cleanup, plan_log_cleanup, utc_midnight
+from airflow_delta_maintenance.deltalog.log_compaction.windows import write_compaction
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 
 from .logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove
@@ -134,8 +134,8 @@ def test_cleanup_killed_mid_way_stays_readable_and_a_rerun_finishes(tmp_path: Pa
 
 KILL_SCRIPT = r"""
 import sys
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
-from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 store = open_table_storage(sys.argv[1])
 print("ready", flush=True)

@@ -9,12 +9,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from airflow_delta_maintenance.deltalog import file_keys, replay
-from airflow_delta_maintenance.deltalog.reader import ORDER, PLACEHOLDER_ORDER
+from airflow_delta_maintenance.deltalog.replay import file_keys, reconcile as replay
+from airflow_delta_maintenance.deltalog.replay.ndjson import ORDER, PLACEHOLDER_ORDER
 
 
 def test_the_extension_is_built_here() -> None:
-    assert file_keys.AVAILABLE, "airflow_delta_maintenance.deltalog._file_keys was not built (C compiler missing?)"
+    assert file_keys.AVAILABLE, "airflow_delta_maintenance.deltalog.replay._file_keys was not built (C compiler missing?)"
 
 
 def _tables(rng: random.Random) -> list[pa.Table]:

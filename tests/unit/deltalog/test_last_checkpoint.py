@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from airflow_delta_maintenance.deltalog.last_checkpoint import LastCheckpointHint, json_checksum, parse_last_checkpoint
+from airflow_delta_maintenance.deltalog.log_segment.last_checkpoint import LastCheckpointHint, json_checksum, parse_last_checkpoint
 
 SPEC_VECTOR = '{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], {"k4": "v4", "k5": ["v5", "v6", "v7"]}]}}'
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from airflow_delta_maintenance.deltalog.errors import SymlinkInLogError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_delta_maintenance.deltalog import memory
+from airflow_delta_maintenance.deltalog._runtime import memory
 
 
 @pytest.fixture

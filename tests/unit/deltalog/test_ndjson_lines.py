@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from airflow_delta_maintenance.deltalog.ndjson_lines import FILE_ACTION_PREFIXES, non_file_action_lines, split_non_file_action_lines
+from airflow_delta_maintenance.deltalog.replay.ndjson_lines import FILE_ACTION_PREFIXES, non_file_action_lines, split_non_file_action_lines
 
 
 def _reference(data: bytes) -> list[tuple[int, bytes]]:

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from airflow_delta_maintenance.deltalog.parsed_columns import map_first_value, parse_partition_values, parse_stats
-from airflow_delta_maintenance.deltalog.schema import stats_parse_plan
+from airflow_delta_maintenance.deltalog.model.schema import stats_parse_plan
+from airflow_delta_maintenance.deltalog.stats.parsed_columns import map_first_value, parse_partition_values, parse_stats
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
 
@@ -129,7 +129,7 @@ def test_parse_stats_reads_the_strings_bytes_as_they_are() -> None:
 def test_parse_stats_splits_large_inputs_across_threads_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above 2 MiB the strings are read in one slice per CPU on threads; the slices come back in
     order, equal to parsing row by row (nulls and an offset slice included)."""
-    import airflow_delta_maintenance.deltalog.parsed_columns as pcmod
+    import airflow_delta_maintenance.deltalog.stats.parsed_columns as pcmod
 
     monkeypatch.setattr(pcmod.os, "cpu_count", lambda: 3)
     plan = stats_parse_plan(SCHEMA, [], False)
@@ -149,7 +149,7 @@ def test_stats_slices_balance_bytes_and_stay_under_one_block(monkeypatch: pytest
     """Row slices hold about equal bytes (a long string does not leave one thread all the work),
     are never empty, cover every row in order, and are cut finer than one per CPU when a slice
     would exceed the JSON reader's block limit."""
-    import airflow_delta_maintenance.deltalog.parsed_columns as pcmod
+    import airflow_delta_maintenance.deltalog.stats.parsed_columns as pcmod
 
     monkeypatch.setattr(pcmod.os, "cpu_count", lambda: 2)
     column = pa.array(["x" * 3000] + ["y"] * 2999).slice(1, 2999)
@@ -191,7 +191,7 @@ def _table_with_many_files(root: Path, commits: int, per_commit: int, bad_row: i
 def test_snapshot_parsed_stats_and_partition_values_match_json_loads_on_threads_or_not(tmp_path: Path, commits: int, per_commit: int) -> None:
     """``Snapshot.parsed_stats()`` / ``parsed_partition_values()``: chunked as ``files``, equal to
     parsing row by row, whether the chunks went to threads (27,000 files) or not (100)."""
-    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+    from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 
     _table_with_many_files(tmp_path, commits, per_commit)
     snap = load_snapshot(str(tmp_path))
@@ -211,7 +211,7 @@ def test_snapshot_parsed_stats_and_partition_values_match_json_loads_on_threads_
 
 
 def test_snapshot_parsed_stats_is_none_when_a_row_does_not_fit_its_type(tmp_path: Path) -> None:
-    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+    from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 
     _table_with_many_files(tmp_path, 3, 9000, bad_row=20_000)
     assert load_snapshot(str(tmp_path)).parsed_stats() is None
@@ -236,9 +236,9 @@ def test_stats_parsed_during_the_load_follow_the_final_schema_and_the_winners(tm
     a column added later (schema evolution) makes it parse the earlier parts again, and files
     removed or re-added later keep only their newest statistics: the same as parsing afterwards.
     Every commit is a batch of its own, so that the parts really are parsed one by one."""
-    from airflow_delta_maintenance.deltalog import replay
-    from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
-    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+    from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+    from airflow_delta_maintenance.deltalog.replay import reconcile as replay
+    from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
     from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
     log = tmp_path / "_delta_log"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_delta_maintenance.deltalog.paths import (
+from airflow_delta_maintenance.deltalog.model.paths import (
     LogFileType,
     checkpoint_rank,
     classic_checkpoint_name,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_delta_maintenance.deltalog.pipeline import prefetched
+from airflow_delta_maintenance.deltalog._runtime.pipeline import prefetched
 
 
 def test_items_come_in_order_and_production_overlaps_consumption() -> None:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from airflow_delta_maintenance.deltalog.errors import CorruptLogError
-from airflow_delta_maintenance.deltalog.reader import parse_ndjson
+from airflow_delta_maintenance.deltalog.replay.ndjson import parse_ndjson
 
 
 def _add(i: int) -> str:

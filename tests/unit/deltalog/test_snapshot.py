@@ -17,11 +17,11 @@ from airflow_delta_maintenance.deltalog.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from airflow_delta_maintenance.deltalog.last_checkpoint import LastCheckpointHint
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.log_segment import CatalogCommit, build_log_segment
-from airflow_delta_maintenance.deltalog.paths import compaction_name
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.log_segment.last_checkpoint import LastCheckpointHint
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.segment import CatalogCommit, build_log_segment
+from airflow_delta_maintenance.deltalog.model.paths import compaction_name
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
 from .logbuilder import LogBuilder, add, commit_info, dv, metadata, ndjson, protocol, remove

@@ -78,7 +78,7 @@ def test_local_bulk_unlink_runs_on_threads_and_stops_at_the_first_error(tmp_path
     """``delete_many`` overlaps local unlinks on threads (a busy disk blocks each one), batch after
     batch: a file already gone is fine, every other file goes, each batch is gone before the
     next starts, and an error stops the deletion (no later batch starts) and is raised."""
-    from airflow_delta_maintenance.deltalog import storage as storage_module
+    from airflow_delta_maintenance.deltalog.storage import log_store as storage_module
 
     paths = [tmp_path / f"{i:05d}" for i in range(300)]
     for p in paths:
@@ -102,7 +102,7 @@ def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(
     batch's unlinks were slow (a busy disk), the next batches overlap the waits on many threads."""
     import threading
 
-    from airflow_delta_maintenance.deltalog import storage as storage_module
+    from airflow_delta_maintenance.deltalog.storage import log_store as storage_module
 
     real_unlink = storage_module.os.unlink
     threads_per_batch: list[set[int]] = [set()]

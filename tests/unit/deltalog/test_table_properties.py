@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_delta_maintenance.deltalog.errors import InvalidTablePropertyError
-from airflow_delta_maintenance.deltalog.table_properties import DAY_MS, TableProperties, parse_interval_ms
+from airflow_delta_maintenance.deltalog.model.table_properties import DAY_MS, TableProperties, parse_interval_ms
 
 
 def test_defaults_follow_the_protocol_and_delta_spark() -> None:

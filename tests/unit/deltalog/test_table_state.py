@@ -13,13 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_delta_maintenance.deltalog import checkpoint_schema as cs, errors as E
-from airflow_delta_maintenance.deltalog.cleanup import plan_log_cleanup
-from airflow_delta_maintenance.deltalog.log_segment import CatalogCommit
-from airflow_delta_maintenance.deltalog.paths import classic_checkpoint_name, compaction_name
-from airflow_delta_maintenance.deltalog.snapshot import Snapshot, load_snapshot
+from airflow_delta_maintenance.deltalog import errors as E
+from airflow_delta_maintenance.deltalog.cleanup.plan import plan_log_cleanup
+from airflow_delta_maintenance.deltalog.log_segment.segment import CatalogCommit
+from airflow_delta_maintenance.deltalog.model import action_types as cs
+from airflow_delta_maintenance.deltalog.model.paths import classic_checkpoint_name, compaction_name
+from airflow_delta_maintenance.deltalog.replay.snapshot import Snapshot, load_snapshot
+from airflow_delta_maintenance.deltalog.replay.table_state import TableState, load_table_state
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
-from airflow_delta_maintenance.deltalog.table_state import TableState, load_table_state
 
 from .logbuilder import LogBuilder, add, commit_info, metadata, ndjson, protocol, remove
 
@@ -260,9 +261,9 @@ def test_cleanup_plans_the_same_from_the_state(log: LogBuilder) -> None:
 
 
 def test_referenced_sidecars_read_only_the_sidecar_column(log: LogBuilder, counting: Callable[[], LogStore]) -> None:
-    from airflow_delta_maintenance.deltalog.cleanup import _referenced_sidecars
-    from airflow_delta_maintenance.deltalog.listing import list_log_files
-    from airflow_delta_maintenance.deltalog.table_state import referenced_sidecar_names
+    from airflow_delta_maintenance.deltalog.cleanup.plan import _referenced_sidecars
+    from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.replay.table_state import referenced_sidecar_names
 
     conf = {"delta.checkpointPolicy": "v2"}
     log.commit(0, [V2, metadata(conf), add("a", 1)])
@@ -289,8 +290,8 @@ def test_a_checkpoint_swapped_for_a_link_after_the_listing_is_not_followed(tmp_p
     was followed by the Parquet reads (``fs.open``): table state and checkpoint verification."""
     from fsspec.implementations.local import LocalFileSystem
 
-    from airflow_delta_maintenance.deltalog.checkpoint_check import verify_checkpoint
-    from airflow_delta_maintenance.deltalog.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.checkpoint.check import verify_checkpoint
+    from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 
     local = LogBuilder(LocalFileSystem(), str(tmp_path / "t"))
     simple_log(local, 4)
@@ -310,7 +311,7 @@ def test_a_checkpoint_swapped_for_a_link_after_the_listing_is_not_followed(tmp_p
 def test_files_removed_after_the_listing_by_a_concurrent_cleanup_are_listed_again(log: LogBuilder, memfs: MemoryFileSystem) -> None:
     """A publish read version 5 from a listing; meanwhile a checkpoint at 4 appeared and a cleanup
     removed the commits below it (CI: ``FileNotFoundError: .../00000000000000000023.json``)."""
-    from airflow_delta_maintenance.deltalog.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 
     simple_log(log)
     store = open_table_storage(ROOT)
@@ -336,7 +337,7 @@ def test_files_removed_after_the_listing_by_a_concurrent_cleanup_are_listed_agai
 
 def test_a_snapshot_from_a_listing_a_concurrent_cleanup_outdated_is_read_from_a_fresh_one(log: LogBuilder, memfs: MemoryFileSystem) -> None:
     """The sibling of the table-state case: the full replay (a checkpoint's input) lists again."""
-    from airflow_delta_maintenance.deltalog.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 
     simple_log(log)
     store = open_table_storage(ROOT)
@@ -355,8 +356,8 @@ def test_a_snapshot_from_a_listing_a_concurrent_cleanup_outdated_is_read_from_a_
 def non_file_state(store: LogStore, version: int | None = None) -> tuple:
     """Fold ``segment_non_file_actions`` of the snapshot's segment (as the Spark checkpoint job
     does) next to the snapshot's own protocol, metadata, txns and live domains."""
-    from airflow_delta_maintenance.deltalog.actions import NonFileState
-    from airflow_delta_maintenance.deltalog.table_state import segment_non_file_actions
+    from airflow_delta_maintenance.deltalog.model.actions import NonFileState
+    from airflow_delta_maintenance.deltalog.replay.table_state import segment_non_file_actions
 
     snap = load_snapshot(store, version, now_ms=NOW)
     state = NonFileState()
@@ -386,9 +387,9 @@ def test_segment_non_file_actions_fold_to_the_snapshots_state(log: LogBuilder) -
 def test_segment_non_file_actions_skip_file_lines_and_name_a_bad_line(log: LogBuilder) -> None:
     """``add``/``remove`` lines are not parsed (a broken one is the replay's to refuse); a broken
     non-file line is a CorruptLogError naming its file and line."""
-    from airflow_delta_maintenance.deltalog.listing import list_log_files
-    from airflow_delta_maintenance.deltalog.log_segment import build_log_segment
-    from airflow_delta_maintenance.deltalog.table_state import segment_non_file_actions
+    from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+    from airflow_delta_maintenance.deltalog.log_segment.segment import build_log_segment
+    from airflow_delta_maintenance.deltalog.replay.table_state import segment_non_file_actions
 
     log.commit(0, [protocol(), metadata()])
     log.write(f"{1:020d}.json", b'{"add": {"path": broken\n{"txn": {"appId": "a", "version": 3, "lastUpdated": 1}}\n')

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from airflow_delta_maintenance.cli import main
-from airflow_delta_maintenance.deltalog.listing import list_log_files
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
@@ -284,7 +284,7 @@ def test_the_identity_read_serves_the_ratified_state_when_nothing_is_pending(
     """Building the identity read protocol and metadata, then ``ratified_state`` read the same files
     again (two reads of every task's table); with nothing pending one read serves both. A pending
     commit, or a listing that changed, still gets its own read."""
-    from airflow_delta_maintenance.deltalog.table_state import load_table_state
+    from airflow_delta_maintenance.deltalog.replay.table_state import load_table_state
     from airflow_delta_maintenance.maintenance import table as table_module
 
     spec, uri = table

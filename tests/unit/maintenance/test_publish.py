@@ -16,7 +16,7 @@ import pytest
 
 from airflow_delta_maintenance.coordinators.base import CommitsResponse, RatifiedCommit
 from airflow_delta_maintenance.deltalog.errors import AtomicWriteUnsupportedError, InvalidLogPathError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
@@ -205,9 +205,9 @@ def test_a_commit_another_publisher_wrote_and_a_cleanup_removed_before_we_read_i
     """CI (concurrent runs on S3): ``publish-1 exited 2: FileNotFoundError: .../00000000000000000023.json``.
     Our create found the file there, a concurrent cleanup removed it (a checkpoint covers it) before
     we compared it: it is published. Without a covering checkpoint nothing is assumed."""
-    from airflow_delta_maintenance.deltalog.checkpoint_writer import write_checkpoint
+    from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
     from airflow_delta_maintenance.deltalog.errors import LogFileExistsError, MissingCommitError
-    from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+    from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
     from airflow_delta_maintenance.demo.sample_table import create_sample_table
     from airflow_delta_maintenance.maintenance import publish
 

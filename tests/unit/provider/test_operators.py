@@ -7,7 +7,7 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowException, AirflowFailException
 
 from airflow_delta_maintenance.coordinators.errors import CoordinatorError
-from airflow_delta_maintenance.deltalog.listing import list_log_files
+from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.errors import PublishForkError
 from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator

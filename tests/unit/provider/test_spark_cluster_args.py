@@ -86,11 +86,11 @@ def test_the_shipped_zip_holds_what_the_jobs_import_and_is_cached_by_content(zip
     assert package_zip() == path and len(list(zip_cache.iterdir())) == 1  # built once per content
     names = zipfile.ZipFile(path).namelist()
     assert "airflow_delta_maintenance/__init__.py" in names
-    assert "airflow_delta_maintenance/spark_jobs/checkpoint.py" in names and "airflow_delta_maintenance/deltalog/snapshot.py" in names
+    assert "airflow_delta_maintenance/spark_jobs/checkpoint.py" in names and "airflow_delta_maintenance/deltalog/replay/snapshot.py" in names
     assert not [n for n in names if n.split("/")[1] not in ("__init__.py", "deltalog", "spark_jobs")], names  # no Airflow layer
     assert oct(zip_cache.stat().st_mode & 0o777) == "0o700"
     # executors import the package from the zip alone (the installed copy out of the way)
-    probe = "import sys; sys.path.insert(0, sys.argv[1]); import airflow_delta_maintenance.deltalog.log_segment as m; print(m.__file__)"
+    probe = "import sys; sys.path.insert(0, sys.argv[1]); import airflow_delta_maintenance.deltalog.log_segment.segment as m; print(m.__file__)"
     out = subprocess.run([sys.executable, "-c", probe, path], capture_output=True, text=True, cwd=tmp_path, check=True).stdout
     assert out.startswith(path), out
     # another content, another name
@@ -216,7 +216,7 @@ def test_cli_flags_reach_the_command() -> None:
 
 def test_spark_compaction_operator_submits_one_job_per_window_and_verifies(coordinated_table: tuple[str, str]) -> None:
     """engine="spark" keeps the use case's gates and windows; a job that exits 0 without writing fails."""
-    from airflow_delta_maintenance.deltalog.compaction import write_compaction
+    from airflow_delta_maintenance.deltalog.log_compaction.windows import write_compaction
     from airflow_delta_maintenance.deltalog.storage import open_table_storage
     from airflow_delta_maintenance.operators.compaction import DeltaLogCompactionOperator
     from airflow_delta_maintenance.operators.publish import DeltaPublishCommitsOperator

@@ -12,19 +12,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .errors import DeltaLogError, MissingCommitError, ProtocolViolationError
-from .features import check_read_supported, in_commit_timestamps_enabled
-from .listing import LISTING_ATTEMPTS, LogSegmentFiles, list_log_files
-from .log_segment import CatalogCommit, LogSegment, build_log_segment
-from .memory import uses_log_operation_memory
-from .parsed_columns import parse_partition_values, parse_stats
-from .reader import ORDER
-from .replay import ReplayResult, UnreadableCheckpointError, UnreconciledCompactionError, replay_actions
-from .schema import StatsPlan, partition_values_type
-from .stats_pipeline import stats_plan_for
-from .storage import LogStore, open_table_storage
-from .table_properties import TableProperties
+from .._runtime.memory import uses_log_operation_memory
+from ..errors import DeltaLogError, MissingCommitError, ProtocolViolationError
+from ..log_segment.listing import LISTING_ATTEMPTS, LogSegmentFiles, list_log_files
+from ..log_segment.segment import CatalogCommit, LogSegment, build_log_segment
+from ..model.actions import DomainMetadata, Metadata, Protocol, Txn
+from ..model.features import check_read_supported, in_commit_timestamps_enabled
+from ..model.schema import StatsPlan, partition_values_type
+from ..model.table_properties import TableProperties
+from ..stats.parsed_columns import parse_partition_values, parse_stats
+from ..stats.pipeline import stats_plan_for
+from ..storage import LogStore, open_table_storage
+from .ndjson import ORDER
+from .reconcile import ReplayResult, UnreadableCheckpointError, UnreconciledCompactionError, replay_actions
 from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 
 __all__ = ["Snapshot", "load_snapshot"]

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .actions import Metadata, Protocol
-from .errors import CorruptLogError, MissingCommitError, ProtocolViolationError
-from .features import check_read_supported, in_commit_timestamps_enabled
-from .listing import LISTING_ATTEMPTS, CheckpointGroup, LogSegmentFiles, list_log_files
-from .log_segment import CatalogCommit, JsonSource, LogSegment, build_log_segment
-from .memory import uses_log_operation_memory
+from .._runtime.memory import uses_log_operation_memory
+from ..errors import CorruptLogError, MissingCommitError, ProtocolViolationError
+from ..log_segment.listing import LISTING_ATTEMPTS, CheckpointGroup, LogSegmentFiles, list_log_files
+from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, build_log_segment
+from ..model.actions import Metadata, Protocol
+from ..model.features import check_read_supported, in_commit_timestamps_enabled
+from ..model.paths import LogFileType, ParsedLogPath
+from ..model.table_properties import TableProperties
+from ..storage import LogStore, open_table_storage
 from .ndjson_lines import non_file_action_lines
-from .paths import LogFileType, ParsedLogPath
-from .storage import LogStore, open_table_storage
-from .table_properties import TableProperties
 from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 
 if TYPE_CHECKING:  # pyarrow.parquet is imported where a checkpoint is read: a log without one never needs it

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from .parsed_columns import string_offsets
+from ..stats.parsed_columns import string_offsets
 
 try:
     from . import _file_keys  # type: ignore[attr-defined]

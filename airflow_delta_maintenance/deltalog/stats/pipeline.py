@@ -17,9 +17,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .actions import Metadata, NonFileState, Protocol
+from ..model.actions import Metadata, NonFileState, Protocol
+from ..model.schema import StatsPlan, stats_parse_plan
 from .parsed_columns import parse_stats, string_slices
-from .schema import StatsPlan, stats_parse_plan
 
 __all__ = ["StatsPipeline", "stats_plan_for"]
 

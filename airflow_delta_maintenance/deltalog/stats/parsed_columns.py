@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from ..model.schema import StatsPlan
 from . import fast_stats
-from .schema import StatsPlan
 
 __all__ = ["parse_stats", "parse_partition_values", "map_first_value", "string_slices", "string_offsets"]
 

@@ -7,14 +7,14 @@ import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .features import in_commit_timestamps_enabled
+from ..model.features import in_commit_timestamps_enabled
 
 if TYPE_CHECKING:
-    from .actions import Metadata, Protocol
-    from .listing import LogSegmentFiles
-    from .log_segment import LogSegment
-    from .storage import LogStore
-    from .table_properties import TableProperties
+    from ..log_segment.listing import LogSegmentFiles
+    from ..log_segment.segment import LogSegment
+    from ..model.actions import Metadata, Protocol
+    from ..model.table_properties import TableProperties
+    from ..storage import LogStore
 
 # Light on purpose (no pyarrow compute, no numpy): status, cleanup and the gates import these
 # without the replay machinery.

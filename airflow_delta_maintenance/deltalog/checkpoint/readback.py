@@ -19,9 +19,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import CorruptLogError, IncompleteCheckpointError, MissingSidecarError
-from .paths import SIDECAR_DIR
-from .storage import LogStore
+from ..errors import CorruptLogError, IncompleteCheckpointError, MissingSidecarError
+from ..model.paths import SIDECAR_DIR
+from ..storage import LogStore
 
 __all__ = ["CheckpointReadBack", "parquet_footer", "parquet_sidecars", "read_back_checkpoint"]
 

@@ -17,19 +17,19 @@ from typing import Any
 
 import numpy as np
 
-from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .compaction_lines import winning_lines
-from .errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
-from .features import check_write_supported
-from .listing import LogSegmentFiles, list_log_files
-from .log_segment import JsonSource, LogSegment
-from .memory import release_free_memory, uses_log_operation_memory
-from .paths import compaction_name
-from .pipeline import prefetched
-from .reader import ORDER
-from .replay import replay_actions
-from .storage import LogStore
-from .table_state import load_table_state
+from .._runtime.memory import release_free_memory, uses_log_operation_memory
+from .._runtime.pipeline import prefetched
+from ..errors import LogFileExistsError, MissingCommitError, UnpublishedVersionError
+from ..log_segment.listing import LogSegmentFiles, list_log_files
+from ..log_segment.segment import JsonSource, LogSegment
+from ..model.actions import DomainMetadata, Metadata, Protocol, Txn
+from ..model.features import check_write_supported
+from ..model.paths import compaction_name
+from ..replay.ndjson import ORDER
+from ..replay.reconcile import replay_actions
+from ..replay.table_state import load_table_state
+from ..storage import LogStore
+from .lines import winning_lines
 
 __all__ = ["check_compaction_supported", "compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
-from .listing import list_log_files
-from .paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
-from .run_identity import STAGING_DIR, RunIdentity, find_run_tag, is_abandoned
-from .storage import FileStat, LogStore
+from ..log_segment.listing import list_log_files
+from ..model.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
+from ..storage import FileStat, LogStore
+from ..storage.run_identity import STAGING_DIR, RunIdentity, find_run_tag, is_abandoned
 
 __all__ = ["Leftover", "find_abandoned", "remove_leftovers", "abandoned_sidecars", "referenced_sidecars"]
 

@@ -16,11 +16,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import CorruptLogError, DeltaLogError, IncompleteCheckpointError, MissingSidecarError
-from .last_checkpoint import LastCheckpointHint
-from .listing import CheckpointGroup
-from .paths import SIDECAR_DIR, LogFileType
-from .storage import LogStore
+from ..errors import CorruptLogError, DeltaLogError, IncompleteCheckpointError, MissingSidecarError
+from ..log_segment.last_checkpoint import LastCheckpointHint
+from ..log_segment.listing import CheckpointGroup
+from ..model.paths import SIDECAR_DIR, LogFileType
+from ..storage import LogStore
 
 __all__ = ["CheckpointCheck", "verify_checkpoint", "newest_readable_checkpoint"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import IncompleteCheckpointError, MissingCommitError, TableNotFoundError, VersionNotFoundError
+from ..errors import IncompleteCheckpointError, MissingCommitError, TableNotFoundError, VersionNotFoundError
+from ..model.paths import ParsedLogPath, commit_name
 from .listing import CheckpointGroup, LogSegmentFiles
-from .paths import ParsedLogPath, commit_name
 
 __all__ = ["CatalogCommit", "LogSegment", "build_log_segment"]
 

@@ -6,8 +6,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .paths import LogFileType, ParsedLogPath, checkpoint_rank, parse_log_path
-from .storage import FileStat, LogStore
+from ..model.paths import LogFileType, ParsedLogPath, checkpoint_rank, parse_log_path
+from ..storage import FileStat, LogStore
 
 __all__ = ["LogSegmentFiles", "CheckpointGroup", "list_log_files", "group_checkpoints", "LISTING_ATTEMPTS"]
 

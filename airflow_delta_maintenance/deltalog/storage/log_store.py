@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
-from .paths import LOG_DIR, ParsedLogPath, parse_log_path
+from ..errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
+from ..model.paths import LOG_DIR, ParsedLogPath, parse_log_path
 from .run_identity import STAGING_DIR, new_run
 
 if TYPE_CHECKING:

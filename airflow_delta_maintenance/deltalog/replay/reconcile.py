@@ -13,14 +13,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
+from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment
+from ..model.actions import DomainMetadata, Metadata, NonFileState, Protocol, Txn
+from ..model.paths import SIDECAR_DIR, LogFileType, ParsedLogPath
+from ..stats.pipeline import StatsPipeline, slice_rows, stats_plan_for
+from ..storage import LogStore
 from . import file_keys
-from .actions import DomainMetadata, Metadata, NonFileState, Protocol, Txn
-from .errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
-from .log_segment import CatalogCommit, JsonSource, LogSegment
-from .paths import SIDECAR_DIR, LogFileType, ParsedLogPath
-from .reader import ORDER, PLACEHOLDER_ORDER, ParsedActions, parse_ndjson, read_parquet_actions
-from .stats_pipeline import StatsPipeline, slice_rows, stats_plan_for
-from .storage import LogStore
+from .ndjson import ORDER, PLACEHOLDER_ORDER, ParsedActions, parse_ndjson, read_parquet_actions
 from .version_facts import in_commit_timestamp  # noqa: F401  (moved to the light module; re-exported)
 
 __all__ = ["UnreconciledCompactionError", "UnreadableCheckpointError", "ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]

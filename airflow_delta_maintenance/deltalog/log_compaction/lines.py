@@ -18,12 +18,12 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .errors import CorruptLogError, MissingCommitError
-from .log_segment import JsonSource
-from .ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
-from .paths import ParsedLogPath
-from .replay import _read_deltas
-from .storage import LogStore
+from ..errors import CorruptLogError, MissingCommitError
+from ..log_segment.segment import JsonSource
+from ..model.paths import ParsedLogPath
+from ..replay.ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
+from ..replay.reconcile import _read_deltas
+from ..storage import LogStore
 
 __all__ = ["winning_lines"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import UnsupportedFeatureError
 from .actions import Protocol
-from .errors import UnsupportedFeatureError
 
 __all__ = [
     "SUPPORTED_READER_FEATURES",

@@ -37,21 +37,21 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from .._runtime.memory import uses_log_operation_memory
+from ..checkpoint.check import newest_readable_checkpoint, verify_checkpoint
+from ..errors import CorruptLogError, DeltaLogError, InvalidOptionError, NonMonotonicTimestampError
+from ..log_segment.last_checkpoint import LastCheckpointHint, parse_last_checkpoint
+from ..log_segment.listing import CheckpointGroup, LogSegmentFiles, list_log_files
+from ..model.features import check_write_supported, is_catalog_managed
+from ..model.paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
+from ..model.table_properties import DAY_MS
+from ..replay.table_state import TableState, referenced_sidecar_names
+from ..replay.version_facts import in_commit_timestamp
+from ..storage import FileStat, LogStore
 from .abandoned import Leftover, abandoned_sidecars, find_abandoned, remove_leftovers
-from .checkpoint_check import newest_readable_checkpoint, verify_checkpoint
-from .errors import CorruptLogError, DeltaLogError, InvalidOptionError, NonMonotonicTimestampError
-from .features import check_write_supported, is_catalog_managed
-from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
-from .listing import CheckpointGroup, LogSegmentFiles, list_log_files
-from .memory import uses_log_operation_memory
-from .paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
-from .storage import FileStat, LogStore
-from .table_properties import DAY_MS
-from .table_state import TableState, referenced_sidecar_names
-from .version_facts import in_commit_timestamp
 
 if TYPE_CHECKING:
-    from .snapshot import Snapshot
+    from ..replay.snapshot import Snapshot
 
 __all__ = [
     "Deletion",

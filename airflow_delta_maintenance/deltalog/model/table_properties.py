@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .errors import InvalidTablePropertyError
+from ..errors import InvalidTablePropertyError
 
 __all__ = ["TableProperties", "parse_interval_ms", "DAY_MS"]
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from .checkpoint_schema import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS, STRING_MAP
-from .errors import CorruptLogError
+from ..errors import CorruptLogError
+from ..model.action_types import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS, STRING_MAP
 from .ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
 
 __all__ = [

@@ -26,10 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import checkpoint_schema as cs
-from .actions import DomainMetadata, Metadata, Protocol, Txn
-from .checkpoint_readback import read_back_checkpoint
-from .errors import (
+from .._runtime.memory import uses_log_operation_memory
+from .._runtime.pipeline import prefetched
+from ..errors import (
     CorruptLogError,
     DeltaLogError,
     IncompleteCheckpointError,
@@ -38,18 +37,19 @@ from .errors import (
     UnpublishedVersionError,
     UnsupportedFeatureError,
 )
-from .features import SUPPORTED_WRITER_FEATURES, check_write_supported as check_writer_features  # the one gate of every writer
-from .last_checkpoint import LastCheckpointHint, parse_last_checkpoint
-from .listing import LogSegmentFiles, list_log_files
-from .log_segment import CatalogCommit
-from .memory import uses_log_operation_memory
-from .parsed_columns import parse_partition_values, parse_stats
-from .paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
-from .pipeline import prefetched
-from .run_identity import new_run
-from .snapshot import Snapshot
-from .storage import LogStore
-from .table_properties import TableProperties
+from ..log_segment.last_checkpoint import LastCheckpointHint, parse_last_checkpoint
+from ..log_segment.listing import LogSegmentFiles, list_log_files
+from ..log_segment.segment import CatalogCommit
+from ..model import action_types as cs
+from ..model.actions import DomainMetadata, Metadata, Protocol, Txn
+from ..model.features import SUPPORTED_WRITER_FEATURES, check_write_supported as check_writer_features  # the one gate of every writer
+from ..model.paths import LAST_CHECKPOINT, SIDECAR_DIR, LogFileType, classic_checkpoint_name, uuid_checkpoint_name
+from ..model.table_properties import TableProperties
+from ..replay.snapshot import Snapshot
+from ..stats.parsed_columns import parse_partition_values, parse_stats
+from ..storage import LogStore
+from ..storage.run_identity import new_run
+from .readback import read_back_checkpoint
 
 __all__ = [
     "SUPPORTED_WRITER_FEATURES",

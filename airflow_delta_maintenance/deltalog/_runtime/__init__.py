@@ -1,0 +1,1 @@
+"""Process-level helpers of the log library: the allocator settings of large log operations, the overlap of I/O and parsing."""
