@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from .maintenance.lineage import published_log_asset_uri, table_asset_uri
+from .maintenance.table.lineage import published_log_asset_uri, table_asset_uri
 
 __all__ = ["table_asset", "published_log_asset", "PUBLISHED_LOG_GROUP"]
 

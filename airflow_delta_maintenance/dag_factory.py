@@ -28,7 +28,7 @@ from airflow.sdk import AssetWatcher
 from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule, conf
 from .assets import published_log_asset, table_asset
 from .fleet_dags import DISCOVERY_DAG_ID, build_discovery_dag
-from .maintenance.config import ConfigError, TableConfig, TableConfigError
+from .maintenance.config.tables import ConfigError, TableConfig, TableConfigError
 from .maintenance.fleet import jitter_cron, jitter_duration
 from .maintenance.fleet_config import load_fleet
 from .operators.checkpoint import DeltaCheckpointOperator

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ._airflow_compat import DAG
-from .maintenance.config import parse_schedule
+from .maintenance.config.tables import parse_schedule
 from .maintenance.fleet_config import DISCOVERY_DAG_ID, DiscoveryConfig
 from .operators.discovery import DeltaFleetDiscoveryOperator
 

@@ -90,7 +90,7 @@ def bench_parse(sizes: list[int], repeat: int, work: Path, package_root: str | N
 
 def make_tables(root: Path, n: int) -> tuple[str, list[str]]:
     from airflow_delta_maintenance.demo.sample_table import create_actions
-    from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+    from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
     spec = f"local://{root}/coordinator.db"
     client = open_coordinator(spec + "?create=true")

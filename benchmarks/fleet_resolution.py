@@ -37,7 +37,7 @@ discovery:
 
 WRITE = r"""
 import sys
-from airflow_delta_maintenance.maintenance.config import read_yaml
+from airflow_delta_maintenance.maintenance.config.tables import read_yaml
 from airflow_delta_maintenance.maintenance.fleet_config import DiscoveredTable, parse_discovery
 from airflow_delta_maintenance.maintenance.fleet_discovery import DiscoveryResult, SourceResult, write_fleet_file
 config, n = sys.argv[1], int(sys.argv[2])

@@ -23,9 +23,9 @@ from typing import Any
 
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-from airflow_delta_maintenance.maintenance.table import bind_table
+from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 
 
 class Counting:

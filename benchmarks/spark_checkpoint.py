@@ -8,7 +8,7 @@ What each side does (both ``spark-submit --master local[2]`` with ``spark.driver
 delta-spark 4.4 jars of ``.cache/jars/delta-spark``; each run a fresh ``spark-submit``, JVM start
 included, timed from launch to exit):
 
-- ours: ``spark_jobs/checkpoint.py --version <latest>`` as ``maintenance.spark_submit`` submits it:
+- ours: ``spark_jobs/checkpoint.py --version <latest>`` as ``maintenance.spark.submit`` submits it:
   plan from the listing, replay and reconcile in Spark, every reconciliation task writing its part
   into a private staging directory, the parts' footers checked and their row groups joined into one
   classic file by the driver's JVM, linked into place, read back, ``_last_checkpoint``.
@@ -69,7 +69,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import ROOT, build_log_in_subprocess
 
 sys.path.insert(0, ROOT)
-from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job
+from airflow_delta_maintenance.maintenance.spark.submit import checkpoint_job
 from tests._infra.jars import delta_spark_jars
 
 THEIRS = r"""

@@ -97,11 +97,11 @@ op, in_airflow = op.removesuffix("-airflow"), op.endswith("-airflow") or op == "
 if in_airflow:
     from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator  # noqa: F401
     from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator  # noqa: F401
-from airflow_delta_maintenance.maintenance.table import open_table
-from airflow_delta_maintenance.maintenance.checkpoint import plan_checkpoint
-from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
-from airflow_delta_maintenance.maintenance.status import table_status
-from airflow_delta_maintenance.maintenance.spark_submit import verify_checkpoint
+from airflow_delta_maintenance.maintenance.table.maintained import open_table
+from airflow_delta_maintenance.maintenance.operations.checkpoint import plan_checkpoint
+from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
+from airflow_delta_maintenance.maintenance.operations.status import table_status
+from airflow_delta_maintenance.maintenance.spark.submit import verify_checkpoint
 imported = time.perf_counter()
 out = {}
 if not op.startswith("import"):

@@ -74,7 +74,7 @@ def add_coordinator_option(parser: argparse.ArgumentParser, *, required: bool = 
 
 def open_cli_table(args: argparse.Namespace, *, allow_unsafe_writes: bool = False) -> Any:
     """The table's identity, built once for the command (storage options, coordinator, table conf)."""
-    from ..maintenance.table import open_table
+    from ..maintenance.table.maintained import open_table
 
     return open_table(
         args.table_uri, storage_options(args), coordinator=getattr(args, "coordinator", None), allow_unsafe_writes=allow_unsafe_writes
@@ -101,7 +101,7 @@ def emit_json(obj: Any) -> None:
 def cli_progress() -> Any:
     """A progress sink for a long step: a line on stderr at most every few seconds (stdout keeps
     the result, one JSON object with --json)."""
-    from ..maintenance.report import Throttled
+    from ..maintenance.operations.summary import Throttled
 
     return Throttled(lambda message: print(message, file=sys.stderr, flush=True))
 

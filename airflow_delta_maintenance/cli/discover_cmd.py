@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..maintenance.config import read_yaml
+    from ..maintenance.config.tables import read_yaml
     from ..maintenance.fleet_config import load_fleet, parse_discovery
     from ..maintenance.fleet_discovery import discover_fleet, write_fleet_file
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .common import add_coordinator_option, add_storage_options, emit_json, open_cli_table, run_guarded
 
 if TYPE_CHECKING:
-    from ..maintenance.inspect import InspectResult
+    from ..maintenance.operations.inspect import InspectResult
 
 # Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
@@ -55,7 +55,7 @@ def _human(result: InspectResult) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..maintenance.inspect import inspect_table
+    from ..maintenance.operations.inspect import inspect_table
 
     with open_cli_table(args) as table:
         result = inspect_table(table, args.version, include_files=args.files)

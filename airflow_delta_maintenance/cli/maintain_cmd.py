@@ -57,7 +57,7 @@ def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _spark_settings(args: argparse.Namespace) -> Any:
-    from ..maintenance.spark_submit import SparkSettings
+    from ..maintenance.spark.submit import SparkSettings
 
     ui = args.spark_ui_port
     return SparkSettings(master=args.master).override(
@@ -71,7 +71,7 @@ def _spark_settings(args: argparse.Namespace) -> Any:
 def _job_storage_options(table: Any, settings: Any) -> dict[str, Any]:
     """The table's storage options; for executors elsewhere also the keys this process would use
     (from the AWS chain), which reach the job through its private credentials file only."""
-    from ..maintenance.spark_submit import environment_credentials
+    from ..maintenance.spark.submit import environment_credentials
 
     options = dict(table.storage_options)
     if settings.kind != "local":
@@ -111,8 +111,8 @@ def register(sub: Any) -> None:
 
 def _checkpoint(args: argparse.Namespace) -> int:
 
-    from ..maintenance.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
-    from ..maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
+    from ..maintenance.operations.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
+    from ..maintenance.spark.submit import checkpoint_job, run_spark_submit, verify_checkpoint
 
     with open_cli_table(args) as table:
         plan = plan_checkpoint(table, interval=args.interval or 1, version=args.version, force=args.interval is None)
@@ -149,8 +149,8 @@ def _spark_output(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from ..maintenance.compaction import check_compaction_window, compact_window
-    from ..maintenance.spark_submit import compaction_job, run_spark_submit, verify_compaction
+    from ..maintenance.operations.log_compaction import check_compaction_window, compact_window
+    from ..maintenance.spark.submit import compaction_job, run_spark_submit, verify_compaction
 
     if (args.start is None) != (args.end is None):
         raise ValueError("--start and --end go together")
@@ -177,11 +177,11 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _compact_windows(table: Any, args: argparse.Namespace) -> int:
-    from ..maintenance.compaction import run_log_compaction
+    from ..maintenance.operations.log_compaction import run_log_compaction
 
     writer = None
     if args.engine == "spark":
-        from ..maintenance.spark_submit import run_spark_submit, spark_compaction_writer
+        from ..maintenance.spark.submit import run_spark_submit, spark_compaction_writer
 
         settings = _spark_settings(args)
 
@@ -240,7 +240,7 @@ def _cleanup(args: argparse.Namespace) -> int:
 
 def _run_cleanup(args: argparse.Namespace) -> int:
     from ..deltalog.cleanup.plan import retention_ms_from_days
-    from ..maintenance.cleanup import cleanup_report, run_metadata_cleanup
+    from ..maintenance.operations.log_cleanup import cleanup_report, run_metadata_cleanup
 
     retention = None if args.retention_days is None else retention_ms_from_days(args.retention_days)
     now_ms = None

@@ -52,7 +52,7 @@ def _airflow() -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..maintenance.config import load_config
+    from ..maintenance.config.tables import load_config
 
     document = pools_import_document(load_config(args.file))
     if args.output:

@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from ..maintenance.publish import publish_ratified_commits
+    from ..maintenance.operations.publish import publish_ratified_commits
 
     with open_cli_table(args, allow_unsafe_writes=args.allow_unsafe_writes) as table:
         result = publish_ratified_commits(table, up_to=args.up_to)
@@ -44,7 +44,7 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _versions(args: argparse.Namespace) -> int:
-    from ..maintenance.status import catalog_versions
+    from ..maintenance.operations.status import catalog_versions
 
     with open_cli_table(args) as table:
         report = catalog_versions(table)

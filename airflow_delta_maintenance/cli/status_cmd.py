@@ -19,10 +19,10 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..maintenance.config import TableConfig
+    from ..maintenance.config.tables import TableConfig
     from ..maintenance.fleet_status import TableHealth
-    from ..maintenance.status import TableStatus
-    from ..maintenance.table import MaintainedTable
+    from ..maintenance.operations.status import TableStatus
+    from ..maintenance.table.maintained import MaintainedTable
 
 # Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
@@ -75,7 +75,7 @@ def render(s: TableStatus) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..maintenance.status import table_status
+    from ..maintenance.operations.status import table_status
 
     if args.config:
         if args.table_uri or args.coordinator:
@@ -94,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _fleet_opener(args: argparse.Namespace) -> Any:
-    from ..maintenance.table import open_table
+    from ..maintenance.table.maintained import open_table
 
     options = storage_options(args)
 

@@ -21,7 +21,7 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..maintenance.config_check import check_table
+    from ..maintenance.config.check import check_table
     from ..maintenance.fleet_config import load_fleet
 
     fleet = load_fleet(args.file)  # the YAML tables and the discovered ones of its fleet file

@@ -11,14 +11,14 @@ parameter (``token=``, ``secret=`` …) is refused.
     delta-spark's DynamoDB commit coordinator (its item schema, in the DynamoDB table
     ``<dynamodb-table>``). ``region`` is required; ``endpoint`` points at DynamoDB Local or a VPC
     endpoint. The Delta table's ``tableId`` comes from its own
-    ``delta.coordinatedCommits.tableConf-preview`` property (read by ``maintenance.table``);
+    ``delta.coordinatedCommits.tableConf-preview`` property (read by ``maintenance.table.maintained``);
     ``table_id`` is only checked against it. Credentials come from the boto3 chain (environment, profile, instance
     role) or an Airflow connection's login/password.
 ``unity-catalog://<host>:<port>/<catalog>.<schema>.<table>[?api=v1|preview][&tls=true|false][&table_id=<uuid>]``
     Unity Catalog commit coordination through the Delta API v1 (Managed Tables spec 1.0, the
     default) or the preview ``delta/preview/commits`` API. ``tls`` defaults to ``true`` (https).
     The UC table id comes from the table property ``io.unitycatalog.tableId`` (read by
-    ``maintenance.table``); ``table_id`` is only checked against it. Without a name the table is
+    ``maintenance.table.maintained``); ``table_id`` is only checked against it. Without a name the table is
     identified by that id (the preview API; v1 needs the name). The bearer token comes from
     ``DELTA_MAINTENANCE_UC_TOKEN`` or an Airflow connection's password.
 

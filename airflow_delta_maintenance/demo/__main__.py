@@ -20,10 +20,10 @@ from pathlib import Path
 from ..cli.init_dags_cmd import copy_example_dags
 from ..cli.status_cmd import render
 from ..deltalog.model.table_properties import DAY_MS
-from ..maintenance.cleanup import run_metadata_cleanup
-from ..maintenance.coordinator import open_coordinator
-from ..maintenance.status import table_status
-from ..maintenance.table import open_table
+from ..maintenance.operations.log_cleanup import run_metadata_cleanup
+from ..maintenance.operations.status import table_status
+from ..maintenance.table.coordinator_client import open_coordinator
+from ..maintenance.table.maintained import open_table
 from .sample_table import add_action_for, create_actions, data_batch
 
 COMMITS = 36

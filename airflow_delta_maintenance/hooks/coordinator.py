@@ -10,10 +10,10 @@ from .._airflow_compat import BaseHook
 from ..coordinators.base import CommitCoordinatorClient
 from ..coordinators.errors import CoordinatorError
 from ..coordinators.registry import parse_coordinator_spec
-from ..maintenance.coordinator import open_coordinator
-from ..maintenance.discovery import AUTO
-from ..maintenance.sensing import observe_ratified_versions
-from ..maintenance.table import MaintainedTable, open_table, restore_table
+from ..maintenance.operations.sensing import observe_ratified_versions
+from ..maintenance.table.coordinator_client import open_coordinator
+from ..maintenance.table.coordinator_discovery import AUTO
+from ..maintenance.table.maintained import MaintainedTable, open_table, restore_table
 from ._aws import AwsCredentials, assume_role, aws_connection_credentials
 
 __all__ = ["DeltaCoordinatorHook", "poll_ratified_versions", "is_transient"]
@@ -116,7 +116,7 @@ class DeltaCoordinatorHook(BaseHook):
         """Hook-level lineage: the table read (its asset), or the published log written
         (``output``), reported to Airflow's hook lineage collector (a no-op unless a lineage
         reader such as OpenLineage is enabled)."""
-        from ..maintenance.lineage import published_log_asset_uri, table_asset_uri
+        from ..maintenance.table.lineage import published_log_asset_uri, table_asset_uri
 
         try:
             from airflow.sdk.lineage import get_hook_lineage_collector

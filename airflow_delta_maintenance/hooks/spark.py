@@ -2,7 +2,7 @@
 
 - The Spark connection says where the jobs run: master, ``deploy-mode``, ``queue``, ``namespace``
   as the Spark provider reads them, and in its extra JSON the settings of
-  ``maintenance.spark_submit.SparkSettings`` (``driver-host``, ``driver-bind-address``, ports,
+  ``maintenance.spark.submit.SparkSettings`` (``driver-host``, ``driver-bind-address``, ports,
   ``ui-enabled``, ``jars``, ``packages``, ``py-files``, ``conf``, ``python``, ``container-image``…).
   Operator arguments override them. ``plan_submission`` derives the rest (loopback driver and no UI
   by default, the package zipped for ``--py-files`` on clusters) exactly as for the CLI.
@@ -15,7 +15,7 @@
   content, reaches the job; when the driver runs in the cluster the file is also shipped with
   ``--files``. No secret is ever an argument or an environment value, which YARN and Kubernetes
   masters would render into argv.
-- Spark's own log stays at WARN (``maintenance.spark_progress``: a log4j2 configuration for the
+- Spark's own log stays at WARN (``maintenance.spark.progress``: a log4j2 configuration for the
   driver) and the scheduler's lines become a throttled progress line in the task log;
   ``show_spark_logs=True`` passes every line through with Spark's own configuration. The lines are
   read where the upstream hook logs them (its public ``log``), so no upstream method is replaced.
@@ -31,9 +31,9 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from .._airflow_compat import AirflowException, BaseHook
-from ..maintenance.report import Throttled
-from ..maintenance.spark_progress import SparkOutput, heartbeats, quiet_spark_conf
-from ..maintenance.spark_submit import SparkJobSpec, SparkSettings, plan_submission, remove_credentials_file, spark_submit_binary, write_credentials_file
+from ..maintenance.operations.summary import Throttled
+from ..maintenance.spark.progress import SparkOutput, heartbeats, quiet_spark_conf
+from ..maintenance.spark.submit import SparkJobSpec, SparkSettings, plan_submission, remove_credentials_file, spark_submit_binary, write_credentials_file
 
 __all__ = ["DeltaSparkSubmitHook", "LOCAL_SPARK_CONN_ID", "connection_settings"]
 

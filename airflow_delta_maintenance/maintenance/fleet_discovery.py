@@ -15,7 +15,7 @@ Runs in a task (``delta-maintenance discover`` or the discovery DAG), never at D
   with ``table_id`` added, again only checked against the table's own ``tableConf``.
 
 The per-table coordinator conf is never written to the fleet file: the identity build reads it from
-each table's own metadata when the table is maintained (``maintenance.table.open_table``).
+each table's own metadata when the table is maintained (``maintenance.table.maintained.open_table``).
 
 A source that fails (unreachable, refused, missing) fails the whole run and leaves the previous
 fleet file untouched: a partial fleet would silently drop the failing source's tables. The file is
@@ -39,7 +39,6 @@ from ..coordinators.dynamodb import DynamoDBCoordinator
 from ..coordinators.errors import TableNotFoundError
 from ..coordinators.uc_catalog import UCTableInfo, UnityCatalogBrowser
 from ..deltalog.storage import normalize_table_uri
-from .coordinator import UC_TOKEN_ENV, open_coordinator
 from .fleet_config import (
     FLEET_FORMAT,
     DiscoveredTable,
@@ -48,6 +47,7 @@ from .fleet_config import (
     UnityCatalogSource,
     spec_with,
 )
+from .table.coordinator_client import UC_TOKEN_ENV, open_coordinator
 
 __all__ = ["DiscoveryResult", "SourceResult", "discover_fleet", "uri_from_hadoop_path", "write_fleet_file"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import HealthConfig
+from .config.tables import HealthConfig
 from .fleet_status import WATCHED, TableHealth
 
 __all__ = [

@@ -23,7 +23,7 @@ from .fleet_history import (
     read_history,
 )
 from .fleet_status import TableHealth
-from .report import human_bytes
+from .operations.summary import human_bytes
 
 __all__ = ["PublishedReport", "publish_fleet_report", "render_html", "report_document"]
 

@@ -19,8 +19,8 @@ from ..deltalog.errors import (
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
 from ..maintenance.errors import CoordinatorMismatchError, InconsistentCoordinatorError, PublishForkError, StagedCommitError
-from ..maintenance.report import Progress, TaskReport, Throttled
-from ..maintenance.table import MaintainedTable
+from ..maintenance.operations.summary import Progress, TaskReport, Throttled
+from ..maintenance.table.maintained import MaintainedTable
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -110,7 +110,7 @@ class DeltaTableOperator(BaseOperator):
         events = context.get("outlet_events") if context else None
         if events is None:
             return
-        from ..maintenance.lineage import published_log_asset_uri
+        from ..maintenance.table.lineage import published_log_asset_uri
 
         uri = published_log_asset_uri(self.table_uri)
         for outlet in self.outlets or ():
@@ -133,7 +133,7 @@ class DeltaTableOperator(BaseOperator):
             from airflow.providers.openlineage.extractors import OperatorLineage
         except ImportError:
             return None
-        from ..maintenance.lineage import openlineage_dataset_name
+        from ..maintenance.table.lineage import openlineage_dataset_name
 
         namespace, name = openlineage_dataset_name(self.table_uri)
         dataset = Dataset(namespace=namespace, name=name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..maintenance.spark_submit import SparkJobSpec
+from ..maintenance.spark.submit import SparkJobSpec
 
 __all__ = ["SparkEngineMixin"]
 

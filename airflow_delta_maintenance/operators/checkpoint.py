@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from .._airflow_compat import AirflowFailException
 from .._coerce import as_bool, as_int, as_version
 from ..deltalog.checkpoint.writer import checkpoint_num_rows
-from ..maintenance.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
-from ..maintenance.spark_submit import checkpoint_job, verify_checkpoint
+from ..maintenance.operations.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
+from ..maintenance.spark.submit import checkpoint_job, verify_checkpoint
 from ._base import DeltaTableOperator, translate_errors
 from ._spark import SparkEngineMixin
 

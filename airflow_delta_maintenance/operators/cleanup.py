@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._coerce import as_bool, as_days
 from ..deltalog.cleanup.plan import retention_ms_from_days
-from ..maintenance.cleanup import cleanup_report, run_metadata_cleanup
+from ..maintenance.operations.log_cleanup import cleanup_report, run_metadata_cleanup
 from ._base import DeltaTableOperator, translate_errors
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._airflow_compat import AirflowFailException
 from .._coerce import as_int
-from ..maintenance.compaction import run_log_compaction
+from ..maintenance.operations.log_compaction import run_log_compaction
 from ._base import DeltaTableOperator, translate_errors
 from ._spark import SparkEngineMixin
 
@@ -72,7 +72,7 @@ class DeltaLogCompactionOperator(SparkEngineMixin, DeltaTableOperator):
             with self.open_table() as table:
                 writer = None
                 if self.engine == "spark":
-                    from ..maintenance.spark_submit import spark_compaction_writer
+                    from ..maintenance.spark.submit import spark_compaction_writer
 
                     writer = spark_compaction_writer(table.store, table.uri, table.storage_options, self.submit_spark_job,
                                                      conf=self.spark_conf, jars=self.spark_jars, packages=self.spark_packages)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._airflow_compat import BaseOperator
 from ..hooks.coordinator import DeltaCoordinatorHook
-from ..maintenance.config import read_yaml
+from ..maintenance.config.tables import read_yaml
 from ..maintenance.fleet_config import parse_discovery
 from ..maintenance.fleet_discovery import discover_fleet, write_fleet_file
 from ._base import translate_errors

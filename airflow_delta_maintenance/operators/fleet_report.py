@@ -18,12 +18,12 @@ from typing import Any
 from .._airflow_compat import BaseOperator
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
-from ..maintenance.config import TableConfig
+from ..maintenance.config.tables import TableConfig
 from ..maintenance.fleet_config import fleet_entries
 from ..maintenance.fleet_history import DEFAULT_MAX_SAMPLES, Alert, read_last_success
 from ..maintenance.fleet_report import publish_fleet_report
 from ..maintenance.fleet_status import fleet_status
-from ..maintenance.table import MaintainedTable, open_table
+from ..maintenance.table.maintained import MaintainedTable, open_table
 from ..metrics import emit_fleet_gauges
 from ..notifiers.health import ALERTS_KEY
 from ..report_dir import report_dir

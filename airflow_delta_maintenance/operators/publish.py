@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._coerce import as_version
-from ..maintenance.publish import publish_ratified_commits
+from ..maintenance.operations.publish import publish_ratified_commits
 from ._base import DeltaTableOperator, translate_errors
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from .._airflow_compat import (
 from .._coerce import as_bool, as_int, as_seconds, as_version
 from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
 from ..hooks.storage import DeltaStorageHook
-from ..maintenance.report import TaskReport
+from ..maintenance.operations.summary import TaskReport
 from ..triggers.ratified_version import DeltaRatifiedVersionTrigger
 
 if TYPE_CHECKING:

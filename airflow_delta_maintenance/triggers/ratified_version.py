@@ -211,7 +211,7 @@ class DeltaRatifiedVersionWatchTrigger(BaseEventTrigger):
         return jitter_start_offset(timedelta(seconds=self.poll_interval), self.table_uri).total_seconds()
 
     def _observe(self, last_seen: int | None) -> dict[str, Any]:
-        from ..maintenance.sensing import observe_for_watch
+        from ..maintenance.operations.sensing import observe_for_watch
 
         if self._table is None:  # the identity, once: the table's coordinator conf is read from the table
             hook = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec)

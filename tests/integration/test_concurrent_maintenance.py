@@ -34,7 +34,7 @@ from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_file
 from airflow_delta_maintenance.deltalog.model.paths import commit_name
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 from airflow_delta_maintenance.deltalog.storage.run_identity import STAGING_DIR, find_run_tag
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from airflow_delta_maintenance.maintenance.config import load_config
+from airflow_delta_maintenance.maintenance.config.tables import load_config
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 

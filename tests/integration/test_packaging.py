@@ -102,7 +102,7 @@ from airflow_delta_maintenance._airflow_compat import AirflowFailException, Airf
 from airflow_delta_maintenance.cli.init_dags_cmd import copy_example_dags
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.get_provider_info import get_provider_info
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 import importlib
 for section in ("operators", "sensors", "triggers", "hooks"):
     for entry in get_provider_info()[section]:
@@ -138,7 +138,7 @@ assert "airflow-delta-maintenance" in ProvidersManager().providers
 import json
 os.environ["AIRFLOW_CONN_SPARK_YARN"] = json.dumps({"conn_type": "spark", "host": "yarn"})
 from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
-from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job
+from airflow_delta_maintenance.maintenance.spark.submit import checkpoint_job
 job = checkpoint_job("s3://lake/t", 3, {"key": "AKIAFAKEKEY", "secret": "FAKESECRETVALUE"})
 # (only defined connections: outside a task, 3.1.0's lookup of a missing one fails on the
 # supervisor import instead of "not found", upstream's own hook included)

@@ -12,10 +12,10 @@ from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoin
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-from airflow_delta_maintenance.maintenance.spark_submit import checkpoint_job, run_spark_submit, verify_checkpoint
-from airflow_delta_maintenance.maintenance.table import bind_table
+from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.spark.submit import checkpoint_job, run_spark_submit, verify_checkpoint
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 from tests._infra.races import race_put_if_absent
 
 pytestmark = pytest.mark.integration
@@ -69,7 +69,7 @@ def test_spark_checkpoint_on_s3a(s3_bucket: tuple[str, dict], tmp_path: Path) ->
 
 def test_cleanup_on_s3_deletes_in_bulk_and_keeps_every_retained_version(s3_bucket: tuple[str, dict]) -> None:
     """1,050 expired commits: more than one 1000-key DeleteObjects request, commits before checkpoints."""
-    from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
+    from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
 
     bucket, options = s3_bucket
     uri = f"s3://{bucket}/tables/cleanup"
@@ -119,7 +119,7 @@ def test_cleanup_on_s3_checks_in_commit_timestamps_and_skips_a_torn_anchor(s3_bu
     import time
 
     from airflow_delta_maintenance.deltalog.errors import NonMonotonicTimestampError
-    from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
+    from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
     from tests.unit.deltalog.logbuilder import LogBuilder, add as log_add, commit_info, metadata, protocol
 
     bucket, options = s3_bucket

@@ -12,7 +12,7 @@ import pytest
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.hooks import _aws
 from airflow_delta_maintenance.hooks.storage import DeltaStorageHook
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests._infra.servers import FAKE_AWS, free_port
 
 pytestmark = pytest.mark.integration

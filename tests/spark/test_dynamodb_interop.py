@@ -20,9 +20,9 @@ from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_file
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-from airflow_delta_maintenance.maintenance.table import bind_table, load_ratified_snapshot
+from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from airflow_delta_maintenance.maintenance.table.maintained import bind_table, load_ratified_snapshot
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

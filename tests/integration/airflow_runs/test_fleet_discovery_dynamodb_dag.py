@@ -13,7 +13,7 @@ import pytest
 from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests.integration.coordinators._targets import add
 
 from .test_fleet_discovery_uc import run_dags

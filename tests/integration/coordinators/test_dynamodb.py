@@ -13,7 +13,7 @@ from airflow_delta_maintenance.coordinators.dynamodb import DynamoDBCoordinator,
 from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CoordinatorError
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests.integration.coordinators._targets import add
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ import pytest
 from airflow_delta_maintenance.coordinators._commit_file import commit_bytes, next_in_commit_timestamp, staged_name
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.coordinator import StoreFileWriter, open_coordinator
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-from airflow_delta_maintenance.maintenance.table import bind_table
+from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table.coordinator_client import StoreFileWriter, open_coordinator
+from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 from tests._infra.jars import classpath
 from tests.integration.coordinators._targets import add, create_table, make_spec
 

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.checkpoint import (
+from airflow_delta_maintenance.maintenance.operations.checkpoint import (
     plan_checkpoint,
     run_local_checkpoint,
 )
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-from airflow_delta_maintenance.maintenance.table import open_table
+from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from airflow_delta_maintenance.maintenance.table.maintained import open_table
 
 # Thresholds the fleet's YAML sets for every table.
 MAX_PENDING, MAX_SINCE_CHECKPOINT = 10, 20

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_delta_maintenance.demo.sample_table import add_action_for, data_batch
 from airflow_delta_maintenance.maintenance.fleet import pool_name_for_endpoint
-from airflow_delta_maintenance.maintenance.table import opened_table
+from airflow_delta_maintenance.maintenance.table.maintained import opened_table
 from tests.integration.ui.conftest import Deployment
 
 from .conftest import ASSET_DAG, WATCH_DAG

@@ -27,9 +27,9 @@ from typing import Any, ClassVar
 import pytest
 
 from airflow_delta_maintenance.cli import main as cli_main
-from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from airflow_delta_maintenance.maintenance.table import open_table
+from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from airflow_delta_maintenance.maintenance.table.maintained import open_table
 from tests._infra.servers import free_port, stop, wait_for_port
 
 from ..airflow_runs.conftest import REPO, airflow_env
@@ -261,7 +261,7 @@ def test_maintenance_task_successes_reach_the_health_view(
 ) -> None:
     """The provider's listener (loaded by Airflow from the plugin entry point) records each
     successful task of a table's maintenance DAG; status --config shows when each last succeeded."""
-    from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+    from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
     from .fleet import build_table
 

@@ -19,7 +19,7 @@ if URI and SPEC:
         @task(outlets=[table_asset(URI)])
         def commit_orders() -> int:
             from airflow_delta_maintenance.demo.sample_table import add_action_for, data_batch
-            from airflow_delta_maintenance.maintenance.table import opened_table
+            from airflow_delta_maintenance.maintenance.table.maintained import opened_table
 
             with opened_table(URI, coordinator=SPEC) as table:
                 latest = table.latest_ratified_version()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests._infra.servers import free_port, stop, wait_for_port
 from tests.integration.airflow_runs.conftest import EXAMPLE_DAGS, REPO, airflow_env
 

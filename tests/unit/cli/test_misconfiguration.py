@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
 CLI = [sys.executable, "-c", "import sys; from airflow_delta_maintenance.cli import main; sys.exit(main())"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_delta_maintenance.deltalog.checkpoint import writer as checkpoint_writer
-from airflow_delta_maintenance.maintenance import report
+from airflow_delta_maintenance.maintenance.operations import summary as report
 
 from .test_maintain_hostile import run, table
 

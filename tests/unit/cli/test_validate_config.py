@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from airflow_delta_maintenance.demo.sample_table import create_actions, create_sample_table
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
 CLI = str(Path(sys.executable).with_name("delta-maintenance"))
 

@@ -16,7 +16,7 @@ from airflow_delta_maintenance.coordinators.errors import (
 )
 from airflow_delta_maintenance.coordinators.local import INLINE_LIMIT, LocalCoordinator
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
 
 def add(path: str, size: int = 1) -> dict:

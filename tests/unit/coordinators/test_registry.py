@@ -11,7 +11,7 @@ from airflow_delta_maintenance.coordinators.errors import InvalidCoordinatorSpec
 from airflow_delta_maintenance.coordinators.local import LocalCoordinator
 from airflow_delta_maintenance.coordinators.registry import parse_coordinator_spec, redact_spec
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
-from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from airflow_delta_maintenance.coordinators.errors import (
 )
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.coordinator import StoreFileWriter
+from airflow_delta_maintenance.maintenance.table.coordinator_client import StoreFileWriter
 
 SECRET = "dapi-super-secret-token-0123456789"
 TID = "11111111-2222-3333-4444-555555555555"

@@ -158,8 +158,8 @@ def test_two_cleanups_at_once_converge(tmp_path: Path, monkeypatch: pytest.Monke
     """Found by the concurrency test: a cleanup whose listed commits another cleanup deleted
     meanwhile crashed with FileNotFoundError; it must re-plan from a fresh listing and finish."""
     from airflow_delta_maintenance.deltalog.cleanup import plan as deltalog_cleanup
-    from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
-    from airflow_delta_maintenance.maintenance.table import open_table
+    from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
+    from airflow_delta_maintenance.maintenance.table.maintained import open_table
 
     log = LogBuilder(fsspec.filesystem("file"), str(tmp_path / "t"))
     old = int(time.time() * 1000) - 3 * DAY_S * 1000

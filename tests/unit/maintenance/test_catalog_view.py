@@ -20,7 +20,7 @@ from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_file
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
 DAY_MS = 86_400_000
 BIG = "x" * 70_000  # above the embedded coordinator's inline limit: the staged file is the only copy
@@ -285,7 +285,7 @@ def test_the_identity_read_serves_the_ratified_state_when_nothing_is_pending(
     again (two reads of every task's table); with nothing pending one read serves both. A pending
     commit, or a listing that changed, still gets its own read."""
     from airflow_delta_maintenance.deltalog.replay.table_state import load_table_state
-    from airflow_delta_maintenance.maintenance import table as table_module
+    from airflow_delta_maintenance.maintenance.table import maintained as table_module
 
     spec, uri = table
     assert run(capsys, "publish", uri, "--coordinator", spec)[0] == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.maintenance.config import ConfigError, load_config, parse_config, parse_config_entries
+from airflow_delta_maintenance.maintenance.config.tables import ConfigError, load_config, parse_config, parse_config_entries
 
 GOOD = {
     "defaults": {"coordinator": "local:///tmp/c.db", "checkpoint": {"interval": 10, "engine": "spark"}, "cleanup": {"mode": "dry-run"}},
@@ -79,8 +79,8 @@ def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
 
 def test_shorter_retention_than_the_table_needs_an_override(tmp_path: Path) -> None:
     from airflow_delta_maintenance.demo.sample_table import create_sample_table
-    from airflow_delta_maintenance.maintenance.cleanup import RetentionTooShortError, run_metadata_cleanup
-    from airflow_delta_maintenance.maintenance.table import bind_table
+    from airflow_delta_maintenance.maintenance.operations.log_cleanup import RetentionTooShortError, run_metadata_cleanup
+    from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 
     store = create_sample_table(str(tmp_path / "t"), commits=3)
     with pytest.raises(RetentionTooShortError, match=re.escape("delta.logRetentionDuration")):

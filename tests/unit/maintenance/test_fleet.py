@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_delta_maintenance.maintenance.config import ConfigError, parse_config
+from airflow_delta_maintenance.maintenance.config.tables import ConfigError, parse_config
 from airflow_delta_maintenance.maintenance.fleet import jitter_cron, jitter_duration, jitter_start_offset, minute_offset, pools_for
 from airflow_delta_maintenance.maintenance.rate_limit import TokenBucket, bucket_for, reset_buckets
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_delta_maintenance.maintenance.config import ConfigError
+from airflow_delta_maintenance.maintenance.config.tables import ConfigError
 from airflow_delta_maintenance.maintenance.fleet_config import FLEET_FORMAT, DiscoveredTable, load_fleet, parse_discovery, read_fleet_file
 from airflow_delta_maintenance.maintenance.fleet_discovery import DiscoveryResult, SourceResult, uri_from_hadoop_path, write_fleet_file
 
@@ -30,7 +30,7 @@ def setup(tmp_path: Path, yaml_text: str, found: list[DiscoveredTable] | None) -
     config = tmp_path / "tables.yaml"
     config.write_text(yaml_text)
     if found is not None:
-        from airflow_delta_maintenance.maintenance.config import read_yaml
+        from airflow_delta_maintenance.maintenance.config.tables import read_yaml
 
         discovery = parse_discovery(read_yaml(config), str(config))
         assert discovery is not None
@@ -240,7 +240,7 @@ def test_hadoop_paths_become_table_uris() -> None:
 def test_read_fleet_file_round_trips(tmp_path: Path) -> None:
     found = [uc_table("a", tier="gold"), ddb_table("s3://lake/raw/b")]
     config = setup(tmp_path, BASE, found)
-    from airflow_delta_maintenance.maintenance.config import read_yaml
+    from airflow_delta_maintenance.maintenance.config.tables import read_yaml
 
     discovery = parse_discovery(read_yaml(config), str(config))
     assert discovery is not None and discovery.fleet_file == tmp_path / "tables.fleet.json"

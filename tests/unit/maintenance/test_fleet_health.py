@@ -11,19 +11,12 @@ from pathlib import Path
 import pytest
 
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.checkpoint import (
-    plan_checkpoint,
-    run_local_checkpoint,
-)
-from airflow_delta_maintenance.maintenance.cleanup import run_metadata_cleanup
-from airflow_delta_maintenance.maintenance.compaction import run_log_compaction
-from airflow_delta_maintenance.maintenance.config import (
+from airflow_delta_maintenance.maintenance.config.tables import (
     CompactionConfig,
     HealthConfig,
     TableConfig,
     parse_config,
 )
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.fleet_history import (
     HISTORY_FILE,
     append_history,
@@ -38,9 +31,16 @@ from airflow_delta_maintenance.maintenance.fleet_report import (
     render_html,
 )
 from airflow_delta_maintenance.maintenance.fleet_status import TableHealth, fleet_status
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-from airflow_delta_maintenance.maintenance.status import TableStatus
-from airflow_delta_maintenance.maintenance.table import MaintainedTable, open_table
+from airflow_delta_maintenance.maintenance.operations.checkpoint import (
+    plan_checkpoint,
+    run_local_checkpoint,
+)
+from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
+from airflow_delta_maintenance.maintenance.operations.log_compaction import run_log_compaction
+from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.operations.status import TableStatus
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from airflow_delta_maintenance.maintenance.table.maintained import MaintainedTable, open_table
 
 DAY_MS = 86_400_000
 

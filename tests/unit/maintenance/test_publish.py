@@ -19,10 +19,10 @@ from airflow_delta_maintenance.deltalog.errors import AtomicWriteUnsupportedErro
 from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
 from airflow_delta_maintenance.maintenance.errors import PublishForkError, StagedCommitError
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-from airflow_delta_maintenance.maintenance.table import bind_table
+from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 
 
 def add(path: str) -> dict[str, Any]:
@@ -177,8 +177,8 @@ def test_four_racing_publishers_and_a_writer_lose_nothing(table: tuple[str, str]
 
 KILL = r"""
 import sys, time
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 print("go", flush=True)
 while True:
@@ -209,7 +209,7 @@ def test_a_commit_another_publisher_wrote_and_a_cleanup_removed_before_we_read_i
     from airflow_delta_maintenance.deltalog.errors import LogFileExistsError, MissingCommitError
     from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
     from airflow_delta_maintenance.demo.sample_table import create_sample_table
-    from airflow_delta_maintenance.maintenance import publish
+    from airflow_delta_maintenance.maintenance.operations import publish
 
     store = create_sample_table(str(tmp_path / "t"), commits=4)
 

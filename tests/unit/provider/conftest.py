@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
 
 def add(path: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from airflow_delta_maintenance.dag_factory import build_maintenance_dag
-from airflow_delta_maintenance.maintenance.config import parse_config
+from airflow_delta_maintenance.maintenance.config.tables import parse_config
 
 
 def test_generated_dags_have_a_description_titled_params_and_a_validated_schedule() -> None:

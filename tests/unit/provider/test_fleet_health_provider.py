@@ -112,9 +112,9 @@ def test_listener_records_maintenance_task_successes_only(tmp_path: Path, monkey
 def test_fleet_opener_reads_each_connection_once_for_the_whole_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_delta_maintenance.demo.sample_table import create_actions
     from airflow_delta_maintenance.hooks.coordinator import DeltaCoordinatorHook
-    from airflow_delta_maintenance.maintenance.config import parse_config
-    from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+    from airflow_delta_maintenance.maintenance.config.tables import parse_config
     from airflow_delta_maintenance.maintenance.fleet_status import fleet_status
+    from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
     from airflow_delta_maintenance.operators.fleet_report import ConfiguredTableOpener
 
     spec = f"local://{tmp_path}/c.db"

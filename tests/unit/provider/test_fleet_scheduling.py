@@ -17,8 +17,8 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_delta_maintenance.assets import published_log_asset, table_asset
 from airflow_delta_maintenance.coordinators.local import LocalCoordinator
 from airflow_delta_maintenance.dag_factory import build_maintenance_dag
-from airflow_delta_maintenance.maintenance.config import parse_config
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.config.tables import parse_config
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator
 from airflow_delta_maintenance.operators.publish import DeltaPublishCommitsOperator
 from airflow_delta_maintenance.triggers.ratified_version import DeltaRatifiedVersionWatchTrigger
@@ -153,8 +153,8 @@ def test_the_watcher_fires_once_per_batch_of_new_commits_with_one_coordinator_ca
 
     real = LocalCoordinator.get_commits
     with mock.patch.object(LocalCoordinator, "get_commits", autospec=True, side_effect=real) as calls, \
-            mock.patch("airflow_delta_maintenance.maintenance.table.list_log_files", wraps=__import__(
-                "airflow_delta_maintenance.maintenance.table", fromlist=["x"]).list_log_files) as listings:
+            mock.patch("airflow_delta_maintenance.maintenance.table.maintained.list_log_files", wraps=__import__(
+                "airflow_delta_maintenance.maintenance.table.maintained", fromlist=["x"]).list_log_files) as listings:
         events = asyncio.run(_events(trigger, 2, commit_more))
     assert [(e.payload["latest_ratified_version"], e.payload["baseline_version"]) for e in events] == [(2, 0), (4, 2)]
     assert events[0].payload["table_uri"] == uri and events[0].payload["satisfied"] is True
@@ -226,7 +226,7 @@ def test_airflows_configured_dag_defaults_still_apply_though_read_once() -> None
     import sys
 
     code = (
-        "from airflow_delta_maintenance.maintenance.config import parse_config\n"
+        "from airflow_delta_maintenance.maintenance.config.tables import parse_config\n"
         "from airflow_delta_maintenance.dag_factory import build_maintenance_dag\n"
         "t = parse_config({'defaults': {'coordinator': 'local:///c.db'}, 'tables': [{'name': 'x', 'uri': '/x'}, {'name': 'y', 'uri': '/y', 'schedule': '1d'}]})\n"
         "d, e = build_maintenance_dag(t[0]), build_maintenance_dag(t[1])\n"

@@ -20,7 +20,7 @@ from airflow.triggers.base import TriggerEvent
 
 from airflow_delta_maintenance.coordinators.errors import CoordinatorError, TableNotFoundError
 from airflow_delta_maintenance.dag_factory import build_maintenance_dag
-from airflow_delta_maintenance.maintenance.config import parse_config
+from airflow_delta_maintenance.maintenance.config.tables import parse_config
 from airflow_delta_maintenance.sensors.ratified_version import DeltaRatifiedVersionSensor
 from airflow_delta_maintenance.triggers.ratified_version import DeltaRatifiedVersionTrigger
 

@@ -23,8 +23,8 @@ from airflow.providers.apache.spark.hooks import spark_submit as upstream
 from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
-from airflow_delta_maintenance.maintenance import spark_submit
-from airflow_delta_maintenance.maintenance.spark_submit import (
+from airflow_delta_maintenance.maintenance.spark import submit as spark_submit
+from airflow_delta_maintenance.maintenance.spark.submit import (
     CREDENTIALS_FILE_ENV,
     STORAGE_OPTIONS_ENV,
     SparkSettings,

@@ -16,9 +16,9 @@ import pytest
 
 from airflow_delta_maintenance.hooks import spark as spark_hook
 from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
-from airflow_delta_maintenance.maintenance import spark_submit
-from airflow_delta_maintenance.maintenance.report import Throttled
-from airflow_delta_maintenance.maintenance.spark_progress import LOG4J2_PROPERTIES, SparkOutput, quiet_spark_conf
+from airflow_delta_maintenance.maintenance.operations.summary import Throttled
+from airflow_delta_maintenance.maintenance.spark import submit as spark_submit
+from airflow_delta_maintenance.maintenance.spark.progress import LOG4J2_PROPERTIES, SparkOutput, quiet_spark_conf
 
 LINES = (Path(__file__).with_name("data") / "spark_driver_stderr.txt").read_text().splitlines()
 

@@ -140,10 +140,10 @@ def test_the_same_rendered_false_means_the_same_for_every_flag(coordinated_table
 
 def test_a_long_local_checkpoint_reports_progress_by_row_group(coordinated_table: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_delta_maintenance.deltalog.checkpoint import writer as checkpoint_writer
-    from airflow_delta_maintenance.maintenance.checkpoint import plan_checkpoint, run_local_checkpoint
-    from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
-    from airflow_delta_maintenance.maintenance.publish import publish_ratified_commits
-    from airflow_delta_maintenance.maintenance.table import open_table
+    from airflow_delta_maintenance.maintenance.operations.checkpoint import plan_checkpoint, run_local_checkpoint
+    from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+    from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+    from airflow_delta_maintenance.maintenance.table.maintained import open_table
 
     spec, uri = coordinated_table
     client = open_coordinator(spec)
@@ -158,10 +158,9 @@ def test_a_long_local_checkpoint_reports_progress_by_row_group(coordinated_table
 
 
 def test_a_long_cleanup_reports_progress_by_batch(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    from airflow_delta_maintenance.deltalog.storage import log_store as storage
     from airflow_delta_maintenance.deltalog.cleanup import plan as cleanup
     from airflow_delta_maintenance.deltalog.cleanup.plan import CleanupPlan, Deletion, execute_cleanup
-    from airflow_delta_maintenance.deltalog.storage import open_table_storage
+    from airflow_delta_maintenance.deltalog.storage import log_store as storage, open_table_storage
 
     log = tmp_path / "_delta_log"
     log.mkdir()

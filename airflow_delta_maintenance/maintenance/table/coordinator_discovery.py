@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
-from ..coordinators.local import EMBEDDED_COORDINATOR_PROPERTY
-from ..coordinators.registry import AUTO, CoordinatorSpec, parse_coordinator_spec, redact_spec
-from ..deltalog.model.actions import Protocol
-from ..deltalog.model.features import CATALOG_MANAGED_FEATURES
-from .errors import CoordinatorMismatchError
+from ...coordinators.local import EMBEDDED_COORDINATOR_PROPERTY
+from ...coordinators.registry import AUTO, CoordinatorSpec, parse_coordinator_spec, redact_spec
+from ...deltalog.model.actions import Protocol
+from ...deltalog.model.features import CATALOG_MANAGED_FEATURES
+from ..errors import CoordinatorMismatchError
 
 __all__ = [
     "AUTO",

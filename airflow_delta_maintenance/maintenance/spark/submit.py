@@ -46,12 +46,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..deltalog.log_segment.listing import CheckpointGroup, list_log_files
-from ..deltalog.model.paths import ParsedLogPath
-from ..deltalog.storage import LogStore
-from .errors import MaintenanceError
-from .report import Progress
-from .spark_progress import SparkOutput, heartbeats, quiet_spark_conf
+from ...deltalog.log_segment.listing import CheckpointGroup, list_log_files
+from ...deltalog.model.paths import ParsedLogPath
+from ...deltalog.storage import LogStore
+from ..errors import MaintenanceError
+from ..operations.summary import Progress
+from .progress import SparkOutput, heartbeats, quiet_spark_conf
 
 __all__ = [
     "STORAGE_OPTIONS_ENV",
@@ -426,7 +426,7 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 def _shipped_files() -> list[tuple[str, Path]]:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # airflow_delta_maintenance/
     files = [("airflow_delta_maintenance/__init__.py", root / "__init__.py")]
     for package in SHIPPED_PACKAGES:
         for path in sorted((root / package).rglob("*.py")):

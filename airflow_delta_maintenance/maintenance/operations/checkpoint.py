@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..deltalog.checkpoint.writer import CheckpointResult, write_checkpoint
-from ..deltalog.errors import UnpublishedVersionError
-from ..deltalog.log_segment.listing import CheckpointGroup, LogSegmentFiles
-from ..deltalog.model.features import check_write_supported
-from ..deltalog.model.paths import LogFileType
-from ..deltalog.replay.snapshot import load_snapshot
-from .report import JSONValue, Progress, TaskReport, human_bytes
-from .table import CatalogView, MaintainedTable, ratified_state
+from ...deltalog.checkpoint.writer import CheckpointResult, write_checkpoint
+from ...deltalog.errors import UnpublishedVersionError
+from ...deltalog.log_segment.listing import CheckpointGroup, LogSegmentFiles
+from ...deltalog.model.features import check_write_supported
+from ...deltalog.model.paths import LogFileType
+from ...deltalog.replay.snapshot import load_snapshot
+from ..table.maintained import CatalogView, MaintainedTable, ratified_state
+from .summary import JSONValue, Progress, TaskReport, human_bytes
 
 __all__ = [
     "CheckpointDecision",

@@ -51,8 +51,8 @@ from typing import Any
 
 import yaml
 
-from ..coordinators.errors import InvalidCoordinatorSpecError
-from ..coordinators.registry import AUTO, parse_coordinator_spec
+from ...coordinators.errors import InvalidCoordinatorSpecError
+from ...coordinators.registry import AUTO, parse_coordinator_spec
 
 __all__ = [
     "ConfigError",
@@ -188,7 +188,7 @@ class TableConfig:
 
     @property
     def coordinator_endpoint(self) -> str:
-        from .fleet import coordinator_endpoint
+        from ..fleet import coordinator_endpoint
 
         return coordinator_endpoint(self.coordinator, self.coordinator_conn_id)
 
@@ -197,7 +197,7 @@ class TableConfig:
         """The Airflow pool of the table's tasks: ``pool: auto`` → its coordinator endpoint's."""
         if self.pool != POOL_AUTO:
             return self.pool
-        from .fleet import pool_name_for_endpoint
+        from ..fleet import pool_name_for_endpoint
 
         return pool_name_for_endpoint(self.coordinator_endpoint)
 

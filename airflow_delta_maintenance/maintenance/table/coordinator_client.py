@@ -11,12 +11,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..coordinators.base import CommitCoordinatorClient, LogFileWriter, WrittenFile
-from ..coordinators.errors import InvalidCoordinatorSpecError
-from ..coordinators.local import LocalCoordinator
-from ..coordinators.registry import parse_coordinator_spec
-from ..deltalog.errors import LogFileExistsError
-from ..deltalog.storage import LogStore, normalize_table_uri, open_table_storage
+from ...coordinators.base import CommitCoordinatorClient, LogFileWriter, WrittenFile
+from ...coordinators.errors import InvalidCoordinatorSpecError
+from ...coordinators.local import LocalCoordinator
+from ...coordinators.registry import parse_coordinator_spec
+from ...deltalog.errors import LogFileExistsError
+from ...deltalog.storage import LogStore, normalize_table_uri, open_table_storage
 
 __all__ = ["open_coordinator", "StoreFileWriter", "UC_TOKEN_ENV"]
 
@@ -65,7 +65,7 @@ def open_coordinator(
             parsed.target, writer_factory, normalize_uri=normalize_table_uri, create=parsed.params.get("create") == "true"
         )
     if parsed.kind == "dynamodb":
-        from ..coordinators.dynamodb import DynamoDBCoordinator
+        from ...coordinators.dynamodb import DynamoDBCoordinator
 
         return DynamoDBCoordinator(
             parsed.target,
@@ -79,7 +79,7 @@ def open_coordinator(
             aws_session_token=creds.get("token"),
         )
     if parsed.kind == "unity-catalog":
-        from ..coordinators.unity_catalog import UnityCatalogCoordinator
+        from ...coordinators.unity_catalog import UnityCatalogCoordinator
 
         token = creds.get("password") or os.environ.get(UC_TOKEN_ENV)
         return UnityCatalogCoordinator(

@@ -5,7 +5,7 @@ local tables are namespace ``file`` and the absolute path."""
 
 from __future__ import annotations
 
-from ..deltalog.storage import normalize_table_uri
+from ...deltalog.storage import normalize_table_uri
 
 __all__ = ["openlineage_dataset_name", "table_asset_uri", "published_log_asset_uri"]
 

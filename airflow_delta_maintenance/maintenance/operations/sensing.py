@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..coordinators.errors import TableNotFoundError
-from .table import MaintainedTable
+from ...coordinators.errors import TableNotFoundError
+from ..table.maintained import MaintainedTable
 
 __all__ = ["VersionObservation", "observe_ratified_versions", "observe_for_watch"]
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
-from .report import Progress
+from ..operations.summary import Progress
 
 __all__ = ["LOG4J2_PROPERTIES", "SparkOutput", "heartbeats", "log4j2_file", "quiet_spark_conf"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..deltalog.cleanup.plan import plan_log_cleanup
-from ..deltalog.model.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR
-from .staged import StagedListing, list_staged
-from .table import CatalogView, MaintainedTable, ratified_state
+from ...deltalog.cleanup.plan import plan_log_cleanup
+from ...deltalog.model.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR
+from ..table.maintained import CatalogView, MaintainedTable, ratified_state
+from ..table.staged_commits import StagedListing, list_staged
 
 __all__ = ["TableStatus", "VersionsReport", "catalog_versions", "coordinator_problems", "table_status"]
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..coordinators.base import RatifiedCommit
-from ..deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
-from ..deltalog.storage import FileStat, LogStore
-from .errors import MissingStagedCommitError, StagedCommitError
+from ...coordinators.base import RatifiedCommit
+from ...deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
+from ...deltalog.storage import FileStat, LogStore
+from ..errors import MissingStagedCommitError, StagedCommitError
 
 __all__ = ["is_staged_commit", "StagedListing", "list_staged", "read_ratified_commit", "validate_commit_bytes", "MTIME_TOLERANCE_MS"]
 

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..deltalog.errors import DeltaLogError
-from ..deltalog.replay.snapshot import load_snapshot
-from ..deltalog.storage import open_table_storage
-from .config import TableConfig
-from .coordinator import open_coordinator
+from ...deltalog.errors import DeltaLogError
+from ...deltalog.replay.snapshot import load_snapshot
+from ...deltalog.storage import open_table_storage
+from ..table.coordinator_client import open_coordinator
+from .tables import TableConfig
 
 __all__ = ["TableCheck", "check_table"]
 

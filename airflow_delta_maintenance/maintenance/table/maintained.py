@@ -23,19 +23,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..coordinators.base import CommitCoordinatorClient, CommitsResponse, RatifiedCommit
-from ..deltalog.errors import DeltaLogError, TableNotFoundError
-from ..deltalog.log_segment.listing import LogSegmentFiles, list_log_files
-from ..deltalog.log_segment.segment import CatalogCommit, build_log_segment
-from ..deltalog.replay.table_state import TableState, load_table_state
-from ..deltalog.storage import LogStore, open_table_storage
-from .coordinator import open_coordinator
-from .discovery import TableCoordination, read_table_coordination, resolve_coordinator_spec
-from .errors import CoordinatorMismatchError, InconsistentCoordinatorError
-from .staged import list_staged, read_ratified_commit
+from ...coordinators.base import CommitCoordinatorClient, CommitsResponse, RatifiedCommit
+from ...deltalog.errors import DeltaLogError, TableNotFoundError
+from ...deltalog.log_segment.listing import LogSegmentFiles, list_log_files
+from ...deltalog.log_segment.segment import CatalogCommit, build_log_segment
+from ...deltalog.replay.table_state import TableState, load_table_state
+from ...deltalog.storage import LogStore, open_table_storage
+from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError
+from .coordinator_client import open_coordinator
+from .coordinator_discovery import TableCoordination, read_table_coordination, resolve_coordinator_spec
+from .staged_commits import list_staged, read_ratified_commit
 
 if TYPE_CHECKING:
-    from ..deltalog.replay.snapshot import Snapshot
+    from ...deltalog.replay.snapshot import Snapshot
 
 __all__ = [
     "MaintainedTable",
@@ -367,7 +367,7 @@ def _identity_state_if_same(
 
 def load_ratified_snapshot(table: MaintainedTable, version: int | None = None) -> Snapshot:
     """The table at ``version`` (default: the latest ratified) as its catalog sees it, with its files."""
-    from ..deltalog.replay.snapshot import load_snapshot  # the replay machinery: only callers that need files pay for it
+    from ...deltalog.replay.snapshot import load_snapshot  # the replay machinery: only callers that need files pay for it
 
     view = table.catalog_view()
     return load_snapshot(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..deltalog.cleanup.plan import CleanupPlan, CleanupResult, check_cleanup_clock, execute_cleanup, plan_log_cleanup
-from ..deltalog.log_segment.listing import LogSegmentFiles, list_log_files
-from ..deltalog.model.table_properties import DAY_MS
-from .errors import MaintenanceError
-from .report import JSONValue, Progress, TaskReport, human_bytes, iso_utc
-from .table import MaintainedTable, ratified_state
+from ...deltalog.cleanup.plan import CleanupPlan, CleanupResult, check_cleanup_clock, execute_cleanup, plan_log_cleanup
+from ...deltalog.log_segment.listing import LogSegmentFiles, list_log_files
+from ...deltalog.model.table_properties import DAY_MS
+from ..errors import MaintenanceError
+from ..table.maintained import MaintainedTable, ratified_state
+from .summary import JSONValue, Progress, TaskReport, human_bytes, iso_utc
 
 __all__ = ["RetentionTooShortError", "run_metadata_cleanup", "cleanup_report"]
 
@@ -73,8 +73,8 @@ def run_metadata_cleanup(
         return execute_cleanup(store, plan, dry_run=dry_run)
     if plan.needs_compat_checkpoint and plan.cutoff_checkpoint is not None:
         # Imported here: only this rare case replays files and writes (numpy, Arrow compute).
-        from ..deltalog.checkpoint.writer import write_checkpoint
-        from ..deltalog.replay.snapshot import load_snapshot
+        from ...deltalog.checkpoint.writer import write_checkpoint
+        from ...deltalog.replay.snapshot import load_snapshot
 
         anchor = load_snapshot(store, plan.cutoff_checkpoint, files=view.files, now_ms=state.now_ms)
         write_checkpoint(store, anchor, files=view.files, classic_name=True)

@@ -12,15 +12,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..coordinators.base import CommitsResponse, RatifiedCommit
-from ..deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError, MissingCommitError
-from ..deltalog.log_segment.listing import list_log_files
-from ..deltalog.model.paths import commit_name
-from ..deltalog.storage import LogStore
-from .errors import MissingStagedCommitError, PublishForkError, StagedCommitError
-from .report import JSONValue, TaskReport, human_bytes, version_range
-from .staged import StagedListing, is_staged_commit, list_staged, read_ratified_commit
-from .table import CatalogView, MaintainedTable
+from ...coordinators.base import CommitsResponse, RatifiedCommit
+from ...deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError, MissingCommitError
+from ...deltalog.log_segment.listing import list_log_files
+from ...deltalog.model.paths import commit_name
+from ...deltalog.storage import LogStore
+from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
+from ..table.maintained import CatalogView, MaintainedTable
+from ..table.staged_commits import StagedListing, is_staged_commit, list_staged, read_ratified_commit
+from .summary import JSONValue, TaskReport, human_bytes, version_range
 
 __all__ = ["PublishResult", "publish_ratified_commits"]
 

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..deltalog.errors import UnpublishedVersionError
-from ..deltalog.log_compaction.windows import CompactionResult, plan_compaction_windows, write_compaction
-from ..deltalog.model.features import check_write_supported
-from .report import JSONValue, TaskReport, human_bytes, version_range
-from .table import CatalogView, MaintainedTable, ratified_state
+from ...deltalog.errors import UnpublishedVersionError
+from ...deltalog.log_compaction.windows import CompactionResult, plan_compaction_windows, write_compaction
+from ...deltalog.model.features import check_write_supported
+from ..table.maintained import CatalogView, MaintainedTable, ratified_state
+from .summary import JSONValue, TaskReport, human_bytes, version_range
 
 __all__ = ["CompactionRunResult", "run_log_compaction", "check_compaction_window", "compact_window"]
 

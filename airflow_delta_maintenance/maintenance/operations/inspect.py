@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .table import MaintainedTable, load_ratified_snapshot
+from ..table.maintained import MaintainedTable, load_ratified_snapshot
 
 __all__ = ["InspectResult", "inspect_table"]
 
