@@ -32,15 +32,15 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_delta_maintenance.operators.publish",
                     "airflow_delta_maintenance.operators.checkpoint",
-                    "airflow_delta_maintenance.operators.compaction",
-                    "airflow_delta_maintenance.operators.cleanup",
-                    "airflow_delta_maintenance.operators.discovery",
+                    "airflow_delta_maintenance.operators.log_compaction",
+                    "airflow_delta_maintenance.operators.log_cleanup",
+                    "airflow_delta_maintenance.operators.fleet_discovery",
                 ],
             }
         ],
         "sensors": [{"integration-name": "Delta Lake maintenance", "python-modules": ["airflow_delta_maintenance.sensors.ratified_version"]}],
         "triggers": [{"integration-name": "Delta Lake maintenance", "python-modules": ["airflow_delta_maintenance.triggers.ratified_version"]}],
-        "notifications": ["airflow_delta_maintenance.notifiers.health.DeltaHealthNotifier"],
+        "notifications": ["airflow_delta_maintenance.notifications.health.DeltaHealthNotifier"],
         "hooks": [
             {
                 "integration-name": "Delta Lake maintenance",

@@ -103,7 +103,7 @@ def make_tables(root: Path, n: int) -> tuple[str, list[str]]:
 
 async def _watch(spec: str, uris: list[str], poll: float, window: float, calls_per_second: float | None) -> int:
     from airflow_delta_maintenance.coordinators.local import LocalCoordinator
-    from airflow_delta_maintenance.maintenance.rate_limit import reset_buckets
+    from airflow_delta_maintenance.fleet.rate_limit import reset_buckets
     from airflow_delta_maintenance.triggers.ratified_version import DeltaRatifiedVersionWatchTrigger
 
     reset_buckets()

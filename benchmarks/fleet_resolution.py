@@ -38,8 +38,8 @@ discovery:
 WRITE = r"""
 import sys
 from airflow_delta_maintenance.maintenance.config.tables import read_yaml
-from airflow_delta_maintenance.maintenance.fleet_config import DiscoveredTable, parse_discovery
-from airflow_delta_maintenance.maintenance.fleet_discovery import DiscoveryResult, SourceResult, write_fleet_file
+from airflow_delta_maintenance.fleet.config import DiscoveredTable, parse_discovery
+from airflow_delta_maintenance.fleet.catalog_discovery import DiscoveryResult, SourceResult, write_fleet_file
 config, n = sys.argv[1], int(sys.argv[2])
 d = parse_discovery(read_yaml(config), config)
 found = [DiscoveredTable("uc", f"main.s{i % 20}.t{i}", f"s3://lake/t{i}", f"unity-catalog://uc.example:8080/main.s{i % 20}.t{i}?api=v1&table_id=id{i}",
@@ -49,7 +49,7 @@ write_fleet_file(d.fleet_file, DiscoveryResult([SourceResult("uc", "unity-catalo
 
 MEASURE = r"""
 import json, sys, time
-from airflow_delta_maintenance.maintenance.fleet_config import load_fleet
+from airflow_delta_maintenance.fleet.config import load_fleet
 began = time.perf_counter()
 fleet = load_fleet(sys.argv[1])
 print(json.dumps({"seconds": time.perf_counter() - began, "tables": len(fleet.tables), "invalid": len(fleet.invalid)}))

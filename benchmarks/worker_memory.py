@@ -96,7 +96,7 @@ t = time.perf_counter()
 op, in_airflow = op.removesuffix("-airflow"), op.endswith("-airflow") or op == "import-operators"
 if in_airflow:
     from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator  # noqa: F401
-    from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator  # noqa: F401
+    from airflow_delta_maintenance.operators.log_cleanup import DeltaLogCleanupOperator  # noqa: F401
 from airflow_delta_maintenance.maintenance.table.maintained import open_table
 from airflow_delta_maintenance.maintenance.operations.checkpoint import plan_checkpoint
 from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup

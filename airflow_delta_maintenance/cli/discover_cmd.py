@@ -24,9 +24,9 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..fleet.catalog_discovery import discover_fleet, write_fleet_file
+    from ..fleet.config import load_fleet, parse_discovery
     from ..maintenance.config.tables import read_yaml
-    from ..maintenance.fleet_config import load_fleet, parse_discovery
-    from ..maintenance.fleet_discovery import discover_fleet, write_fleet_file
 
     discovery = parse_discovery(read_yaml(args.config), args.config)
     if discovery is None:

@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 def pools_import_document(tables: list[Any]) -> dict[str, dict[str, Any]]:
     """``airflow pools import`` JSON: name → slots, description, include_deferred (False: a deferred
     sensor holds no slot; the triggerer's token bucket budgets its polls)."""
-    from ..maintenance.fleet import pools_for
+    from ..fleet.scheduling import pools_for
 
     named = [t for t in tables if t.resolved_pool]
     sizes = pools_for((t.resolved_pool, t.pool_slots) for t in named)

@@ -19,8 +19,8 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ..fleet.status import TableHealth
     from ..maintenance.config.tables import TableConfig
-    from ..maintenance.fleet_status import TableHealth
     from ..maintenance.operations.status import TableStatus
     from ..maintenance.table.maintained import MaintainedTable
 
@@ -147,9 +147,9 @@ def _airflow_home_report_dir() -> str | None:
 
 
 def _run_fleet(args: argparse.Namespace) -> int:
-    from ..maintenance.fleet_config import fleet_entries
-    from ..maintenance.fleet_history import read_last_success
-    from ..maintenance.fleet_status import fleet_status
+    from ..fleet.config import fleet_entries
+    from ..fleet.history import read_last_success
+    from ..fleet.status import fleet_status
 
     tables, invalid = fleet_entries(args.config)
     report_dir = args.report_dir or os.environ.get("DELTA_MAINTENANCE_REPORT_DIR") or _airflow_home_report_dir()

@@ -21,8 +21,8 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ..fleet.config import load_fleet
     from ..maintenance.config.check import check_table
-    from ..maintenance.fleet_config import load_fleet
 
     fleet = load_fleet(args.file)  # the YAML tables and the discovered ones of its fleet file
     # a fleet file that no discovery has written yet (CI, a first deployment) is a note; a malformed

@@ -41,7 +41,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._commit_file import (
+from ._protocol import upgrade_protocol
+from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
+from .commit_file import (
     commit_bytes,
     next_in_commit_timestamp,
     previous_in_commit_timestamp,
@@ -49,8 +51,6 @@ from ._commit_file import (
     staged_name,
     writer_for,
 )
-from ._protocol import upgrade_protocol
-from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
 
 __all__ = ["DynamoDBCoordinator", "SCHEMA_VERSION", "hadoop_table_path"]

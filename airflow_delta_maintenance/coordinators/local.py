@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ._commit_file import (
+from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
+from .commit_file import (
     commit_bytes,
     next_in_commit_timestamp,
     previous_in_commit_timestamp,
@@ -34,7 +35,6 @@ from ._commit_file import (
     staged_name,
     writer_for,
 )
-from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CoordinatorError, CoordinatorNotFoundError, TableNotFoundError
 
 __all__ = ["LocalCoordinator", "INLINE_LIMIT", "EMBEDDED_COORDINATOR_PROPERTY"]

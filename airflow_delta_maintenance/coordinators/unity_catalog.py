@@ -42,7 +42,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._commit_file import (
+from ._protocol import upgrade_protocol
+from ._uc_http import HttpConflict, HttpUnknown, UCTransport
+from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
+from .commit_file import (
     commit_bytes,
     next_in_commit_timestamp,
     previous_in_commit_timestamp,
@@ -51,9 +54,6 @@ from ._commit_file import (
     staged_name,
     writer_for,
 )
-from ._protocol import upgrade_protocol
-from ._uc_http import HttpConflict, HttpUnknown, UCTransport
-from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
 from .errors import CommitConflictError, CommitLimitReachedError, CoordinatorError, TableNotFoundError
 
 __all__ = ["UnityCatalogCoordinator", "UC_TABLE_ID"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from airflow_delta_maintenance.fleet_dag import build_fleet_dag
-from airflow_delta_maintenance.notifiers.health import DeltaHealthNotifier
+from airflow_delta_maintenance.dag_builders.health_dag import build_fleet_dag
+from airflow_delta_maintenance.notifications.health import DeltaHealthNotifier
 
 _config = os.environ.get("DELTA_MAINTENANCE_CONFIG") or str(Path(__file__).with_name("tables.yaml"))
 _alerts = DeltaHealthNotifier(webhook_conn_id=os.environ.get("DELTA_MAINTENANCE_ALERT_CONN_ID") or None)

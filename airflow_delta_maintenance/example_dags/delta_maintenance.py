@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from airflow_delta_maintenance.dag_factory import build_dags
+from airflow_delta_maintenance.dag_builders.maintenance_dag import build_dags
 
 
 def _config_path() -> Path:

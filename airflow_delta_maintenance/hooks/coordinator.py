@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-from .._airflow_compat import BaseHook
 from ..coordinators.base import CommitCoordinatorClient
 from ..coordinators.errors import CoordinatorError
 from ..coordinators.registry import parse_coordinator_spec
@@ -14,6 +13,7 @@ from ..maintenance.operations.sensing import observe_ratified_versions
 from ..maintenance.table.coordinator_client import open_coordinator
 from ..maintenance.table.coordinator_discovery import AUTO
 from ..maintenance.table.maintained import MaintainedTable, open_table, restore_table
+from ..version_compat import BaseHook
 from ._aws import AwsCredentials, assume_role, aws_connection_credentials
 
 __all__ = ["DeltaCoordinatorHook", "poll_ratified_versions", "is_transient"]

@@ -30,10 +30,10 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from .._airflow_compat import AirflowException, BaseHook
 from ..maintenance.operations.summary import Throttled
 from ..maintenance.spark.progress import SparkOutput, heartbeats, quiet_spark_conf
 from ..maintenance.spark.submit import SparkJobSpec, SparkSettings, plan_submission, remove_credentials_file, spark_submit_binary, write_credentials_file
+from ..version_compat import AirflowException, BaseHook
 
 __all__ = ["DeltaSparkSubmitHook", "LOCAL_SPARK_CONN_ID", "connection_settings"]
 

@@ -6,7 +6,7 @@ import json
 from functools import cached_property
 from typing import Any
 
-from .._airflow_compat import BaseHook
+from ..version_compat import BaseHook
 from ._aws import AwsCredentials, assume_role, aws_connection_credentials
 
 __all__ = ["DeltaStorageHook"]

@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._airflow_compat import AirflowException, AirflowFailException, BaseOperator
 from ..coordinators.errors import CoordinatorError
 from ..deltalog.errors import (
     AtomicWriteUnsupportedError,
@@ -21,6 +20,7 @@ from ..hooks.storage import DeltaStorageHook
 from ..maintenance.errors import CoordinatorMismatchError, InconsistentCoordinatorError, PublishForkError, StagedCommitError
 from ..maintenance.operations.summary import Progress, TaskReport, Throttled
 from ..maintenance.table.maintained import MaintainedTable
+from ..version_compat import AirflowException, AirflowFailException, BaseOperator
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context

@@ -6,12 +6,12 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._airflow_compat import AirflowFailException
-from .._coerce import as_bool, as_int, as_version
 from ..deltalog.checkpoint.writer import checkpoint_num_rows
 from ..maintenance.operations.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
 from ..maintenance.spark.submit import checkpoint_job, verify_checkpoint
+from ..version_compat import AirflowFailException
 from ._base import DeltaTableOperator, translate_errors
+from ._params import as_bool, as_int, as_version
 from ._spark import SparkEngineMixin
 
 if TYPE_CHECKING:

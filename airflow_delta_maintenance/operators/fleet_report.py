@@ -15,18 +15,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .._airflow_compat import BaseOperator
+from ..fleet.config import fleet_entries
+from ..fleet.history import DEFAULT_MAX_SAMPLES, Alert, read_last_success
+from ..fleet.report import publish_fleet_report
+from ..fleet.status import fleet_status
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
 from ..maintenance.config.tables import TableConfig
-from ..maintenance.fleet_config import fleet_entries
-from ..maintenance.fleet_history import DEFAULT_MAX_SAMPLES, Alert, read_last_success
-from ..maintenance.fleet_report import publish_fleet_report
-from ..maintenance.fleet_status import fleet_status
 from ..maintenance.table.maintained import MaintainedTable, open_table
-from ..metrics import emit_fleet_gauges
-from ..notifiers.health import ALERTS_KEY
-from ..report_dir import report_dir
+from ..notifications.health import ALERTS_KEY
+from ..plugins.metrics import emit_fleet_gauges
+from ..plugins.report_dir import report_dir
+from ..version_compat import BaseOperator
 
 __all__ = ["ConfiguredTableOpener", "DeltaFleetReportOperator", "resolve_report_dir"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._coerce import as_version
 from ..maintenance.operations.publish import publish_ratified_commits
 from ._base import DeltaTableOperator, translate_errors
+from ._params import as_version
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context

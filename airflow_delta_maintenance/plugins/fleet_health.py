@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..report_dir import report_dir
 from . import run_recorder
+from .report_dir import report_dir
 
 try:
     from airflow.sdk.plugins_manager import AirflowPlugin

@@ -21,7 +21,7 @@ DAG_PREFIX = "delta_maintenance__"
 
 
 def _report_dir() -> Path:
-    from ..report_dir import report_dir
+    from .report_dir import report_dir
 
     return report_dir()
 
@@ -32,7 +32,7 @@ def record(task_instance: Any) -> bool:
     if not dag_id.startswith(DAG_PREFIX):
         return False
     report_dir = _report_dir()
-    from ..maintenance.fleet_history import record_task_success
+    from ..fleet.history import record_task_success
 
     end = getattr(task_instance, "end_date", None) or datetime.now(timezone.utc)
     record_task_success(report_dir, dag_id[len(DAG_PREFIX):], str(task_instance.task_id), end.isoformat(timespec="seconds"),

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .._airflow_compat import (
+from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
+from ..hooks.storage import DeltaStorageHook
+from ..maintenance.operations.summary import TaskReport
+from ..operators._params import as_bool, as_int, as_seconds, as_version
+from ..triggers.ratified_version import DeltaRatifiedVersionTrigger
+from ..version_compat import (
     AirflowException,
     AirflowFailException,
     AirflowSensorTimeout,
@@ -16,14 +21,9 @@ from .._airflow_compat import (
     PokeReturnValue,
     conf,
 )
-from .._coerce import as_bool, as_int, as_seconds, as_version
-from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
-from ..hooks.storage import DeltaStorageHook
-from ..maintenance.operations.summary import TaskReport
-from ..triggers.ratified_version import DeltaRatifiedVersionTrigger
 
 if TYPE_CHECKING:
-    from .._airflow_compat import Context
+    from ..version_compat import Context
 
 
 class DeltaRatifiedVersionSensor(BaseSensorOperator):
@@ -49,7 +49,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
     :param skip: succeed at once without waiting, e.g. ``"{{ params.skip_wait }}"`` (templated)
     :param skip_when_nothing_new: skip (not fail) when the timeout passes without the condition
     :param coordinator_endpoint: the endpoint whose call budget the polls draw from
-    :param coordinator_calls_per_second: that budget (``maintenance.rate_limit``; None: no cap)
+    :param coordinator_calls_per_second: that budget (``fleet.rate_limit``; None: no cap)
     """
 
     template_fields: Sequence[str] = ("table_uri", "target_version", "min_new_commits", "baseline_version", "coordinator_spec", "skip")
@@ -156,7 +156,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         return False
 
     def _wait_for_call_budget(self) -> None:
-        from ..maintenance.rate_limit import bucket_for
+        from ..fleet.rate_limit import bucket_for
 
         bucket = bucket_for(self.coordinator_endpoint or "default", self.coordinator_calls_per_second, self.coordinator_burst)
         if bucket is not None and (wait := bucket.reserve()) > 0:

@@ -4,7 +4,7 @@
 ``DeltaRatifiedVersionWatchTrigger`` is the ``AssetWatcher`` trigger of ``schedule: watch``: it runs
 for as long as the DAG is deployed and emits an event on the table's asset whenever enough new
 commits are ratified, which starts a maintenance run with no sensor task holding a slot. Both
-draw their polls from the endpoint's token bucket (``maintenance.rate_limit``) when a rate limit
+draw their polls from the endpoint's token bucket (``fleet.rate_limit``) when a rate limit
 is configured.
 """
 
@@ -28,7 +28,7 @@ __all__ = ["DeltaRatifiedVersionTrigger", "DeltaRatifiedVersionWatchTrigger", "w
 
 async def wait_for_call_budget(endpoint: str | None, calls_per_second: float | None, burst: int | None) -> None:
     """Wait for a token of the endpoint's bucket (no limit configured: return at once)."""
-    from ..maintenance.rate_limit import bucket_for
+    from ..fleet.rate_limit import bucket_for
 
     bucket = bucket_for(endpoint or "default", calls_per_second, burst)
     if bucket is not None and (wait := bucket.reserve()) > 0:
@@ -206,7 +206,7 @@ class DeltaRatifiedVersionWatchTrigger(BaseEventTrigger):
         """This table's place within one poll interval (stable: the URI's digest)."""
         from datetime import timedelta
 
-        from ..maintenance.fleet import jitter_start_offset
+        from ..fleet.scheduling import jitter_start_offset
 
         return jitter_start_offset(timedelta(seconds=self.poll_interval), self.table_uri).total_seconds()
 

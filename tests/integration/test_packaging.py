@@ -98,7 +98,7 @@ def test_resolves_with_the_providers_of_each_airflow_release(airflow: str, as_of
 SMOKE = r'''
 import os, sys, tempfile
 from pathlib import Path
-from airflow_delta_maintenance._airflow_compat import AirflowFailException, AirflowSkipException
+from airflow_delta_maintenance.version_compat import AirflowFailException, AirflowSkipException
 from airflow_delta_maintenance.cli.init_dags_cmd import copy_example_dags
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.get_provider_info import get_provider_info

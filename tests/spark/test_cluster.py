@@ -183,7 +183,7 @@ def test_checkpoint_and_compaction_jobs_on_a_standalone_cluster_over_s3(
     tmp_path: Path,
 ) -> None:
     from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator
-    from airflow_delta_maintenance.operators.compaction import DeltaLogCompactionOperator
+    from airflow_delta_maintenance.operators.log_compaction import DeltaLogCompactionOperator
 
     bucket, storage_options = s3_bucket
     uri = f"s3://{bucket}/tables/events"

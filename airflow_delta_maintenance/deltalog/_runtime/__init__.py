@@ -1,1 +1,2 @@
-"""Process-level helpers of the log library: the allocator settings of large log operations, the overlap of I/O and parsing."""
+"""Process-level helpers of the log library: the allocator settings of large log operations, the
+overlap of I/O and parsing."""

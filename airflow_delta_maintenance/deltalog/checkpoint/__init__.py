@@ -1,1 +1,2 @@
-"""Checkpoints: writing them (classic, multi-part, V2 with sidecars), reading back what was written, checking a complete one."""
+"""Checkpoints: writing them (classic, multi-part, V2 with sidecars), reading back what was written,
+checking a complete one."""

@@ -1,1 +1,2 @@
-"""Which log files make up a version: listing ``_delta_log``, the ``_last_checkpoint`` hint, and the segment (checkpoint + commits) to read."""
+"""Which log files make up a version: listing ``_delta_log``, the ``_last_checkpoint`` hint, and the
+segment (checkpoint + commits) to read."""

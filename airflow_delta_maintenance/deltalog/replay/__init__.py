@@ -1,1 +1,2 @@
-"""Reading a log segment into table state: NDJSON commits and Parquet checkpoints into Arrow, reconciliation of file actions, snapshots."""
+"""Reading a log segment into table state: NDJSON commits and Parquet checkpoints into Arrow,
+reconciliation of file actions, snapshots."""

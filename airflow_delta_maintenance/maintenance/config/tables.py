@@ -34,9 +34,9 @@ with ``delta-maintenance validate-config FILE --check-tables``.
 Fleet scheduling: ``schedule: asset`` runs maintenance when a task emits the table's asset (its
 URI); ``schedule: watch`` has an ``AssetWatcher`` poll the coordinator (``sensor.min_new_commits``
 and ``sensor.poke_interval_seconds`` drive it) and no sensor task. ``jitter`` moves a time-based
-schedule's minute by a per-table offset (``maintenance.fleet``); ``pool: auto`` names the pool of
+schedule's minute by a per-table offset (``fleet.scheduling``); ``pool: auto`` names the pool of
 the coordinator endpoint, of ``pool_slots`` slots; ``rate_limit`` caps the coordinator calls per
-second of the pollers sharing an endpoint in one process (``maintenance.rate_limit``).
+second of the pollers sharing an endpoint in one process (``fleet.rate_limit``).
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ class TableConfig:
 
     @property
     def coordinator_endpoint(self) -> str:
-        from ..fleet import coordinator_endpoint
+        from ...fleet.scheduling import coordinator_endpoint
 
         return coordinator_endpoint(self.coordinator, self.coordinator_conn_id)
 
@@ -197,7 +197,7 @@ class TableConfig:
         """The Airflow pool of the table's tasks: ``pool: auto`` → its coordinator endpoint's."""
         if self.pool != POOL_AUTO:
             return self.pool
-        from ..fleet import pool_name_for_endpoint
+        from ...fleet.scheduling import pool_name_for_endpoint
 
         return pool_name_for_endpoint(self.coordinator_endpoint)
 
@@ -453,7 +453,7 @@ def parse_config_entries(data: Any, path: str = "<config>") -> tuple[list[TableC
 
 def parse_discovered_table(path: str, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> TableConfig:
     """A discovered table (``identity``: name, uri, coordinator[, coordinator_conn_id]) with its
-    merged ``settings`` (see ``maintenance.fleet_config`` for the precedence), validated like a
+    merged ``settings`` (see ``fleet.config`` for the precedence), validated like a
     YAML table; ``ConfigError`` otherwise."""
     return _table(path, identity, settings, 0, discovered=True)
 

@@ -83,7 +83,7 @@ def test_an_invalid_table_gets_a_failing_placeholder_and_the_others_still_load(t
 def test_the_placeholder_task_fails_with_the_error(tmp_path: Path) -> None:
     from airflow.providers.common.compat.sdk import AirflowFailException
 
-    from airflow_delta_maintenance.dag_factory import build_dags
+    from airflow_delta_maintenance.dag_builders.maintenance_dag import build_dags
 
     config = tmp_path / "tables.yaml"
     config.write_text("defaults: {publish: false}\ntables:\n  - {name: x, uri: /t/x, schedule: every hour}\n")

@@ -27,12 +27,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_delta_maintenance.coordinators.uc_catalog import UnityCatalogBrowser
+from airflow_delta_maintenance.coordinators.unity_catalog_listing import UnityCatalogBrowser
 from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import normalize_table_uri, open_table_storage
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
-from airflow_delta_maintenance.maintenance.fleet_config import load_fleet
+from airflow_delta_maintenance.fleet.config import load_fleet
 from airflow_delta_maintenance.maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
 from tests._infra.uc_oss import OSSServer, OSSServers, server_id
 

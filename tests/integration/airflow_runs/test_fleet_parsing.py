@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airflow_delta_maintenance.fleet.catalog_discovery import DiscoveryResult, SourceResult, write_fleet_file
+from airflow_delta_maintenance.fleet.config import DiscoveredTable, parse_discovery
 from airflow_delta_maintenance.maintenance.config.tables import read_yaml
-from airflow_delta_maintenance.maintenance.fleet_config import DiscoveredTable, parse_discovery
-from airflow_delta_maintenance.maintenance.fleet_discovery import DiscoveryResult, SourceResult, write_fleet_file
 
 from .conftest import EXAMPLE_DAGS, airflow_env
 

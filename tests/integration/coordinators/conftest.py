@@ -21,7 +21,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
 @pytest.fixture
 def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
     """Set the coordinators' wall clock (ms); in-commit timestamps must still increase."""
-    from airflow_delta_maintenance.coordinators import _commit_file
+    from airflow_delta_maintenance.coordinators import commit_file as _commit_file
 
     def freeze(now_ms: int) -> None:
         monkeypatch.setattr(_commit_file, "wall_clock_ms", lambda: now_ms)

@@ -16,7 +16,7 @@ from airflow_delta_maintenance.coordinators.dynamodb import DynamoDBCoordinator
 from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.fleet_config import load_fleet
+from airflow_delta_maintenance.fleet.config import load_fleet
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests.integration.coordinators._targets import add
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.coordinators._commit_file import commit_bytes, next_in_commit_timestamp, staged_name
+from airflow_delta_maintenance.coordinators.commit_file import commit_bytes, next_in_commit_timestamp, staged_name
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits

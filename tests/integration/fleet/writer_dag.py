@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from airflow.sdk import DAG, task
 
-from airflow_delta_maintenance.assets import table_asset
+from airflow_delta_maintenance.assets.table import table_asset
 
 URI = os.environ.get("FLEET_E2E_ASSET_TABLE")
 SPEC = os.environ.get("FLEET_E2E_SPEC")

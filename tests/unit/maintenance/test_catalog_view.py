@@ -109,7 +109,7 @@ def test_cleanup_obeys_gates_set_in_the_unpublished_ratified_tail(
 
 
 def test_the_cleanup_operator_sees_the_ratified_tail_too(table: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator
+    from airflow_delta_maintenance.operators.log_cleanup import DeltaLogCleanupOperator
 
     spec, uri = table
     run(capsys, "publish", uri, "--coordinator", spec)

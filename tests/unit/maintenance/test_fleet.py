@@ -11,16 +11,16 @@ from datetime import timedelta
 
 import pytest
 
+from airflow_delta_maintenance.fleet.rate_limit import TokenBucket, bucket_for, reset_buckets
+from airflow_delta_maintenance.fleet.scheduling import jitter_cron, jitter_duration, jitter_start_offset, minute_offset, pools_for
 from airflow_delta_maintenance.maintenance.config.tables import ConfigError, parse_config
-from airflow_delta_maintenance.maintenance.fleet import jitter_cron, jitter_duration, jitter_start_offset, minute_offset, pools_for
-from airflow_delta_maintenance.maintenance.rate_limit import TokenBucket, bucket_for, reset_buckets
 
 
 def test_the_minute_offset_is_the_uris_sha256_so_it_is_the_same_in_every_process() -> None:
     uri = "s3://lake/db/orders"
     expected = int.from_bytes(hashlib.sha256(uri.encode()).digest()[:8], "big") % 60
     assert minute_offset(uri) == minute_offset("s3a://lake/db/orders/") == expected
-    code = f"from airflow_delta_maintenance.maintenance.fleet import minute_offset; print(minute_offset({uri!r}))"
+    code = f"from airflow_delta_maintenance.fleet.scheduling import minute_offset; print(minute_offset({uri!r}))"
     for seed in ("1", "2"):  # Python's own hash() would differ between these
         out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True, check=True)
         assert int(out.stdout) == expected

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from airflow_delta_maintenance.fleet.catalog_discovery import DiscoveryResult, SourceResult, uri_from_hadoop_path, write_fleet_file
+from airflow_delta_maintenance.fleet.config import FLEET_FORMAT, DiscoveredTable, load_fleet, parse_discovery, read_fleet_file
 from airflow_delta_maintenance.maintenance.config.tables import ConfigError
-from airflow_delta_maintenance.maintenance.fleet_config import FLEET_FORMAT, DiscoveredTable, load_fleet, parse_discovery, read_fleet_file
-from airflow_delta_maintenance.maintenance.fleet_discovery import DiscoveryResult, SourceResult, uri_from_hadoop_path, write_fleet_file
 
 UC = "unity-catalog://uc.example:8080?api=v1&tls=false"
 DDB = "dynamodb://commits?region=eu-west-1"
@@ -283,7 +283,7 @@ def test_the_discovery_dag_id_cannot_be_taken_by_a_table(tmp_path: Path, fleet_w
 
 def test_the_health_view_reports_discovered_tables_and_an_unusable_fleet_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from airflow_delta_maintenance.cli import main
-    from airflow_delta_maintenance.maintenance.fleet_config import fleet_entries
+    from airflow_delta_maintenance.fleet.config import fleet_entries
 
     config = setup(tmp_path, BASE + "tables: []\n", [uc_table("orders"), ddb_table("s3://lake/raw/clicks")])
     tables, invalid = fleet_entries(config)

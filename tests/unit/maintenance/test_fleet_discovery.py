@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from airflow_delta_maintenance.coordinators.errors import CoordinatorError
-from airflow_delta_maintenance.coordinators.uc_catalog import UCTableInfo, UnityCatalogBrowser
-from airflow_delta_maintenance.maintenance.fleet_discovery import _not_coordinated
+from airflow_delta_maintenance.coordinators.unity_catalog_listing import UCTableInfo, UnityCatalogBrowser
+from airflow_delta_maintenance.fleet.catalog_discovery import _not_coordinated
 
 
 def info(**kw: Any) -> UCTableInfo:
@@ -46,14 +46,14 @@ def test_a_listing_whose_page_token_repeats_is_an_error_not_a_loop(monkeypatch: 
 
 
 def _source(schemas: tuple[str, ...] | None) -> Any:
-    from airflow_delta_maintenance.maintenance.fleet_config import UnityCatalogSource
+    from airflow_delta_maintenance.fleet.config import UnityCatalogSource
 
     return UnityCatalogSource("uc", "uc.invalid:1", "v1", False, "main", schemas)
 
 
 def test_a_schema_dropped_while_listing_a_whole_catalog_is_skipped_but_a_configured_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_delta_maintenance.coordinators.errors import TableNotFoundError
-    from airflow_delta_maintenance.maintenance.fleet_discovery import _uc_source
+    from airflow_delta_maintenance.fleet.catalog_discovery import _uc_source
 
     def list_tables(self: UnityCatalogBrowser, catalog: str, schema: str) -> list[UCTableInfo]:
         if schema == "gone":

@@ -11,13 +11,7 @@ from pathlib import Path
 import pytest
 
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.config.tables import (
-    CompactionConfig,
-    HealthConfig,
-    TableConfig,
-    parse_config,
-)
-from airflow_delta_maintenance.maintenance.fleet_history import (
+from airflow_delta_maintenance.fleet.history import (
     HISTORY_FILE,
     append_history,
     crossings,
@@ -26,11 +20,17 @@ from airflow_delta_maintenance.maintenance.fleet_history import (
     read_last_success,
     record_task_success,
 )
-from airflow_delta_maintenance.maintenance.fleet_report import (
+from airflow_delta_maintenance.fleet.report import (
     publish_fleet_report,
     render_html,
 )
-from airflow_delta_maintenance.maintenance.fleet_status import TableHealth, fleet_status
+from airflow_delta_maintenance.fleet.status import TableHealth, fleet_status
+from airflow_delta_maintenance.maintenance.config.tables import (
+    CompactionConfig,
+    HealthConfig,
+    TableConfig,
+    parse_config,
+)
 from airflow_delta_maintenance.maintenance.operations.checkpoint import (
     plan_checkpoint,
     run_local_checkpoint,

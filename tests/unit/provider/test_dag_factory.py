@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow_delta_maintenance.dag_factory import build_maintenance_dag
+from airflow_delta_maintenance.dag_builders.maintenance_dag import build_maintenance_dag
 from airflow_delta_maintenance.maintenance.config.tables import parse_config
 
 

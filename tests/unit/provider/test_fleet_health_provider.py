@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from airflow_delta_maintenance.maintenance.fleet_history import read_last_success
-from airflow_delta_maintenance.notifiers.health import ALERTS_KEY, DeltaHealthNotifier
+from airflow_delta_maintenance.fleet.history import read_last_success
+from airflow_delta_maintenance.notifications.health import ALERTS_KEY, DeltaHealthNotifier
 
 ALERT = {"table": "orders", "table_uri": "s3://lake/orders", "figure": "pending_commits", "value": 30, "threshold": 10}
 
@@ -111,9 +111,9 @@ def test_listener_records_maintenance_task_successes_only(tmp_path: Path, monkey
 
 def test_fleet_opener_reads_each_connection_once_for_the_whole_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_delta_maintenance.demo.sample_table import create_actions
+    from airflow_delta_maintenance.fleet.status import fleet_status
     from airflow_delta_maintenance.hooks.coordinator import DeltaCoordinatorHook
     from airflow_delta_maintenance.maintenance.config.tables import parse_config
-    from airflow_delta_maintenance.maintenance.fleet_status import fleet_status
     from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
     from airflow_delta_maintenance.operators.fleet_report import ConfiguredTableOpener
 
@@ -163,7 +163,7 @@ def test_loading_the_plugin_in_a_task_process_stays_cheap() -> None:
 
 
 def test_fleet_dag_builds_without_reading_the_configuration(tmp_path: Path) -> None:
-    from airflow_delta_maintenance.fleet_dag import FLEET_DAG_ID, build_fleet_dag
+    from airflow_delta_maintenance.dag_builders.health_dag import FLEET_DAG_ID, build_fleet_dag
     from airflow_delta_maintenance.operators.fleet_report import DeltaFleetReportOperator
 
     notifier = DeltaHealthNotifier()

@@ -14,9 +14,9 @@ from airflow.sdk import Asset
 from airflow.sdk.execution_time.context import OutletEventAccessors
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_delta_maintenance.assets import published_log_asset, table_asset
+from airflow_delta_maintenance.assets.table import published_log_asset, table_asset
 from airflow_delta_maintenance.coordinators.local import LocalCoordinator
-from airflow_delta_maintenance.dag_factory import build_maintenance_dag
+from airflow_delta_maintenance.dag_builders.maintenance_dag import build_maintenance_dag
 from airflow_delta_maintenance.maintenance.config.tables import parse_config
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator
@@ -66,7 +66,7 @@ def test_schedule_watch_is_an_asset_watcher_over_the_event_trigger() -> None:
 def test_time_schedules_are_jittered_and_pools_follow_the_endpoint() -> None:
     dag = _dag("@hourly", pool="auto")
     assert dag.timetable.expression.split()[1:] == ["*", "*", "*", "*"]
-    from airflow_delta_maintenance.maintenance.fleet import minute_offset
+    from airflow_delta_maintenance.fleet.scheduling import minute_offset
 
     assert dag.timetable.expression.split()[0] == str(minute_offset("s3://lake/orders"))
     assert _dag("@hourly", jitter=False).timetable.expression == "0 * * * *"
@@ -227,7 +227,7 @@ def test_airflows_configured_dag_defaults_still_apply_though_read_once() -> None
 
     code = (
         "from airflow_delta_maintenance.maintenance.config.tables import parse_config\n"
-        "from airflow_delta_maintenance.dag_factory import build_maintenance_dag\n"
+        "from airflow_delta_maintenance.dag_builders.maintenance_dag import build_maintenance_dag\n"
         "t = parse_config({'defaults': {'coordinator': 'local:///c.db'}, 'tables': [{'name': 'x', 'uri': '/x'}, {'name': 'y', 'uri': '/y', 'schedule': '1d'}]})\n"
         "d, e = build_maintenance_dag(t[0]), build_maintenance_dag(t[1])\n"
         "print(d.max_active_tasks, d.max_consecutive_failed_dag_runs, type(d.timetable).__name__, type(e.timetable).__name__)\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_delta_maintenance.operators.compaction import DeltaLogCompactionOperator
+from airflow_delta_maintenance.operators.log_compaction import DeltaLogCompactionOperator
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_file
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.errors import PublishForkError
 from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator
-from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator
-from airflow_delta_maintenance.operators.compaction import DeltaLogCompactionOperator
+from airflow_delta_maintenance.operators.log_cleanup import DeltaLogCleanupOperator
+from airflow_delta_maintenance.operators.log_compaction import DeltaLogCompactionOperator
 from airflow_delta_maintenance.operators.publish import DeltaPublishCommitsOperator
 
 OPERATORS = [DeltaPublishCommitsOperator, DeltaCheckpointOperator, DeltaLogCompactionOperator, DeltaLogCleanupOperator]

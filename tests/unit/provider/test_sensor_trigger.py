@@ -19,7 +19,7 @@ from airflow.providers.common.compat.sdk import (
 from airflow.triggers.base import TriggerEvent
 
 from airflow_delta_maintenance.coordinators.errors import CoordinatorError, TableNotFoundError
-from airflow_delta_maintenance.dag_factory import build_maintenance_dag
+from airflow_delta_maintenance.dag_builders.maintenance_dag import build_maintenance_dag
 from airflow_delta_maintenance.maintenance.config.tables import parse_config
 from airflow_delta_maintenance.sensors.ratified_version import DeltaRatifiedVersionSensor
 from airflow_delta_maintenance.triggers.ratified_version import DeltaRatifiedVersionTrigger
@@ -186,7 +186,7 @@ def test_the_yaml_default_for_deferrable_is_airflows(coordinated_table: tuple[st
 
     importlib.reload(ratified_version)  # the default is read when the class is defined, as upstream operators do
     try:
-        from airflow_delta_maintenance import dag_factory
+        from airflow_delta_maintenance.dag_builders import maintenance_dag as dag_factory
 
         importlib.reload(dag_factory)
         config = {"defaults": {"coordinator": spec}, "tables": [{"name": "t", "uri": uri}, {"name": "u", "uri": uri, "sensor": {"deferrable": False}}]}

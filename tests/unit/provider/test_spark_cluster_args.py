@@ -218,7 +218,7 @@ def test_spark_compaction_operator_submits_one_job_per_window_and_verifies(coord
     """engine="spark" keeps the use case's gates and windows; a job that exits 0 without writing fails."""
     from airflow_delta_maintenance.deltalog.log_compaction.windows import write_compaction
     from airflow_delta_maintenance.deltalog.storage import open_table_storage
-    from airflow_delta_maintenance.operators.compaction import DeltaLogCompactionOperator
+    from airflow_delta_maintenance.operators.log_compaction import DeltaLogCompactionOperator
     from airflow_delta_maintenance.operators.publish import DeltaPublishCommitsOperator
 
     spec, uri = coordinated_table

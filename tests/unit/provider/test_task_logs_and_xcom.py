@@ -12,8 +12,8 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator
-from airflow_delta_maintenance.operators.cleanup import DeltaLogCleanupOperator
-from airflow_delta_maintenance.operators.compaction import DeltaLogCompactionOperator
+from airflow_delta_maintenance.operators.log_cleanup import DeltaLogCleanupOperator
+from airflow_delta_maintenance.operators.log_compaction import DeltaLogCompactionOperator
 from airflow_delta_maintenance.operators.publish import DeltaPublishCommitsOperator
 from airflow_delta_maintenance.sensors.ratified_version import DeltaRatifiedVersionSensor
 

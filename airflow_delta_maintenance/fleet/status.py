@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config.tables import HealthConfig, TableConfig
-from .operations.status import TableStatus, table_status
-from .table.maintained import MaintainedTable
+from ..maintenance.config.tables import HealthConfig, TableConfig
+from ..maintenance.operations.status import TableStatus, table_status
+from ..maintenance.table.maintained import MaintainedTable
 
 __all__ = ["MAINTENANCE_TASKS", "WATCHED", "TableHealth", "expected_tasks", "fleet_status", "measure_table"]
 

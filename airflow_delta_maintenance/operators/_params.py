@@ -14,7 +14,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from ._airflow_compat import AirflowFailException
+from ..version_compat import AirflowFailException
 
 __all__ = ["UNSET", "as_bool", "as_int", "as_version", "as_seconds", "as_days", "is_template"]
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .._coerce import as_bool, as_days
 from ..deltalog.cleanup.plan import retention_ms_from_days
 from ..maintenance.operations.log_cleanup import cleanup_report, run_metadata_cleanup
 from ._base import DeltaTableOperator, translate_errors
+from ._params import as_bool, as_days
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context

@@ -1,4 +1,4 @@
-"""The discovery DAG: one task that refreshes the fleet file (see ``maintenance.fleet_config``).
+"""The discovery DAG: one task that refreshes the fleet file (see ``fleet.config``).
 
 Building it does no I/O; the maintenance DAGs of the discovered tables are built by the DAG
 factory from the fleet file the task writes.
@@ -10,10 +10,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ._airflow_compat import DAG
-from .maintenance.config.tables import parse_schedule
-from .maintenance.fleet_config import DISCOVERY_DAG_ID, DiscoveryConfig
-from .operators.discovery import DeltaFleetDiscoveryOperator
+from ..fleet.config import DISCOVERY_DAG_ID, DiscoveryConfig
+from ..maintenance.config.tables import parse_schedule
+from ..operators.fleet_discovery import DeltaFleetDiscoveryOperator
+from ..version_compat import DAG
 
 __all__ = ["DISCOVERY_DAG_ID", "build_discovery_dag"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .maintenance.fleet_status import TableHealth
+from ..fleet.status import TableHealth
 
 __all__ = ["PREFIX", "TABLE_GAUGES", "emit_fleet_gauges", "gauge_values", "metric_table_name"]
 

@@ -11,7 +11,7 @@
 
 .. code-block:: python
 
-    from airflow_delta_maintenance.assets import table_asset
+    from airflow_delta_maintenance.assets.table import table_asset
 
     @task(outlets=[table_asset("s3://lake/orders")])
     def write_orders(): ...
@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from .maintenance.table.lineage import published_log_asset_uri, table_asset_uri
+from ..maintenance.table.lineage import published_log_asset_uri, table_asset_uri
 
 __all__ = ["table_asset", "published_log_asset", "PUBLISHED_LOG_GROUP"]
 

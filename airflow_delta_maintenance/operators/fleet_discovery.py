@@ -1,7 +1,7 @@
 """``DeltaFleetDiscoveryOperator``: run the YAML's discovery sources and write the fleet file.
 
 The task is where discovery talks to catalogs; DAG parsing only reads the file it writes
-(``maintenance.fleet_config``). A source's ``conn_id`` names a ``delta_coordinator`` connection
+(``fleet.config``). A source's ``conn_id`` names a ``delta_coordinator`` connection
 whose credentials are used (the Unity Catalog token in its password; AWS keys or ``aws_conn_id``
 for DynamoDB); without one the worker's environment is. The XCom is the summary (counts, skipped
 tables and why), never a credential.
@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._airflow_compat import BaseOperator
+from ..fleet.catalog_discovery import discover_fleet, write_fleet_file
+from ..fleet.config import parse_discovery
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..maintenance.config.tables import read_yaml
-from ..maintenance.fleet_config import parse_discovery
-from ..maintenance.fleet_discovery import discover_fleet, write_fleet_file
+from ..version_compat import BaseOperator
 from ._base import translate_errors
 
 __all__ = ["DeltaFleetDiscoveryOperator"]

@@ -37,9 +37,10 @@ from typing import Any
 
 from ..coordinators.dynamodb import DynamoDBCoordinator
 from ..coordinators.errors import TableNotFoundError
-from ..coordinators.uc_catalog import UCTableInfo, UnityCatalogBrowser
+from ..coordinators.unity_catalog_listing import UCTableInfo, UnityCatalogBrowser
 from ..deltalog.storage import normalize_table_uri
-from .fleet_config import (
+from ..maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
+from .config import (
     FLEET_FORMAT,
     DiscoveredTable,
     DiscoveryConfig,
@@ -47,7 +48,6 @@ from .fleet_config import (
     UnityCatalogSource,
     spec_with,
 )
-from .table.coordinator_client import UC_TOKEN_ENV, open_coordinator
 
 __all__ = ["DiscoveryResult", "SourceResult", "discover_fleet", "uri_from_hadoop_path", "write_fleet_file"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._airflow_compat import AirflowFailException
-from .._coerce import as_int
 from ..maintenance.operations.log_compaction import run_log_compaction
+from ..version_compat import AirflowFailException
 from ._base import DeltaTableOperator, translate_errors
+from ._params import as_int
 from ._spark import SparkEngineMixin
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ def report_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
         return Path(explicit)
     value = os.environ.get("DELTA_MAINTENANCE_REPORT_DIR")
     if not value:
-        from ._airflow_compat import conf
+        from ..version_compat import conf
 
         value = conf.get("delta_maintenance", "report_dir", fallback=None)
     if value:

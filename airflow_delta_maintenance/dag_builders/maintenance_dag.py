@@ -3,7 +3,7 @@
 Building a DAG does no I/O to tables or coordinators: everything is resolved inside the tasks.
 ``schedule: asset`` and ``schedule: watch`` DAGs run on the table's asset (a writer's outlet, or the
 ``AssetWatcher`` over ``DeltaRatifiedVersionWatchTrigger``) and have no sensor task; time schedules
-are jittered per table and tasks go to the table's pool (``maintenance.fleet``). Publish and
+are jittered per table and tasks go to the table's pool (``fleet.scheduling``). Publish and
 checkpoint emit events on the table's published-log asset (``assets``).
 Manual runs take Params (validated by JSON schema): ``dry_run``, ``force_checkpoint``,
 ``target_version`` and ``skip_wait``.
@@ -25,18 +25,18 @@ from typing import Any
 
 from airflow.sdk import AssetWatcher
 
-from ._airflow_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule, conf
-from .assets import published_log_asset, table_asset
-from .fleet_dags import DISCOVERY_DAG_ID, build_discovery_dag
-from .maintenance.config.tables import ConfigError, TableConfig, TableConfigError
-from .maintenance.fleet import jitter_cron, jitter_duration
-from .maintenance.fleet_config import load_fleet
-from .operators.checkpoint import DeltaCheckpointOperator
-from .operators.cleanup import DeltaLogCleanupOperator
-from .operators.compaction import DeltaLogCompactionOperator
-from .operators.publish import DeltaPublishCommitsOperator
-from .sensors.ratified_version import DeltaRatifiedVersionSensor
-from .triggers.ratified_version import DeltaRatifiedVersionWatchTrigger
+from ..assets.table import published_log_asset, table_asset
+from ..fleet.config import load_fleet
+from ..fleet.scheduling import jitter_cron, jitter_duration
+from ..maintenance.config.tables import ConfigError, TableConfig, TableConfigError
+from ..operators.checkpoint import DeltaCheckpointOperator
+from ..operators.log_cleanup import DeltaLogCleanupOperator
+from ..operators.log_compaction import DeltaLogCompactionOperator
+from ..operators.publish import DeltaPublishCommitsOperator
+from ..sensors.ratified_version import DeltaRatifiedVersionSensor
+from ..triggers.ratified_version import DeltaRatifiedVersionWatchTrigger
+from ..version_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule, conf
+from .discovery_dag import DISCOVERY_DAG_ID, build_discovery_dag
 
 __all__ = ["build_maintenance_dag", "build_invalid_table_dag", "build_dags"]
 
@@ -129,7 +129,7 @@ def _create_cron_data_intervals() -> bool:
 
 def _schedule(table: TableConfig, start_date: Any) -> tuple[Any, Any]:
     """(DAG schedule, start date): the table's asset, its watcher's asset, or a time schedule with
-    the table's jitter (``maintenance.fleet``)."""
+    the table's jitter (``fleet.scheduling``)."""
     kind = table.schedule_kind
     if kind == "asset":
         return table_asset(table.uri), start_date

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config.tables import HealthConfig
-from .fleet_status import WATCHED, TableHealth
+from ..maintenance.config.tables import HealthConfig
+from .status import WATCHED, TableHealth
 
 __all__ = [
     "HISTORY_FILE",

@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover - older Airflow 3 releases keep it in core
     from airflow.notifications.basenotifier import BaseNotifier  # type: ignore[no-redef,import-not-found]  # gone in 3.3
 
-from .._airflow_compat import BaseHook
+from ..version_compat import BaseHook
 
 __all__ = ["ALERTS_KEY", "DeltaHealthNotifier", "alert_text"]
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .fleet_history import (
+from ..maintenance.operations.summary import human_bytes
+from .history import (
     DEFAULT_MAX_SAMPLES,
     REPORT_HTML,
     REPORT_JSON,
@@ -22,8 +23,7 @@ from .fleet_history import (
     history_sample,
     read_history,
 )
-from .fleet_status import TableHealth
-from .operations.summary import human_bytes
+from .status import TableHealth
 
 __all__ = ["PublishedReport", "publish_fleet_report", "render_html", "report_document"]
 

@@ -57,7 +57,7 @@ from urllib.parse import urlencode, urlsplit
 from ..coordinators.errors import InvalidCoordinatorSpecError
 from ..coordinators.registry import parse_coordinator_spec
 from ..deltalog.storage import normalize_table_uri
-from .config.tables import (
+from ..maintenance.config.tables import (
     ConfigError,
     TableConfig,
     TableConfigError,

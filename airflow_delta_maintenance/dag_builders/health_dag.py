@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._airflow_compat import DAG
-from .operators.fleet_report import DeltaFleetReportOperator
+from ..operators.fleet_report import DeltaFleetReportOperator
+from ..version_compat import DAG
 
 __all__ = ["FLEET_DAG_ID", "build_fleet_dag"]
 
