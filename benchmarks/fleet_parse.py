@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import PYTHON, ROOT, load1, run_measured
 
-DAG_FILE = os.path.join(ROOT, "airflow_delta_maintenance", "example_dags", "delta_maintenance.py")
+DAG_FILE = os.path.join(ROOT, "dags", "delta_maintenance.py")
 
 PARSE = r"""
 import json, os, sys, time

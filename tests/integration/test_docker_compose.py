@@ -27,6 +27,11 @@ def test_compose_config_passes() -> None:
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
     assert {"api-server", "scheduler", "dag-processor", "triggerer", "spark-master", "spark-worker", "s3", "dynamodb"} <= set(services)
+    for name in ("api-server", "scheduler", "dag-processor", "triggerer"):  # the repository's dags/ is their DAGs folder
+        service = services[name]
+        folder = service["environment"]["AIRFLOW__CORE__DAGS_FOLDER"]
+        mounts = [(v["source"], v["target"]) if isinstance(v, dict) else tuple(v.split(":")[:2]) for v in service["volumes"]]  # long or short syntax
+        assert (str(DOCKER.parent / "dags"), folder) in mounts, (name, mounts)
 
 
 def test_published_ports_are_loopback_only_and_the_example_config_is_valid() -> None:

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,12 +34,19 @@ def copy_repo(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A throwaway venv with the wheel installed; returns its bin directory."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from a copy of the repository."""
     root = tmp_path_factory.mktemp("wheel")
     source = copy_repo(root / "source")  # the build must not write into the worktree
     run([UV, "build", "--wheel", "-q", "-o", str(root / "dist"), str(source)])
-    (wheel,) = (root / "dist").glob("airflow_delta_maintenance-*.whl")
+    (built,) = (root / "dist").glob("airflow_delta_maintenance-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path) -> Path:
+    """A throwaway venv with the wheel installed; returns its bin directory."""
+    root = wheel.parent.parent
     venv = root / "venv"
     run([UV, "venv", "-q", str(venv), "--python", sys.executable])
     run([UV, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--offline", "-c", str(REPO / "requirements" / "dev.lock"), f"{wheel}[spark]"])
@@ -58,10 +66,25 @@ def test_the_spark_extra_installs_no_pyspark_next_to_pyspark_client(installed: P
     assert "pyspark-client" in names and "pyspark" not in names, sorted(n for n in names if "spark" in n)
 
 
+def test_the_wheel_ships_the_top_level_dags_folder_as_it_is(wheel: Path) -> None:
+    """dags/ is the one copy of the deployable DAG files: the wheel holds exactly its files, byte
+    for byte, as the package ``airflow_delta_maintenance.example_dags``; nothing else of the
+    repository's top level (tests, docker, benchmarks) is in it."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        shipped = {n.removeprefix("airflow_delta_maintenance/example_dags/"): zf.read(n) for n in names if n.startswith("airflow_delta_maintenance/example_dags/")}
+    ours = {p.name: p.read_bytes() for p in (REPO / "dags").iterdir() if p.is_file()}
+    assert shipped == ours, sorted(shipped)
+    assert {"delta_maintenance.py", "delta_fleet_health.py", "tables.yaml"} <= set(ours)
+    assert not [n for n in names if n.split("/")[0] in ("dags", "tests", "docker", "benchmarks")], names
+
+
 def test_init_dags_and_validate_config_from_the_wheel(installed: Path, tmp_path: Path) -> None:
     env = clean_env(installed, tmp_path)
     out = run([str(installed / "delta-maintenance"), "init-dags", str(tmp_path / "dags")], env=env, cwd=tmp_path)
     assert sorted(p.name for p in (tmp_path / "dags").iterdir()) == ["delta_maintenance.py", "tables.yaml"], out.stdout
+    for name in ("delta_maintenance.py", "tables.yaml"):  # the files of the repository's dags/, from the installed wheel
+        assert (tmp_path / "dags" / name).read_bytes() == (REPO / "dags" / name).read_bytes(), name
     run([str(installed / "delta-maintenance"), "validate-config", str(tmp_path / "dags" / "tables.yaml")], env=env, cwd=tmp_path)
     again = subprocess.run([str(installed / "delta-maintenance"), "init-dags", str(tmp_path / "dags")], env=env, capture_output=True, text=True)
     assert again.returncode == 2 and "already exist" in again.stderr, "never overwrites without --force"

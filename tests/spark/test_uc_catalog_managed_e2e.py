@@ -86,8 +86,8 @@ def rows_at(spark: Any, name: str, version: int) -> list[tuple[Any, ...]]:
 
 def run_dag(home: Path, config: Path, token: str) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(REPO / "airflow_delta_maintenance" / "example_dags" / "delta_maintenance.py"), json.dumps({})],
-        env=airflow_env(home, REPO / "airflow_delta_maintenance" / "example_dags", DELTA_MAINTENANCE_CONFIG=str(config), **{UC_TOKEN_ENV: token}),
+        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(REPO / "dags" / "delta_maintenance.py"), json.dumps({})],
+        env=airflow_env(home, REPO / "dags", DELTA_MAINTENANCE_CONFIG=str(config), **{UC_TOKEN_ENV: token}),
         capture_output=True, text=True, timeout=600,
     )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLE_DAGS = REPO / "airflow_delta_maintenance" / "example_dags"  # what `delta-maintenance init-dags` copies
+EXAMPLE_DAGS = REPO / "dags"  # the deployable DAG files: what the wheel ships and `delta-maintenance init-dags` copies
 
 
 def airflow_env(home: Path, dags: Path, **extra: str) -> dict[str, str]:

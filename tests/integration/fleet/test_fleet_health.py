@@ -44,7 +44,7 @@ from .fleet import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
-EXAMPLE_DAGS = REPO / "airflow_delta_maintenance" / "example_dags"
+EXAMPLE_DAGS = REPO / "dags"
 ARTIFACTS = REPO / "test-artifacts"
 
 
