@@ -12,8 +12,9 @@ its minute for as long as its URI does not change.
   Airflow runs a duration schedule relative to when the DAG was first seen, so 1,000 tables
   deployed together would otherwise run together forever. Other durations are left as they are.
 - **Pools.** ``pool: auto`` puts every task of a table in the pool of its coordinator endpoint
-  (``delta_coordinator__<endpoint>``), so the tables sharing a DynamoDB table or a UC server share
-  its concurrency budget; ``delta-maintenance pools tables.yaml`` prints or creates them.
+  (``delta_coordinator__<endpoint>``, ``maintenance.config.endpoint``), so the tables sharing a
+  DynamoDB table or a UC server share its concurrency budget; ``delta-maintenance pools
+  tables.yaml`` prints or creates them (``pools_for``).
 """
 
 from __future__ import annotations
@@ -22,23 +23,16 @@ import hashlib
 import re
 from collections.abc import Iterable
 from datetime import timedelta
-from urllib.parse import urlsplit
 
-from ..coordinators.errors import InvalidCoordinatorSpecError
-from ..coordinators.registry import AUTO, parse_coordinator_spec
 from ..deltalog.storage import normalize_table_uri
 
 __all__ = [
-    "POOL_PREFIX",
     "minute_offset",
     "jitter_cron",
     "jitter_start_offset",
     "jitter_duration",
-    "coordinator_endpoint",
-    "pool_name_for_endpoint",
+    "pools_for",
 ]
-
-POOL_PREFIX = "delta_coordinator__"
 
 # Airflow's cron presets, spelled out so that their minute can move.
 _PRESET_CRON = {
@@ -110,33 +104,6 @@ def jitter_start_offset(interval: timedelta, table_uri: str) -> timedelta:
     if seconds <= 1:
         return timedelta(0)
     return timedelta(seconds=(_digest(table_uri) % 3600) % seconds)
-
-
-def coordinator_endpoint(coordinator: str | None, coordinator_conn_id: str | None) -> str:
-    """What a fleet's coordinator calls contend on: a DynamoDB table in a region, a UC server, an
-    embedded database, or a coordinator connection (whose spec is only known at run time)."""
-    if coordinator is None or coordinator.strip().lower() == AUTO:
-        return f"conn:{coordinator_conn_id}" if coordinator_conn_id else "auto"
-    try:
-        spec = parse_coordinator_spec(coordinator)
-    except InvalidCoordinatorSpecError:
-        return "invalid"
-    if spec.kind == "dynamodb":
-        endpoint = spec.params.get("endpoint")
-        where = urlsplit(endpoint).netloc if endpoint else spec.params.get("region", "")
-        return f"dynamodb:{where}:{spec.target}"
-    if spec.kind == "unity-catalog":
-        return f"uc:{spec.target}"
-    return f"local:{spec.target}"
-
-
-def pool_name_for_endpoint(endpoint: str) -> str:
-    """A pool name Airflow accepts everywhere (letters, digits, ``_.-``), unique per endpoint: a
-    long endpoint keeps a readable prefix and a digest of the whole."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", endpoint).strip("_")
-    if len(slug) > 80:
-        slug = slug[:60] + "_" + hashlib.sha256(endpoint.encode()).hexdigest()[:12]
-    return POOL_PREFIX + slug
 
 
 def pools_for(entries: Iterable[tuple[str, int]]) -> dict[str, int]:

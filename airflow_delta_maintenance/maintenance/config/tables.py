@@ -188,7 +188,7 @@ class TableConfig:
 
     @property
     def coordinator_endpoint(self) -> str:
-        from ...fleet.scheduling import coordinator_endpoint
+        from .endpoint import coordinator_endpoint
 
         return coordinator_endpoint(self.coordinator, self.coordinator_conn_id)
 
@@ -197,7 +197,7 @@ class TableConfig:
         """The Airflow pool of the table's tasks: ``pool: auto`` → its coordinator endpoint's."""
         if self.pool != POOL_AUTO:
             return self.pool
-        from ...fleet.scheduling import pool_name_for_endpoint
+        from .endpoint import pool_name_for_endpoint
 
         return pool_name_for_endpoint(self.coordinator_endpoint)
 
@@ -215,7 +215,7 @@ class TableConfigError:
 # Airflow's schedule presets (airflow.utils.dates / timetables), checked without importing Airflow
 SCHEDULE_ASSET = "asset"  # run when a task emits the table's asset (a writer DAG's outlet)
 SCHEDULE_WATCH = "watch"  # run when the AssetWatcher over the ratified-version trigger fires
-POOL_AUTO = "auto"  # pool: the table's coordinator endpoint's (maintenance.fleet)
+POOL_AUTO = "auto"  # pool: the table's coordinator endpoint's (config.endpoint)
 _PRESETS = {"@once", "@continuous", "@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually"}
 _DURATION = re.compile(r"^\s*(\d+)\s*(s|m|h|d)\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_delta_maintenance.demo.sample_table import add_action_for, data_batch
-from airflow_delta_maintenance.fleet.scheduling import pool_name_for_endpoint
+from airflow_delta_maintenance.maintenance.config.endpoint import pool_name_for_endpoint
 from airflow_delta_maintenance.maintenance.table.maintained import opened_table
 from tests.integration.ui.conftest import Deployment
 
