@@ -1,6 +1,8 @@
 """Serialising a proposed commit: NDJSON with ``commitInfo`` first carrying the in-commit timestamp.
 
 Shared by the three clients so that every coordinator writes the same bytes for the same actions.
+A new coordinated table's ``protocol`` action is upgraded to table features here too
+(``upgrade_protocol``).
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .base import LogFileWriter, LogFileWriterFactory, RatifiedCommit
@@ -24,6 +26,7 @@ __all__ = [
     "publish_version_zero",
     "STAGED_DIR",
     "LEGACY_STAGED_DIR",
+    "upgrade_protocol",
 ]
 
 STAGED_DIR = "_staged_commits"
@@ -108,3 +111,22 @@ def publish_version_zero(writer: LogFileWriter, uri: str, actions: Sequence[Mapp
     except FileExistsError:
         raise CommitConflictError(f"{uri}: {published_name(0)} already exists", version=0, retryable=False) from None
     return RatifiedCommit(0, ict, written.file_name, written.size, written.modification_time)
+
+
+# --- a new table's protocol, upgraded to table features (reader 3 / writer 7) ----------------------
+# Coordinated and catalog-managed tables need named features (``coordinatedCommits-preview``,
+# ``catalogManaged``, ``inCommitTimestamp``, …), which only exist from reader 3 / writer 7; the
+# features implied by the legacy versions must then be listed explicitly (PROTOCOL "Table Features").
+
+_IMPLIED_WRITER = ((2, "appendOnly"), (2, "invariants"), (3, "checkConstraints"), (4, "changeDataFeed"),
+                   (4, "generatedColumns"), (5, "columnMapping"), (6, "identityColumns"))
+
+
+def upgrade_protocol(protocol: Mapping[str, Any], reader_features: Iterable[str], writer_features: Iterable[str]) -> dict[str, Any]:
+    """``protocol`` at (3, 7) with the given features added (reader features are also writer features)."""
+    reader_v, writer_v = int(protocol.get("minReaderVersion", 1)), int(protocol.get("minWriterVersion", 2))
+    implied_w = [f for v, f in _IMPLIED_WRITER if writer_v < 7 and writer_v >= v]
+    implied_r = ["columnMapping"] if reader_v == 2 else []
+    readers = set(protocol.get("readerFeatures") or []) | set(implied_r) | set(reader_features)
+    writers = set(protocol.get("writerFeatures") or []) | set(implied_w) | set(writer_features) | readers
+    return {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": sorted(readers), "writerFeatures": sorted(writers)}

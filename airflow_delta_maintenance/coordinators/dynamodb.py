@@ -41,7 +41,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._protocol import upgrade_protocol
 from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
 from .commit_file import (
     commit_bytes,
@@ -49,6 +48,7 @@ from .commit_file import (
     previous_in_commit_timestamp,
     publish_version_zero,
     staged_name,
+    upgrade_protocol,
     writer_for,
 )
 from .errors import CommitConflictError, CoordinatorError, TableNotFoundError

@@ -42,7 +42,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._protocol import upgrade_protocol
 from ._uc_http import HttpConflict, HttpUnknown, UCTransport
 from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
 from .commit_file import (
@@ -52,6 +51,7 @@ from .commit_file import (
     publish_version_zero,
     published_name,
     staged_name,
+    upgrade_protocol,
     writer_for,
 )
 from .errors import CommitConflictError, CommitLimitReachedError, CoordinatorError, TableNotFoundError

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from airflow_delta_maintenance.coordinators._protocol import upgrade_protocol
 from airflow_delta_maintenance.coordinators.base import WrittenFile
 from airflow_delta_maintenance.coordinators.commit_file import (
     commit_bytes,
     next_in_commit_timestamp,
     previous_in_commit_timestamp,
     staged_name,
+    upgrade_protocol,
 )
 
 
