@@ -21,8 +21,9 @@ from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
+from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table, load_ratified_snapshot
+from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -36,8 +36,9 @@ from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_file
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import normalize_table_uri, open_table_storage
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
+from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table, load_ratified_snapshot
+from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 from tests._infra.uc_oss import OSSServer, OSSServers
 from tests.integration.airflow_runs.conftest import REPO, airflow_env, airflow_home  # noqa: F401 - fixture
 

@@ -11,7 +11,8 @@ from ...deltalog.log_segment.listing import CheckpointGroup, LogSegmentFiles
 from ...deltalog.model.features import check_write_supported
 from ...deltalog.model.paths import LogFileType
 from ...deltalog.replay.snapshot import load_snapshot
-from ..table.maintained import CatalogView, MaintainedTable, ratified_state
+from ..table.catalog_view import CatalogView, ratified_state
+from ..table.maintained import MaintainedTable
 from .summary import JSONValue, Progress, TaskReport, human_bytes
 
 __all__ = [

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..table.maintained import MaintainedTable, load_ratified_snapshot
+from ..table.catalog_view import load_ratified_snapshot
+from ..table.maintained import MaintainedTable
 
 __all__ = ["InspectResult", "inspect_table"]
 

@@ -6,7 +6,8 @@ from ...deltalog.cleanup.plan import CleanupPlan, CleanupResult, check_cleanup_c
 from ...deltalog.log_segment.listing import LogSegmentFiles, list_log_files
 from ...deltalog.model.table_properties import DAY_MS
 from ..errors import MaintenanceError
-from ..table.maintained import MaintainedTable, ratified_state
+from ..table.catalog_view import ratified_state
+from ..table.maintained import MaintainedTable
 from .summary import JSONValue, Progress, TaskReport, human_bytes, iso_utc
 
 __all__ = ["RetentionTooShortError", "run_metadata_cleanup", "cleanup_report"]

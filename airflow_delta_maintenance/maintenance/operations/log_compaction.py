@@ -10,7 +10,8 @@ from typing import Any
 from ...deltalog.errors import UnpublishedVersionError
 from ...deltalog.log_compaction.windows import CompactionResult, plan_compaction_windows, write_compaction
 from ...deltalog.model.features import check_write_supported
-from ..table.maintained import CatalogView, MaintainedTable, ratified_state
+from ..table.catalog_view import CatalogView, ratified_state
+from ..table.maintained import MaintainedTable
 from .summary import JSONValue, TaskReport, human_bytes, version_range
 
 __all__ = ["CompactionRunResult", "run_log_compaction", "check_compaction_window", "compact_window"]

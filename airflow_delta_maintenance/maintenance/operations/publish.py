@@ -18,7 +18,8 @@ from ...deltalog.log_segment.listing import list_log_files
 from ...deltalog.model.paths import commit_name
 from ...deltalog.storage import LogStore
 from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
-from ..table.maintained import CatalogView, MaintainedTable
+from ..table.catalog_view import CatalogView
+from ..table.maintained import MaintainedTable
 from ..table.staged_commits import StagedListing, is_staged_commit, list_staged, read_ratified_commit
 from .summary import JSONValue, TaskReport, human_bytes, version_range
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from ...deltalog.cleanup.plan import plan_log_cleanup
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR
-from ..table.maintained import CatalogView, MaintainedTable, ratified_state
+from ..table.catalog_view import CatalogView, ratified_state
+from ..table.maintained import MaintainedTable
 from ..table.staged_commits import StagedListing, list_staged
 
 __all__ = ["TableStatus", "VersionsReport", "catalog_versions", "coordinator_problems", "table_status"]

@@ -285,7 +285,7 @@ def test_the_identity_read_serves_the_ratified_state_when_nothing_is_pending(
     again (two reads of every task's table); with nothing pending one read serves both. A pending
     commit, or a listing that changed, still gets its own read."""
     from airflow_delta_maintenance.deltalog.replay.table_state import load_table_state
-    from airflow_delta_maintenance.maintenance.table import maintained as table_module
+    from airflow_delta_maintenance.maintenance.table import catalog_view, maintained as table_module
 
     spec, uri = table
     assert run(capsys, "publish", uri, "--coordinator", spec)[0] == 0
@@ -296,15 +296,16 @@ def test_the_identity_read_serves_the_ratified_state_when_nothing_is_pending(
         reads.append(args[2] if len(args) > 2 else kwargs.get("version"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(table_module, "read_table_state", counting)
+    monkeypatch.setattr(table_module, "read_table_state", counting)  # the identity's read
+    monkeypatch.setattr(catalog_view, "read_table_state", counting)  # the view's
     with table_module.open_table(uri, coordinator=spec) as t:
-        state = table_module.ratified_state(t, t.catalog_view(), now_ms=123)
+        state = catalog_view.ratified_state(t, t.catalog_view(), now_ms=123)
         fresh = load_table_state(uri)
         assert len(reads) == 1
         assert (state.version, state.protocol, state.metadata, state.timestamp, state.now_ms) == (
             fresh.version, fresh.protocol, fresh.metadata, fresh.timestamp, 123
         )
         ratify_property(spec, uri, 6, "delta.logRetentionDuration", "interval 90 days")  # pending now
-        pending = table_module.ratified_state(t, t.catalog_view())
+        pending = catalog_view.ratified_state(t, t.catalog_view())
         assert len(reads) == 2 and pending.version == 6
         assert pending.properties.log_retention_ms == 90 * DAY_MS

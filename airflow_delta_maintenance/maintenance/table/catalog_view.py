@@ -1,0 +1,208 @@
+"""The catalog's view of a table, and the table's latest ratified state.
+
+``MaintainedTable.catalog_view()`` is what every operation acts on: one coordinator call, then one
+LIST (in that order: a version the coordinator no longer tracks was reported after its file was
+durable, so the listing that follows sees it). Log files above the catalog's latest ratified
+version are dropped from the view with a warning naming them — nothing above the catalog's head is
+ever acted on — and ``published_version`` is the highest version v such that v and every earlier
+version are durably published. ``ratified_state`` reads protocol, metadata and properties from the
+published files plus the verified pending commits: gates never come from a stale snapshot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...coordinators.base import RatifiedCommit
+from ...deltalog.errors import DeltaLogError
+from ...deltalog.log_segment.listing import LogSegmentFiles
+from ...deltalog.log_segment.segment import CatalogCommit, build_log_segment
+from ...deltalog.replay.table_state import TableState, load_table_state
+from ...deltalog.storage import LogStore
+from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError
+from .coordinator_discovery import read_table_coordination
+from .staged_commits import list_staged, read_ratified_commit
+
+if TYPE_CHECKING:
+    from ...deltalog.replay.snapshot import Snapshot
+    from .maintained import MaintainedTable
+
+__all__ = [
+    "CatalogView",
+    "durable_prefix",
+    "cap_listing",
+    "read_table_state",
+    "ratified_state",
+    "check_view_coordination",
+    "load_ratified_snapshot",
+]
+
+
+def read_table_state(
+    store: LogStore,
+    files: LogSegmentFiles,
+    version: int | None = None,
+    *,
+    catalog_commits: tuple[Any, ...] = (),
+    latest_ratified_version: int | None = None,
+    now_ms: int | None = None,
+) -> TableState:
+    """Protocol, metadata and properties of ``version`` without replaying file actions (the one
+    place identity and gates read them): the worker's cost does not grow with the table."""
+    return load_table_state(
+        store, version, files=files, catalog_commits=catalog_commits, latest_ratified_version=latest_ratified_version, now_ms=now_ms
+    )
+
+
+def cap_listing(files: LogSegmentFiles, head: int | None) -> tuple[LogSegmentFiles, tuple[str, ...]]:
+    """The listing without files above ``head`` (None: no cap), and the names dropped."""
+    if head is None:
+        return files, ()
+    above = [f.name for f in (*files.commits, *files.checkpoints, *files.crcs) if f.version > head]
+    above += [c.name for c in files.compactions if c.end_version > head]
+    if not above:
+        return files, ()
+    capped = LogSegmentFiles(
+        commits=tuple(c for c in files.commits if c.version <= head),
+        checkpoints=tuple(c for c in files.checkpoints if c.version <= head),
+        compactions=tuple(c for c in files.compactions if c.end_version <= head),
+        crcs=tuple(c for c in files.crcs if c.version <= head),
+        last_checkpoint=files.last_checkpoint,
+        hidden=files.hidden,
+    )
+    return capped, tuple(sorted(above))
+
+
+def durable_prefix(files: LogSegmentFiles) -> int:
+    """Highest v such that v and every earlier version are durably published: the newest complete
+    checkpoint covers everything up to it, then consecutive commit files extend it."""
+    complete = files.complete_checkpoints()
+    v = complete[-1].version if complete else -1
+    versions = {c.version for c in files.commits}
+    while v + 1 in versions:
+        v += 1
+    return v
+
+
+@dataclass(frozen=True)
+class CatalogView:
+    """The table as its catalog sees it, at one moment (see the module docstring)."""
+
+    table_uri: str
+    files: LogSegmentFiles  # the listing, without files above the catalog's head
+    latest_ratified_version: int  # the catalog's head (the published log's when nothing is coordinated)
+    tracked: tuple[RatifiedCommit, ...]  # commits the coordinator still tracks, ≤ the head, ascending
+    published_version: int  # v and every earlier version durably published, ≤ the head
+    ignored_files: tuple[str, ...] = ()  # log files above the head: never acted on
+    coordinated: bool = False
+    reported_latest: int = -1  # the coordinator's raw latest_table_version (-1: nothing ratified)
+    tracked_above_head: tuple[int, ...] = ()  # commits the coordinator tracks above its own head (inconsistent)
+
+    @property
+    def pending(self) -> tuple[RatifiedCommit, ...]:
+        """Ratified commits not yet durably published."""
+        return tuple(c for c in self.tracked if c.version > self.published_version)
+
+    @property
+    def released_version(self) -> int:
+        """Published, and no longer tracked by the coordinator: staged files at or below it are
+        needed by no reader (a tracked commit is still read from its staged file by some clients)."""
+        return min(self.published_version, self.tracked[0].version - 1) if self.tracked else self.published_version
+
+    @property
+    def head(self) -> int | None:
+        """The cap on versions: the catalog's latest ratified version, None when nothing is ratified."""
+        return self.reported_latest if self.reported_latest >= 0 else None
+
+    def recap(self, files: LogSegmentFiles) -> LogSegmentFiles:
+        """A fresh listing under the same cap (re-validation right before deleting)."""
+        return cap_listing(files, self.head)[0]
+
+
+def check_view_coordination(table: MaintainedTable, view: CatalogView, state: TableState) -> None:
+    """Files above the head were read when the identity was built: the ratified state must declare
+    the same coordinator, or the identity came from a rogue file."""
+    if not view.ignored_files or table.coordinator is None:
+        return
+    again = read_table_coordination(state.protocol, state.metadata.configuration, table.uri)
+    if again != table.coordination:
+        raise CoordinatorMismatchError(
+            f"{table.uri}: log files above the catalog's latest ratified version ({', '.join(view.ignored_files[:3])}) "
+            f"declare {table.coordination.describe()}, but the ratified table declares {again.describe()}"
+        )
+
+
+def _verified_tail(table: MaintainedTable, view: CatalogView) -> tuple[CatalogCommit, ...]:
+    """The pending commits, each verified (``read_ratified_commit``) and carried inline."""
+    pending = view.pending
+    reachable = max(view.published_version, pending[-1].version if pending else -1)
+    if view.coordinated and pending and any(c.version != view.published_version + 1 + i for i, c in enumerate(pending)):
+        raise InconsistentCoordinatorError(
+            f"{table.uri}: the coordinator's unpublished commits {[c.version for c in pending][:10]} do not follow the "
+            f"published version {view.published_version} contiguously",
+            version=view.published_version + 1,
+        )
+    if view.coordinated and reachable < view.latest_ratified_version:
+        raise InconsistentCoordinatorError(
+            f"{table.uri}: the catalog's latest ratified version is {view.latest_ratified_version}, but only versions up to "
+            f"{reachable} are published or pending; nothing is acted on until the coordinator is consistent",
+            version=reachable + 1,
+        )
+    listing = list_staged(table.store) if any(c.inline_content is None for c in pending) else None
+    return tuple(
+        CatalogCommit(
+            version=c.version,
+            file_name=c.file_name,
+            inline_content=read_ratified_commit(table.store, c, listing),
+            timestamp=c.commit_timestamp,
+            size=c.file_size,
+            modification_time=c.file_modification_time,
+        )
+        for c in pending
+    )
+
+
+def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | None = None) -> TableState:
+    """The table's latest *ratified* state (published files plus the verified pending commits):
+    gates, retention and protocol come from here, never from a stale published snapshot."""
+    tail = _verified_tail(table, view)
+    state = _identity_state_if_same(table, view, tail, now_ms) or read_table_state(
+        table.store, view.files, view.latest_ratified_version, catalog_commits=tail,
+        latest_ratified_version=view.head, now_ms=now_ms,
+    )
+    check_view_coordination(table, view, state)
+    return state
+
+
+def _identity_state_if_same(
+    table: MaintainedTable, view: CatalogView, tail: Sequence[CatalogCommit], now_ms: int | None
+) -> TableState | None:
+    """The identity's protocol/metadata read, when the view's state is read from exactly the same
+    files: no pending commit, the same version, and the same checkpoint and commits by name, size
+    and modification time (log files are never rewritten in place; a changed one is read again)."""
+    cached = table.identity_state
+    if cached is None or tail or cached.version != view.latest_ratified_version:
+        return None
+    try:
+        segment = build_log_segment(view.files, view.latest_ratified_version, latest_ratified_version=view.head, table=table.store.uri)
+    except DeltaLogError:
+        return None  # the full read raises it, with its own message
+    if segment.checkpoint != cached.segment.checkpoint or segment.deltas != cached.segment.deltas:
+        return None
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return dataclasses.replace(cached, segment=segment, now_ms=now)
+
+
+def load_ratified_snapshot(table: MaintainedTable, version: int | None = None) -> Snapshot:
+    """The table at ``version`` (default: the latest ratified) as its catalog sees it, with its files."""
+    from ...deltalog.replay.snapshot import load_snapshot  # the replay machinery: only callers that need files pay for it
+
+    view = table.catalog_view()
+    return load_snapshot(
+        table.store, view.latest_ratified_version if version is None else version, files=view.files,
+        catalog_commits=_verified_tail(table, view), latest_ratified_version=view.head,
+    )
