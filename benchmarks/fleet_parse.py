@@ -32,6 +32,8 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import PYTHON, ROOT, load1, run_measured
 
+sys.path.insert(0, ROOT)  # tests.helpers
+
 DAG_FILE = os.path.join(ROOT, "dags", "delta_maintenance.py")
 
 PARSE = r"""
@@ -103,8 +105,8 @@ def make_tables(root: Path, n: int) -> tuple[str, list[str]]:
 
 async def _watch(spec: str, uris: list[str], poll: float, window: float, calls_per_second: float | None) -> int:
     from airflow_delta_maintenance.coordinators.local import LocalCoordinator
-    from airflow_delta_maintenance.fleet.rate_limit import reset_buckets
     from airflow_delta_maintenance.triggers.ratified_version import DeltaRatifiedVersionWatchTrigger
+    from tests.helpers.rate_limit import reset_buckets
 
     reset_buckets()
     count = [0]

@@ -21,11 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: tests.helpers
+
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
+from tests.helpers.tables import bind_table
 
 
 class Counting:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["TokenBucket", "bucket_for", "reset_buckets"]
+__all__ = ["TokenBucket", "bucket_for"]
 
 
 @dataclass
@@ -75,7 +75,3 @@ def bucket_for(endpoint: str, calls_per_second: float | None, burst: float | Non
         return bucket
 
 
-def reset_buckets() -> None:
-    """Forget every bucket (tests)."""
-    with _REGISTRY_LOCK:
-        _BUCKETS.clear()

@@ -15,8 +15,8 @@ from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.spark.submit import checkpoint_job, run_spark_submit, verify_checkpoint
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 from tests._infra.races import race_put_if_absent
+from tests.helpers.tables import bind_table
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from airflow_delta_maintenance.demo.sample_table import add_action_for, create_a
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
+from tests.helpers.tables import bind_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 

@@ -38,8 +38,8 @@ from airflow_delta_maintenance.deltalog.storage import normalize_table_uri, open
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 from tests._infra.uc_oss import OSSServer, OSSServers
+from tests.helpers.tables import bind_table
 from tests.integration.airflow_runs.conftest import REPO, airflow_env, airflow_home  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

@@ -31,7 +31,7 @@ from ..replay.table_state import load_table_state
 from ..storage import LogStore
 from .lines import winning_lines
 
-__all__ = ["check_compaction_supported", "compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "compaction_actions", "write_compaction"]
+__all__ = ["check_compaction_supported", "compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "write_compaction"]
 
 
 @dataclass(frozen=True)
@@ -122,17 +122,6 @@ def compaction_head(
     for dm in sorted(domains, key=lambda d: d.domain):
         lines.append(json.dumps({"domainMetadata": dm.to_dict()}, separators=(",", ":")))
     return "".join(line + "\n" for line in lines).encode("utf-8")
-
-
-@uses_log_operation_memory
-def compaction_actions(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> bytes:
-    """The NDJSON content of the compaction of published commits ``[start, end]``.
-
-    File actions are the winning lines exactly as the commits wrote them (every field, even ones
-    this library does not know, survives), in log order; non-file actions are re-serialised.
-    """
-    head, deltas, wanted = _compaction_plan(store, files, start, end)
-    return b"".join([head, *(bytes(chunk) for chunk in winning_lines(store, deltas, wanted))])
 
 
 @uses_log_operation_memory

@@ -10,8 +10,7 @@ Its ``catalog_view()`` is what every operation acts on (``catalog_view.py``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +26,6 @@ from .coordinator_discovery import TableCoordination, read_table_coordination, r
 __all__ = [
     "MaintainedTable",
     "open_table",
-    "opened_table",
-    "bind_table",
     "restore_table",
 ]
 
@@ -142,18 +139,6 @@ def restore_table(
     return MaintainedTable(store.uri, store, client, coordinator_spec, TableCoordination(table_conf=dict(table_conf)), options)
 
 
-def bind_table(
-    store: LogStore,
-    coordinator: CommitCoordinatorClient | None = None,
-    *,
-    coordinator_spec: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> MaintainedTable:
-    """A table over an already opened client (the table's conf is still read from the table)."""
-    coordination, state = _read_coordination(store) if coordinator is not None else (TableCoordination(), None)
-    return MaintainedTable(store.uri, store, coordinator, coordinator_spec, coordination, dict(storage_options or {}), identity_state=state)
-
-
 def open_table(
     table_uri: str,
     storage_options: Mapping[str, Any] | None = None,
@@ -180,14 +165,5 @@ def open_table(
         return MaintainedTable(store.uri, store, coordination=coordination, storage_options=options, identity_state=state)
     client = open_coordinator(spec, options, allow_unsafe_writes=allow_unsafe_writes, credentials=credentials)
     return MaintainedTable(store.uri, store, client, spec, coordination, options, identity_state=state)
-
-
-@contextmanager
-def opened_table(table_uri: str, storage_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Iterator[MaintainedTable]:
-    table = open_table(table_uri, storage_options, **kwargs)
-    try:
-        yield table
-    finally:
-        table.close()
 
 

@@ -21,8 +21,9 @@ from airflow_delta_maintenance.coordinators.base import CommitCoordinatorClient
 from airflow_delta_maintenance.deltalog.storage import normalize_table_uri, open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import MaintainedTable, bind_table
+from airflow_delta_maintenance.maintenance.table.maintained import MaintainedTable
 from tests._infra.uc_oss import SERVERS, server_id
+from tests.helpers.tables import bind_table
 
 APIS = ("v1", "preview")
 UC_OSS_KINDS = [f"uc-{server_id(v, auth)}-{api}" for v, auth in SERVERS for api in APIS]

@@ -21,7 +21,7 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratified_snapshot
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
+from tests.helpers.tables import bind_table
 from tests.integration.coordinators._targets import Target, add
 
 pytestmark = pytest.mark.integration

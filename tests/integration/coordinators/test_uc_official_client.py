@@ -19,8 +19,8 @@ from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table.coordinator_client import StoreFileWriter, open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 from tests._infra.jars import classpath
+from tests.helpers.tables import bind_table
 from tests.integration.coordinators._targets import add, create_table, make_spec
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
+from tests.helpers.tables import bind_table
 from tests.integration.coordinators._targets import UC_OSS_KINDS, UC_STANDIN_KINDS, Target, add, make_spec, new_target
 
 pytestmark = pytest.mark.integration

@@ -30,8 +30,8 @@ from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
 from tests._infra.uc_oss import OSSServer, OSSServers, server_id
+from tests.helpers.tables import bind_table
 from tests.integration.coordinators._targets import UC_OSS_KINDS, Target, add, make_spec, new_target, uc_server_of
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_delta_maintenance.demo.sample_table import add_action_for, data_batch
 from airflow_delta_maintenance.maintenance.config.endpoint import pool_name_for_endpoint
-from airflow_delta_maintenance.maintenance.table.maintained import opened_table
+from airflow_delta_maintenance.maintenance.table.maintained import open_table
 from tests.integration.ui.conftest import Deployment
 
 from .conftest import ASSET_DAG, WATCH_DAG
@@ -73,11 +73,11 @@ def test_a_writer_dags_outlet_runs_the_maintenance_dag_without_a_sensor(fleet_de
 def test_an_external_commit_fires_the_watcher_and_the_run_publishes(fleet_deployment: Deployment) -> None:
     uri, spec = fleet_deployment.tables[WATCH_DAG]
     assert _published(uri) == [0]
-    with opened_table(uri, coordinator=spec) as table:  # a writer outside Airflow (Spark, a service)
+    with open_table(uri, coordinator=spec) as table:  # a writer outside Airflow (Spark, a service)
         table.commit(1, [add_action_for(uri, data_batch(10, 10, "emea"), "emea")])
     time.sleep(12)  # polled several times: one commit is below min_new_commits (2)
     assert fleet_deployment.api("GET", f"/dags/{WATCH_DAG}/dagRuns")["dag_runs"] == [] and _published(uri) == [0]
-    with opened_table(uri, coordinator=spec) as table:
+    with open_table(uri, coordinator=spec) as table:
         table.commit(2, [add_action_for(uri, data_batch(20, 10, "emea"), "emea")])
     (run,) = _wait("the watcher-triggered maintenance run", lambda: _finished_runs(fleet_deployment, WATCH_DAG))
     assert run["run_type"] == "asset_triggered" and run["state"] == "success", run

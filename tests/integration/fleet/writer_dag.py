@@ -19,9 +19,9 @@ if URI and SPEC:
         @task(outlets=[table_asset(URI)])
         def commit_orders() -> int:
             from airflow_delta_maintenance.demo.sample_table import add_action_for, data_batch
-            from airflow_delta_maintenance.maintenance.table.maintained import opened_table
+            from airflow_delta_maintenance.maintenance.table.maintained import open_table
 
-            with opened_table(URI, coordinator=SPEC) as table:
+            with open_table(URI, coordinator=SPEC) as table:
                 latest = table.latest_ratified_version()
                 for v in range(latest + 1, latest + 4):
                     table.commit(v, [add_action_for(URI, data_batch(v * 10, 10, "emea"), "emea")])

@@ -14,11 +14,11 @@ import fsspec
 import pytest
 
 from airflow_delta_maintenance.deltalog.errors import DeltaLogError
-from airflow_delta_maintenance.deltalog.log_compaction.windows import compaction_actions
 from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.replay import ndjson as reader, reconcile as replay
 from airflow_delta_maintenance.deltalog.replay.snapshot import Snapshot, load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
+from tests.helpers.log_compaction import compaction_actions
 
 from .logbuilder import LogBuilder, add, commit_info, metadata, protocol, remove
 

@@ -16,13 +16,14 @@ import pytest
 
 from airflow_delta_maintenance.deltalog.errors import CorruptLogError
 from airflow_delta_maintenance.deltalog.log_compaction import lines as compaction_lines
-from airflow_delta_maintenance.deltalog.log_compaction.windows import compaction_actions, compaction_head, write_compaction
+from airflow_delta_maintenance.deltalog.log_compaction.windows import compaction_head, write_compaction
 from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.log_segment.segment import LogSegment
 from airflow_delta_maintenance.deltalog.model.paths import commit_name
 from airflow_delta_maintenance.deltalog.replay.ndjson import ORDER
 from airflow_delta_maintenance.deltalog.replay.reconcile import replay_actions
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
+from tests.helpers.log_compaction import compaction_actions
 
 from .logbuilder import LogBuilder, add, commit_info, dv, metadata, ndjson, protocol, remove
 

@@ -80,7 +80,7 @@ def test_invalid_yaml_names_the_file(tmp_path: Path) -> None:
 def test_shorter_retention_than_the_table_needs_an_override(tmp_path: Path) -> None:
     from airflow_delta_maintenance.demo.sample_table import create_sample_table
     from airflow_delta_maintenance.maintenance.operations.log_cleanup import RetentionTooShortError, run_metadata_cleanup
-    from airflow_delta_maintenance.maintenance.table.maintained import bind_table
+    from tests.helpers.tables import bind_table
 
     store = create_sample_table(str(tmp_path / "t"), commits=3)
     with pytest.raises(RetentionTooShortError, match=re.escape("delta.logRetentionDuration")):

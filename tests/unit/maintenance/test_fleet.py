@@ -11,9 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_delta_maintenance.fleet.rate_limit import TokenBucket, bucket_for, reset_buckets
+from airflow_delta_maintenance.fleet.rate_limit import TokenBucket, bucket_for
 from airflow_delta_maintenance.fleet.scheduling import jitter_cron, jitter_duration, jitter_start_offset, minute_offset, pools_for
 from airflow_delta_maintenance.maintenance.config.tables import ConfigError, parse_config
+from tests.helpers.rate_limit import reset_buckets
 
 
 def test_the_minute_offset_is_the_uris_sha256_so_it_is_the_same_in_every_process() -> None:

@@ -22,7 +22,7 @@ from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.errors import PublishForkError, StagedCommitError
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
-from airflow_delta_maintenance.maintenance.table.maintained import bind_table
+from tests.helpers.tables import bind_table
 
 
 def add(path: str) -> dict[str, Any]:
