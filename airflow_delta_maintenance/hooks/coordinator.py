@@ -7,16 +7,14 @@ from functools import cached_property
 from typing import Any
 
 from ..coordinators.base import CommitCoordinatorClient
-from ..coordinators.errors import CoordinatorError
 from ..coordinators.registry import parse_coordinator_spec
-from ..maintenance.operations.sensing import observe_ratified_versions
 from ..maintenance.table.coordinator_client import open_coordinator
 from ..maintenance.table.coordinator_discovery import AUTO
-from ..maintenance.table.maintained import MaintainedTable, open_table, restore_table
+from ..maintenance.table.maintained import MaintainedTable, open_table
 from ..version_compat import BaseHook
 from ._aws import AwsCredentials, assume_role, aws_connection_credentials
 
-__all__ = ["DeltaCoordinatorHook", "poll_ratified_versions", "is_transient"]
+__all__ = ["DeltaCoordinatorHook"]
 
 
 class DeltaCoordinatorHook(BaseHook):
@@ -87,6 +85,11 @@ class DeltaCoordinatorHook(BaseHook):
             creds = {"login": aws.access_key_id, "password": aws.secret_access_key, "token": aws.session_token}
         return conn.host, creds
 
+    def get_credentials(self) -> dict[str, str | None]:
+        """The connection's credentials (``login``/``password``, and ``token`` for an assumed AWS
+        role), resolved once per hook; empty without a connection."""
+        return self._connection[1]
+
     @property
     def _resolved(self) -> tuple[str, dict[str, str | None]]:
         spec, creds = self._connection
@@ -149,36 +152,3 @@ class DeltaCoordinatorHook(BaseHook):
         except Exception as exc:  # noqa: BLE001 - reported to the UI
             return False, f"{type(exc).__name__}: {exc}"
         return True, message
-
-
-def poll_ratified_versions(
-    coordinator: DeltaCoordinatorHook,
-    storage_options: Mapping[str, Any],
-    table_uri: str,
-    *,
-    coordinator_spec: str,
-    table_conf: Mapping[str, str],
-    target_version: int | None,
-    min_new_commits: int | None,
-    baseline_version: int | None,
-) -> dict[str, Any]:
-    """One coordinator call (plus a ``_delta_log`` check for a table the coordinator does not
-    know); shared by the sensor's ``poke`` and the trigger (in a thread). ``coordinator_spec`` and
-    ``table_conf`` are the identity the sensor resolved once (``MaintainedTable.identity()``); the
-    connection supplies only credentials here."""
-    table = restore_table(table_uri, coordinator_spec, table_conf, storage_options, credentials=coordinator._connection[1])
-    try:
-        return observe_ratified_versions(
-            table, target_version=target_version, min_new_commits=min_new_commits, baseline_version=baseline_version
-        ).to_dict()
-    finally:
-        table.close()
-
-
-def is_transient(exc: BaseException) -> bool:
-    """May the same poll succeed later? Coordinator errors say so themselves; a dropped connection
-    or a timeout is transient; anything else (a missing table or database, bad credentials, a
-    refused permission) is a configuration to fix, which waiting would only hide."""
-    if isinstance(exc, CoordinatorError):
-        return exc.retryable
-    return isinstance(exc, (ConnectionError, TimeoutError))

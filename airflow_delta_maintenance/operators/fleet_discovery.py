@@ -44,7 +44,7 @@ class DeltaFleetDiscoveryOperator(BaseOperator):
             raise ValueError(f"{self.config_path}: no discovery: section")
 
         def credentials(conn_id: str) -> Mapping[str, str | None]:
-            return DeltaCoordinatorHook(conn_id)._connection[1]
+            return DeltaCoordinatorHook(conn_id).get_credentials()
 
         result = translate_errors("fleet discovery", str(self.config_path), lambda: discover_fleet(discovery, credentials))
         target = Path(self.fleet_file) if self.fleet_file else discovery.fleet_file

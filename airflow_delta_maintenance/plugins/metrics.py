@@ -18,6 +18,7 @@ StatsD path segment); every gauge also carries the tag ``table=<name>`` for back
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,22 +63,39 @@ def gauge_values(h: TableHealth) -> dict[str, float]:
 
 
 def _stats() -> Any:
-    """Airflow's metrics module, initialised from ``[metrics]`` when this process has not done so
-    (a task run by ``dag.test()`` never runs the task runner's initialisation)."""
+    """Airflow's metrics module, set up from ``[metrics]`` when this process runs ``dag.test()``:
+    its tasks run in-process, where no task runner initialised the metrics backend (a task runner
+    always does, before the task starts). Only public calls: ``stats.initialize`` with the
+    factory ``[metrics]`` names, once per process."""
     try:
         from airflow.sdk.observability import stats  # Airflow ≥ 3.2
     except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
         from airflow.stats import Stats
 
         return Stats
-    from airflow.sdk._shared.observability.metrics import stats as shared
-
-    if getattr(shared, "_factory", "unknown") is None:
+    global _initialised_in
+    if _initialised_in != os.getpid() and _in_process_test_run():
         from airflow.sdk.configuration import conf
         from airflow.sdk.observability.metrics import stats_utils
 
         stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=conf.getboolean("metrics", "legacy_names_on", fallback=False))
+        _initialised_in = os.getpid()
     return stats
+
+
+_initialised_in: int | None = None  # the process that initialised the backend for dag.test()
+
+
+def _in_process_test_run() -> bool:
+    """Is this task run in-process by ``dag.test()``? Its supervisor installs in-process comms
+    where a task runner has a channel to its supervisor process (Airflow's own ``Variable.get``
+    looks at the same attribute)."""
+    try:
+        from airflow.sdk.execution_time import task_runner
+        from airflow.sdk.execution_time.supervisor import InProcessSupervisorComms
+    except ImportError:  # pragma: no cover - a layout this code does not know: leave the backend as it is
+        return False
+    return isinstance(getattr(task_runner, "SUPERVISOR_COMMS", None), InProcessSupervisorComms)
 
 
 def emit_fleet_gauges(healths: Sequence[TableHealth]) -> int:

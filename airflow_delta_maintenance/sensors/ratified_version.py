@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
+from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
+from ..maintenance.operations.sensing import is_transient, poll_ratified_versions
 from ..maintenance.operations.summary import TaskReport
 from ..operators._params import as_bool, as_int, as_seconds, as_version
 from ..triggers.ratified_version import DeltaRatifiedVersionTrigger
@@ -138,7 +139,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         try:
             identity = self._identity()
             observation = poll_ratified_versions(
-                self.coordinator_hook, self.storage_hook.get_storage_options(self.table_uri), self.table_uri,
+                self.coordinator_hook.get_credentials(), self.storage_hook.get_storage_options(self.table_uri), self.table_uri,
                 coordinator_spec=identity["coordinator_spec"], table_conf=identity["table_conf"], **self._condition()
             )
         except Exception as exc:

@@ -20,8 +20,9 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
-from ..hooks.coordinator import DeltaCoordinatorHook, is_transient, poll_ratified_versions
+from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
+from ..maintenance.operations.sensing import is_transient, poll_ratified_versions
 
 __all__ = ["DeltaRatifiedVersionTrigger", "DeltaRatifiedVersionWatchTrigger", "wait_for_call_budget"]
 
@@ -104,7 +105,7 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
     def _poll_once(self) -> dict[str, Any]:
         coordinator, options = self._hooks
         return poll_ratified_versions(
-            coordinator,
+            coordinator.get_credentials(),
             options,
             self.table_uri,
             coordinator_spec=coordinator.resolve_spec()[0],

@@ -1,14 +1,16 @@
-"""What the ratified-version sensor asks: one coordinator call per poll, no storage listing."""
+"""What the ratified-version sensor asks: one coordinator call per poll, no storage listing; and
+whether a failed poll may succeed later (``is_transient``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...coordinators.errors import TableNotFoundError
-from ..table.maintained import MaintainedTable
+from ...coordinators.errors import CoordinatorError, TableNotFoundError
+from ..table.maintained import MaintainedTable, restore_table
 
-__all__ = ["VersionObservation", "observe_ratified_versions", "observe_for_watch"]
+__all__ = ["VersionObservation", "observe_ratified_versions", "observe_for_watch", "poll_ratified_versions", "is_transient"]
 
 
 @dataclass(frozen=True)
@@ -79,3 +81,36 @@ def observe_for_watch(table: MaintainedTable, *, min_new_commits: int, last_seen
         else f"latest ratified {seen.latest_ratified_version}; waiting for {min_new_commits} new commits beyond {baseline}"
     )
     return VersionObservation(seen.latest_ratified_version, seen.latest_published_version, seen.unpublished, baseline, new, satisfied, reason)
+
+
+def poll_ratified_versions(
+    credentials: Mapping[str, str | None],
+    storage_options: Mapping[str, Any],
+    table_uri: str,
+    *,
+    coordinator_spec: str,
+    table_conf: Mapping[str, str],
+    target_version: int | None,
+    min_new_commits: int | None,
+    baseline_version: int | None,
+) -> dict[str, Any]:
+    """One coordinator call (plus a ``_delta_log`` check for a table the coordinator does not
+    know); shared by the sensor's ``poke`` and the trigger (in a thread). ``coordinator_spec`` and
+    ``table_conf`` are the identity the sensor resolved once (``MaintainedTable.identity()``); the
+    coordinator connection supplies only ``credentials`` here (``DeltaCoordinatorHook.get_credentials()``)."""
+    table = restore_table(table_uri, coordinator_spec, table_conf, storage_options, credentials=credentials)
+    try:
+        return observe_ratified_versions(
+            table, target_version=target_version, min_new_commits=min_new_commits, baseline_version=baseline_version
+        ).to_dict()
+    finally:
+        table.close()
+
+
+def is_transient(exc: BaseException) -> bool:
+    """May the same poll succeed later? Coordinator errors say so themselves; a dropped connection
+    or a timeout is transient; anything else (a missing table or database, bad credentials, a
+    refused permission) is a configuration to fix, which waiting would only hide."""
+    if isinstance(exc, CoordinatorError):
+        return exc.retryable
+    return isinstance(exc, (ConnectionError, TimeoutError))
