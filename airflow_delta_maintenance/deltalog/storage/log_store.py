@@ -20,93 +20,26 @@ import os
 import posixpath
 import shutil
 import stat as stat_module
-import threading
-import time
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
 from ..model.paths import LOG_DIR, ParsedLogPath, parse_log_path
-from .run_identity import STAGING_DIR, new_run
+from .fsspec_files import is_local_fs, is_memory_fs, is_precondition_failure, mtime_ms
+from .local_files import fsync_dir, ignore_missing, link_create, replace_file, scan_local_dir, unlink_batches
+from .run_identity import STAGING_DIR
 
 if TYPE_CHECKING:
     import fsspec
 
-__all__ = ["LogStore", "FileStat", "open_table_storage", "normalize_table_uri", "temp_path_for"]
-
-# Hadoop-style schemes that mean plain S3 to fsspec.
-_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
-
+__all__ = ["LogStore", "FileStat", "DELETE_BATCH"]
 
 @dataclass(frozen=True, slots=True)
 class FileStat:
     name: str  # relative to _delta_log
     size: int
     modification_time: int  # epoch milliseconds
-
-
-def normalize_table_uri(uri: str) -> str:
-    """``s3a://b/t`` → ``s3://b/t``; plain and ``file://`` paths become absolute local paths."""
-    uri = uri.rstrip("/") or "/"
-    scheme, sep, rest = uri.partition("://")
-    if not sep:
-        return os.path.abspath(os.path.expanduser(uri))
-    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
-    if scheme == "file":
-        return os.path.abspath(rest)
-    return f"{scheme}://{rest}"
-
-
-def open_table_storage(
-    uri: str, storage_options: Mapping[str, Any] | None = None, *, allow_unsafe_writes: bool = False
-) -> LogStore:
-    """Build a ``LogStore`` for a table URI (plain path, ``file://``, ``s3://``/``s3a://``, ``memory://``)."""
-    normalized = normalize_table_uri(uri)
-    if "://" not in normalized and not storage_options:
-        return LogStore(None, normalized, uri=normalized, allow_unsafe_writes=allow_unsafe_writes)
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(normalized, **dict(storage_options or {}))
-    return LogStore(fs, root, uri=normalized, allow_unsafe_writes=allow_unsafe_writes)
-
-
-def _is_local_fs(fs: fsspec.AbstractFileSystem) -> bool:
-    from fsspec.implementations.local import LocalFileSystem  # loaded already: the caller built `fs`
-
-    return isinstance(fs, LocalFileSystem)
-
-
-def _is_memory_fs(fs: fsspec.AbstractFileSystem) -> bool:
-    from fsspec.implementations.memory import MemoryFileSystem
-
-    return isinstance(fs, MemoryFileSystem)
-
-
-def _mtime_ms(fs: fsspec.AbstractFileSystem, info: Mapping[str, Any]) -> int:
-    """Modification time in epoch ms from an fsspec ``info`` dict, whatever the backend calls it."""
-    if "mtime" in info:  # local
-        return int(float(info["mtime"]) * 1000)
-    for key in ("LastModified", "last_modified", "updated", "mtime"):  # s3 / gcs / generic
-        value = info.get(key)
-        if isinstance(value, datetime):
-            return int(value.timestamp() * 1000)
-        if isinstance(value, (int, float)):
-            return int(value * 1000) if value < 1e11 else int(value)
-    if _is_memory_fs(fs):  # memory `ls` only reports "created"
-        entry = fs.store.get(info["name"]) or fs.store.get("/" + str(info["name"]).lstrip("/"))
-        if entry is not None:
-            return int(entry.modified.timestamp() * 1000)
-    created = info.get("created")
-    if isinstance(created, (int, float)):
-        return int(created * 1000)
-    return 0
-
-
-def _is_precondition_failure(exc: BaseException) -> bool:
-    text = str(exc)
-    return "PreconditionFailed" in text or "412" in text or "ConditionalRequestConflict" in text
 
 
 class LogStore:
@@ -124,7 +57,7 @@ class LogStore:
     ) -> None:
         self._fs = fs
         # Files on a local disk: served through os, and reading them one by one costs no round trip.
-        self.is_local = fs is None or _is_local_fs(fs)
+        self.is_local = fs is None or is_local_fs(fs)
         self.table_root = table_root.rstrip("/") or "/"
         self.uri = uri or self.table_root
         self.log_dir = posixpath.join(self.table_root, LOG_DIR)
@@ -181,7 +114,7 @@ class LogStore:
                 raise SymlinkInLogError(f"{self.display(prefix + base)} is a symbolic link; refusing to follow it out of the table", path=prefix + base)
             if info.get("type") == "directory":
                 continue
-            out.append(FileStat(prefix + base, int(info.get("size") or 0), _mtime_ms(self.fs, info)))
+            out.append(FileStat(prefix + base, int(info.get("size") or 0), mtime_ms(self.fs, info)))
         out.sort(key=lambda s: s.name)
         return out
 
@@ -196,36 +129,7 @@ class LogStore:
             self._refuse_local_links(subdir, include_last=True)
         directory = self.path(subdir) if subdir else self.log_dir
         prefix = "" if not subdir else subdir + "/"
-        # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower), through
-        # a descriptor of the directory: each stat is an fstatat relative to it, not a walk of the
-        # whole path again (a third of a 20,000-file listing). Nothing is followed: a symbolic
-        # link (file or directory) inside _delta_log is refused by name.
-        try:
-            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        out = []
-        try:
-            with os.scandir(fd) as it:
-                for entry in it:
-                    try:
-                        if entry.is_symlink():
-                            raise SymlinkInLogError(
-                                f"{self.display(prefix + entry.name)} is a symbolic link; refusing to follow it out of the table",
-                                path=prefix + entry.name,
-                            )
-                        if not entry.is_file(follow_symlinks=False):
-                            continue
-                        if prefix + entry.name in known:
-                            out.append((prefix + entry.name, -1, -1))
-                            continue
-                        st = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # vanished while listing (another writer's temporary file): skip only it
-                    out.append((prefix + entry.name, st.st_size, int(st.st_mtime * 1000)))
-        finally:
-            os.close(fd)
-        return out
+        return scan_local_dir(directory, prefix, known, self.display)
 
     def _refuse_local_links(self, name: str, *, include_last: bool) -> None:
         """``lstat`` every directory of ``name`` below ``_delta_log`` (and the file itself with
@@ -240,6 +144,7 @@ class LogStore:
                 return
             if stat_module.S_ISLNK(st.st_mode):
                 raise SymlinkInLogError(f"{self.display(rel)} is a symbolic link; refusing to follow it out of the table", path=rel)
+
     def list_tree(self, subdir: str) -> list[FileStat]:
         """Every file below a sub-directory of ``_delta_log`` (recursive, symlinks not followed)."""
         directory = self.path(subdir)
@@ -264,7 +169,7 @@ class LogStore:
                 path = self.fs._strip_protocol(path)
                 if info.get("type") == "directory" or not path.startswith(prefix):
                     continue
-                out.append(FileStat(path[len(prefix) :], int(info.get("size") or 0), _mtime_ms(self.fs, info)))
+                out.append(FileStat(path[len(prefix) :], int(info.get("size") or 0), mtime_ms(self.fs, info)))
         out.sort(key=lambda s: s.name)
         return out
 
@@ -413,7 +318,7 @@ class LogStore:
             info = self.fs.info(path)
         except FileNotFoundError:
             return None
-        return FileStat(name, int(info.get("size") or 0), _mtime_ms(self.fs, info))
+        return FileStat(name, int(info.get("size") or 0), mtime_ms(self.fs, info))
 
     def exists(self, name: str) -> bool:
         path = self.path(name)
@@ -426,7 +331,7 @@ class LogStore:
 
     @property
     def supports_atomic_create(self) -> bool:
-        return self.is_local or _is_memory_fs(self.fs) or self._is_s3
+        return self.is_local or is_memory_fs(self.fs) or self._is_s3
 
     @property
     def _is_s3(self) -> bool:
@@ -444,13 +349,13 @@ class LogStore:
         path = self.path(name)
         if self.is_local:
             self._local_link_create(path, data, name)
-        elif _is_memory_fs(self.fs) or self._is_s3:
+        elif is_memory_fs(self.fs) or self._is_s3:
             try:
                 self.fs.pipe_file(path, data, mode="create")
             except FileExistsError as exc:
                 raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
             except OSError as exc:
-                if _is_precondition_failure(exc):
+                if is_precondition_failure(exc):
                     raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
                 raise
         elif self.allow_unsafe_writes:
@@ -481,51 +386,13 @@ class LogStore:
 
     def _local_link_create(self, path: str, content: bytes | Callable[[Any], None], name: str) -> int:
         self._refuse_local_links(name, include_last=False)
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = temp_path_for(path)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                if callable(content):
-                    content(f)
-                else:
-                    f.write(content)
-                f.flush()
-                os.fsync(f.fileno())
-                size = f.tell()
-            try:
-                os.link(tmp, path)  # no-replace: fails with EEXIST when the target exists
-            except FileExistsError as exc:
-                raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
-            except OSError as exc:
-                if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-                    raise AtomicWriteUnsupportedError(
-                        f"hard links are not supported under {directory}; cannot create {name} atomically",
-                        path=name,
-                    ) from exc
-                raise
-            _fsync_dir(directory)
-            return size
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+        return link_create(path, content, name, self.display(name))
 
     def put_overwrite(self, name: str, data: bytes) -> None:
         """Replace ``name`` atomically (readers see the old or the new bytes); for ``_last_checkpoint``."""
         path = self.path(name)
         if self.is_local:
-            directory = os.path.dirname(path)
-            os.makedirs(directory, exist_ok=True)
-            tmp = temp_path_for(path)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            _fsync_dir(directory)
+            replace_file(path, data)
         else:  # object stores replace whole objects atomically; memory is in-process
             self.fs.pipe_file(path, data)
 
@@ -539,7 +406,7 @@ class LogStore:
                 os.link(self.path(source), self.path(name))
             except FileExistsError as exc:
                 raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
-            _fsync_dir(os.path.dirname(self.path(name)))
+            fsync_dir(os.path.dirname(self.path(name)))
             return
         self.put_if_absent(name, self.read(source))
 
@@ -558,7 +425,7 @@ class LogStore:
         if self.is_local:
             if os.path.islink(path):
                 raise InvalidLogPathError(f"{self.display(subdir)} is a symbolic link; refusing to delete through it", path=subdir)
-            shutil.rmtree(path, onerror=_ignore_missing)  # never follows symbolic links inside
+            shutil.rmtree(path, onerror=ignore_missing)  # never follows symbolic links inside
             return
         try:
             self.fs.rm(path, recursive=True)
@@ -590,7 +457,7 @@ class LogStore:
         if self.is_local:
             # unlink never follows a link in the last component: only the directories need checking
             self.refuse_links(names, files=False)
-            _unlink_batches(batches, progress)
+            unlink_batches(batches, progress)
             return
         for batch in batches:
             if self._is_s3:
@@ -625,91 +492,3 @@ class LogStore:
 
 # Files per deletion request (S3's DeleteObjects limit); also the step of cleanup's progress lines.
 DELETE_BATCH = 1000
-# An unlink waits for the file system's journal; on a busy disk each one blocks for milliseconds
-# (measured here: 20,000 unlinks 76 s on one thread, 2.6 s on 32). Threads overlap those waits
-# (the GIL is released in unlink), so a slow disk gets many more threads than cores. On a quiet
-# disk an unlink is a few microseconds of CPU under the directory's lock, and 32 threads only
-# contend (20,000 unlinks: 0.25 s on 32 threads, 0.14 s on 2): the first batch runs on a few
-# threads; the next batches escalate when one after the first was slow, and stay escalated only
-# while that is clearly faster (an old, written-back log: 20,000 unlinks 0.43 s on 32, 0.76 s on 4).
-_UNLINK_THREADS = 32
-_UNLINK_THREADS_FAST = 4
-_UNLINK_SLOW_SECONDS = 60e-6  # per unlink per thread: ~25 µs when the directory is cached, 150+ µs when it waits on the disk
-_UNLINK_SERIAL_BELOW = 64
-
-
-def _unlink_each(paths: Sequence[str], failed: threading.Event | None = None) -> None:
-    for p in paths:
-        if failed is not None and failed.is_set():
-            return  # another thread hit an error: stop, as a serial loop would
-        try:
-            os.unlink(p)
-        except FileNotFoundError:
-            pass  # another cleaner removed it first: fine
-        except BaseException:
-            if failed is not None:
-                failed.set()
-            raise
-
-
-def _unlink_batches(batches: Sequence[Sequence[str]], progress: Callable[[int], None] | None) -> None:
-    """Unlink batch after batch (a batch is gone before the next one starts), each spread over
-    one set of threads that lives for the whole call: starting 32 threads per batch cost more
-    than the unlinks of a small file system (20 batches: 640 thread starts and joins)."""
-    if sum(len(b) for b in batches) < _UNLINK_SERIAL_BELOW:
-        for batch in batches:
-            _unlink_each(batch)
-            if progress is not None:
-                progress(len(batch))
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    # Thread i takes every n-th path of a batch: the deleted range grows from the oldest file.
-    # The first error (a permission error) stops every thread and is re-raised once they stopped.
-    n = _UNLINK_THREADS_FAST
-    gave_up = False
-    fast_rate = float("inf")  # seconds per file on the few threads (best seen)
-    failed = threading.Event()
-    with ThreadPoolExecutor(max_workers=_UNLINK_THREADS, thread_name_prefix="delta-unlink") as pool:
-        for b, batch in enumerate(batches):
-            started = time.perf_counter()
-            futures = [pool.submit(_unlink_each, batch[i::n], failed) for i in range(min(n, len(batch)))]
-            for f in futures:
-                f.exception()  # wait for all before raising: no thread is still deleting
-            for f in futures:
-                f.result()
-            rate = (time.perf_counter() - started) / max(len(batch), 1)
-            if n == _UNLINK_THREADS_FAST:
-                fast_rate = min(fast_rate, rate)
-                # The first batch also starts the threads: only later ones say the disk is slow.
-                if b > 0 and rate * n > _UNLINK_SLOW_SECONDS and not gave_up:
-                    n = _UNLINK_THREADS  # the unlinks wait on the disk: overlap the waits
-            elif rate > 0.75 * fast_rate:
-                n, gave_up = _UNLINK_THREADS_FAST, True  # more threads did not clearly help: contention, not waits
-            if progress is not None:
-                progress(len(batch))
-
-
-def _ignore_missing(func: Any, path: str, exc_info: Any) -> None:
-    if not isinstance(exc_info[1], FileNotFoundError):  # another cleaner removed it first: fine
-        raise exc_info[1]
-
-
-def temp_path_for(path: str) -> str:
-    """A private temp file beside ``path``, named with this write's run tag (see ``run_identity``)
-    so that a killed writer's leftover can be told from a live writer's."""
-    directory, base = os.path.split(path)
-    return os.path.join(directory, f".{base}.{new_run().tag}.tmp")
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

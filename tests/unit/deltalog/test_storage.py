@@ -78,13 +78,13 @@ def test_local_bulk_unlink_runs_on_threads_and_stops_at_the_first_error(tmp_path
     """``delete_many`` overlaps local unlinks on threads (a busy disk blocks each one), batch after
     batch: a file already gone is fine, every other file goes, each batch is gone before the
     next starts, and an error stops the deletion (no later batch starts) and is raised."""
-    from airflow_delta_maintenance.deltalog.storage import log_store as storage_module
+    from airflow_delta_maintenance.deltalog.storage import local_files as storage_module
 
     paths = [tmp_path / f"{i:05d}" for i in range(300)]
     for p in paths:
         p.write_bytes(b"")
     left: list[int] = []
-    storage_module._unlink_batches(
+    storage_module.unlink_batches(
         [[str(p) for p in paths[:150]] + [str(tmp_path / "gone")], [str(p) for p in paths[150:]]],
         lambda n: left.append(len(list(tmp_path.iterdir()))),
     )
@@ -93,7 +93,7 @@ def test_local_bulk_unlink_runs_on_threads_and_stops_at_the_first_error(tmp_path
         p.write_bytes(b"")
     (tmp_path / "dir").mkdir()  # unlink of a directory fails
     with pytest.raises(OSError):
-        storage_module._unlink_batches([[str(tmp_path / "dir"), *(str(p) for p in paths[:100])], [str(p) for p in paths[100:]]], None)
+        storage_module.unlink_batches([[str(tmp_path / "dir"), *(str(p) for p in paths[:100])], [str(p) for p in paths[100:]]], None)
     assert (tmp_path / "dir").is_dir() and all(p.exists() for p in paths[100:])
 
 
@@ -102,7 +102,7 @@ def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(
     batch's unlinks were slow (a busy disk), the next batches overlap the waits on many threads."""
     import threading
 
-    from airflow_delta_maintenance.deltalog.storage import log_store as storage_module
+    from airflow_delta_maintenance.deltalog.storage import local_files as storage_module
 
     real_unlink = storage_module.os.unlink
     threads_per_batch: list[set[int]] = [set()]
@@ -127,7 +127,7 @@ def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(
         paths = [tmp_path / f"{b}-{i:04d}" for b in range(batches) for i in range(256)]
         for p in paths:
             p.write_bytes(b"")
-        storage_module._unlink_batches([[str(p) for p in paths[b * 256 : (b + 1) * 256]] for b in range(batches)],
+        storage_module.unlink_batches([[str(p) for p in paths[b * 256 : (b + 1) * 256]] for b in range(batches)],
                                        lambda n: threads_per_batch.append(set()))
         assert list(tmp_path.iterdir()) == []
         return [len(t) for t in threads_per_batch[:-1]]
