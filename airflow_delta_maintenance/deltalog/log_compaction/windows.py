@@ -25,7 +25,7 @@ from ..log_segment.segment import JsonSource, LogSegment
 from ..model.actions import DomainMetadata, Metadata, Protocol, Txn
 from ..model.features import check_write_supported
 from ..model.paths import compaction_name
-from ..replay.ndjson import ORDER
+from ..replay.parsed_actions import ORDER
 from ..replay.reconcile import replay_actions
 from ..replay.table_state import load_table_state
 from ..storage import LogStore

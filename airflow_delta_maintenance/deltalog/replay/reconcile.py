@@ -20,7 +20,9 @@ from ..model.paths import SIDECAR_DIR, LogFileType, ParsedLogPath
 from ..stats.pipeline import StatsPipeline, slice_rows, stats_plan_for
 from ..storage import LogStore
 from . import file_keys
-from .ndjson import ORDER, PLACEHOLDER_ORDER, ParsedActions, parse_ndjson, read_parquet_actions
+from .ndjson import parse_ndjson
+from .parquet import read_parquet_actions
+from .parsed_actions import ORDER, PLACEHOLDER_ORDER, ParsedActions
 from .version_facts import in_commit_timestamp  # noqa: F401  (moved to the light module; re-exported)
 
 __all__ = ["UnreconciledCompactionError", "UnreadableCheckpointError", "ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]

@@ -23,7 +23,7 @@ from ..model.table_properties import TableProperties
 from ..stats.parsed_columns import parse_partition_values, parse_stats
 from ..stats.pipeline import stats_plan_for
 from ..storage import LogStore, open_table_storage
-from .ndjson import ORDER
+from .parsed_actions import ORDER
 from .reconcile import ReplayResult, UnreadableCheckpointError, UnreconciledCompactionError, replay_actions
 from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 

@@ -20,7 +20,7 @@ from airflow_delta_maintenance.deltalog.log_compaction.windows import compaction
 from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.log_segment.segment import LogSegment
 from airflow_delta_maintenance.deltalog.model.paths import commit_name
-from airflow_delta_maintenance.deltalog.replay.ndjson import ORDER
+from airflow_delta_maintenance.deltalog.replay.parsed_actions import ORDER
 from airflow_delta_maintenance.deltalog.replay.reconcile import replay_actions
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 from tests.helpers.log_compaction import compaction_actions

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta_maintenance.deltalog.replay import file_keys, reconcile as replay
-from airflow_delta_maintenance.deltalog.replay.ndjson import ORDER, PLACEHOLDER_ORDER
+from airflow_delta_maintenance.deltalog.replay.parsed_actions import ORDER, PLACEHOLDER_ORDER
 
 
 def test_the_extension_is_built_here() -> None:

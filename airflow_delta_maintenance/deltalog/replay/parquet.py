@@ -1,0 +1,60 @@
+"""The reader of Parquet checkpoint parts and sidecars into ``ParsedActions``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import CorruptLogError
+from ..model.action_types import ADD_FIELDS, REMOVE_FIELDS
+from .parsed_actions import ParsedActions, empty_file_actions, file_action_table, first_nameless
+
+__all__ = ["read_parquet_actions"]
+
+
+_NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
+
+
+def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[ParsedActions, int]:
+    """Actions of a Parquet checkpoint part or sidecar; returns them and the number of rows read."""
+    import pyarrow.parquet as pq  # here: a log without a checkpoint never needs it (~20 ms of start-up)
+
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(data))  # native reads: a Python file object takes the GIL per read
+        present = set(pf.schema_arrow.names)
+        table = pf.read(columns=[c for c in ("add", "remove", *_NON_FILE_COLUMNS) if c in present])
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptLogError(f"{name}: not a readable Parquet checkpoint ({exc})", path=name) from None
+    n = table.num_rows
+    if table.num_columns > 1:
+        valid = np.zeros(n, dtype=np.int64)
+        for column in table.columns:
+            if column.null_count != len(column):
+                valid += np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=np.int64)
+        if n and valid.max() > 1:
+            row = int(np.argmax(valid > 1))
+            raise CorruptLogError(f"{name}: row {row} holds more than one action; one action per row", path=name, line=row + 1)
+    order = np.arange(base_order, base_order + n, dtype=np.int64)
+    adds = file_action_table(table.column("add"), ADD_FIELDS, order, placeholders=True) if "add" in present else empty_file_actions(ADD_FIELDS)
+    removes = (
+        file_action_table(table.column("remove"), REMOVE_FIELDS, order, placeholders=True)
+        if "remove" in present
+        else empty_file_actions(REMOVE_FIELDS)
+    )
+    for kind, t in (("add", adds), ("remove", removes)):
+        if (nameless := first_nameless(t)) is not None:
+            row = nameless - base_order
+            raise CorruptLogError(f"{name}: row {row}: {kind} action without a path", path=name, line=row + 1)
+    others: list[tuple[int, int, int, dict[str, Any]]] = []
+    for column in _NON_FILE_COLUMNS:
+        if column not in present:
+            continue
+        col = table.column(column)
+        idx = np.flatnonzero(col.is_valid().to_numpy(zero_copy_only=False))
+        if len(idx):
+            for i, value in zip(idx, col.take(pa.array(idx)).to_pylist(), strict=True):
+                others.append((base_order + int(i), 0, 0, {column: value}))
+    others.sort(key=lambda t: t[0])
+    return ParsedActions(adds, removes, others), n
