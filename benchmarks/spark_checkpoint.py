@@ -69,7 +69,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import ROOT, build_log_in_subprocess
 
 sys.path.insert(0, ROOT)
-from airflow_delta_maintenance.maintenance.spark.submit import checkpoint_job
+from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job
 from tests._infra.jars import delta_spark_jars
 
 THEIRS = r"""

@@ -101,7 +101,7 @@ from airflow_delta_maintenance.maintenance.table.maintained import open_table
 from airflow_delta_maintenance.maintenance.operations.checkpoint import plan_checkpoint
 from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
 from airflow_delta_maintenance.maintenance.operations.status import table_status
-from airflow_delta_maintenance.maintenance.spark.submit import verify_checkpoint
+from airflow_delta_maintenance.maintenance.spark.jobs import verify_checkpoint
 imported = time.perf_counter()
 out = {}
 if not op.startswith("import"):

@@ -57,7 +57,7 @@ def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _spark_settings(args: argparse.Namespace) -> Any:
-    from ..maintenance.spark.submit import SparkSettings
+    from ..maintenance.spark.settings import SparkSettings
 
     ui = args.spark_ui_port
     return SparkSettings(master=args.master).override(
@@ -71,7 +71,7 @@ def _spark_settings(args: argparse.Namespace) -> Any:
 def _job_storage_options(table: Any, settings: Any) -> dict[str, Any]:
     """The table's storage options; for executors elsewhere also the keys this process would use
     (from the AWS chain), which reach the job through its private credentials file only."""
-    from ..maintenance.spark.submit import environment_credentials
+    from ..maintenance.spark.credentials import environment_credentials
 
     options = dict(table.storage_options)
     if settings.kind != "local":
@@ -112,7 +112,8 @@ def register(sub: Any) -> None:
 def _checkpoint(args: argparse.Namespace) -> int:
 
     from ..maintenance.operations.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
-    from ..maintenance.spark.submit import checkpoint_job, run_spark_submit, verify_checkpoint
+    from ..maintenance.spark.jobs import checkpoint_job, verify_checkpoint
+    from ..maintenance.spark.submit import run_spark_submit
 
     with open_cli_table(args) as table:
         plan = plan_checkpoint(table, interval=args.interval or 1, version=args.version, force=args.interval is None)
@@ -150,7 +151,8 @@ def _spark_output(args: argparse.Namespace) -> dict[str, Any]:
 
 def _compact(args: argparse.Namespace) -> int:
     from ..maintenance.operations.log_compaction import check_compaction_window, compact_window
-    from ..maintenance.spark.submit import compaction_job, run_spark_submit, verify_compaction
+    from ..maintenance.spark.jobs import compaction_job, verify_compaction
+    from ..maintenance.spark.submit import run_spark_submit
 
     if (args.start is None) != (args.end is None):
         raise ValueError("--start and --end go together")
@@ -181,7 +183,8 @@ def _compact_windows(table: Any, args: argparse.Namespace) -> int:
 
     writer = None
     if args.engine == "spark":
-        from ..maintenance.spark.submit import run_spark_submit, spark_compaction_writer
+        from ..maintenance.spark.jobs import spark_compaction_writer
+        from ..maintenance.spark.submit import run_spark_submit
 
         settings = _spark_settings(args)
 

@@ -2,7 +2,7 @@
 
 - The Spark connection says where the jobs run: master, ``deploy-mode``, ``queue``, ``namespace``
   as the Spark provider reads them, and in its extra JSON the settings of
-  ``maintenance.spark.submit.SparkSettings`` (``driver-host``, ``driver-bind-address``, ports,
+  ``maintenance.spark.settings.SparkSettings`` (``driver-host``, ``driver-bind-address``, ports,
   ``ui-enabled``, ``jars``, ``packages``, ``py-files``, ``conf``, ``python``, ``container-image``…).
   Operator arguments override them. ``plan_submission`` derives the rest (loopback driver and no UI
   by default, the package zipped for ``--py-files`` on clusters) exactly as for the CLI.
@@ -31,8 +31,10 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from ..maintenance.operations.summary import Throttled
+from ..maintenance.spark.credentials import remove_credentials_file, write_credentials_file
 from ..maintenance.spark.progress import SparkOutput, heartbeats, quiet_spark_conf
-from ..maintenance.spark.submit import SparkJobSpec, SparkSettings, plan_submission, remove_credentials_file, spark_submit_binary, write_credentials_file
+from ..maintenance.spark.settings import SparkSettings
+from ..maintenance.spark.submit import SparkJobSpec, plan_submission, spark_submit_binary
 from ..version_compat import AirflowException, BaseHook
 
 __all__ = ["DeltaSparkSubmitHook", "LOCAL_SPARK_CONN_ID", "connection_settings"]

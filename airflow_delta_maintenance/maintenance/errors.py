@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..deltalog.errors import DeltaLogError
 
-__all__ = ["MaintenanceError", "PublishForkError", "StagedCommitError", "CoordinatorMismatchError", "MissingStagedCommitError", "InconsistentCoordinatorError"]
+__all__ = ["MaintenanceError", "PublishForkError", "StagedCommitError", "CoordinatorMismatchError", "MissingStagedCommitError", "InconsistentCoordinatorError", "SparkJobError"]
 
 
 class MaintenanceError(DeltaLogError):
@@ -39,3 +39,7 @@ class MissingStagedCommitError(StagedCommitError):
 class InconsistentCoordinatorError(MaintenanceError):
     """The coordinator's answer contradicts itself or the log (a latest version with nothing to
     reach it, pending commits with gaps): nothing is acted on until it is consistent."""
+
+
+class SparkJobError(MaintenanceError):
+    """The Spark job failed, or finished without the expected files in the log."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..deltalog.checkpoint.writer import checkpoint_num_rows
 from ..maintenance.operations.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
-from ..maintenance.spark.submit import checkpoint_job, verify_checkpoint
+from ..maintenance.spark.jobs import checkpoint_job, verify_checkpoint
 from ..version_compat import AirflowFailException
 from ._base import DeltaTableOperator, translate_errors
 from ._params import as_bool, as_int, as_version

@@ -72,7 +72,7 @@ class DeltaLogCompactionOperator(SparkEngineMixin, DeltaTableOperator):
             with self.open_table() as table:
                 writer = None
                 if self.engine == "spark":
-                    from ..maintenance.spark.submit import spark_compaction_writer
+                    from ..maintenance.spark.jobs import spark_compaction_writer
 
                     writer = spark_compaction_writer(table.store, table.uri, table.storage_options, self.submit_spark_job,
                                                      conf=self.spark_conf, jars=self.spark_jars, packages=self.spark_packages)

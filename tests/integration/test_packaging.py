@@ -161,7 +161,7 @@ assert "airflow-delta-maintenance" in ProvidersManager().providers
 import json
 os.environ["AIRFLOW_CONN_SPARK_YARN"] = json.dumps({"conn_type": "spark", "host": "yarn"})
 from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
-from airflow_delta_maintenance.maintenance.spark.submit import checkpoint_job
+from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job
 job = checkpoint_job("s3://lake/t", 3, {"key": "AKIAFAKEKEY", "secret": "FAKESECRETVALUE"})
 # (only defined connections: outside a task, 3.1.0's lookup of a missing one fails on the
 # supervisor import instead of "not found", upstream's own hook included)

@@ -13,7 +13,8 @@ from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.operations.publish import publish_ratified_commits
-from airflow_delta_maintenance.maintenance.spark.submit import checkpoint_job, run_spark_submit, verify_checkpoint
+from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job, verify_checkpoint
+from airflow_delta_maintenance.maintenance.spark.submit import run_spark_submit
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests._infra.races import race_put_if_absent
 from tests.helpers.tables import bind_table

@@ -22,7 +22,9 @@ from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_file
 from airflow_delta_maintenance.deltalog.model.paths import compaction_name
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
-from airflow_delta_maintenance.maintenance.spark.submit import SparkJobError, checkpoint_job, compaction_job, run_spark_submit, verify_checkpoint
+from airflow_delta_maintenance.maintenance.errors import SparkJobError
+from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job, compaction_job, verify_checkpoint
+from airflow_delta_maintenance.maintenance.spark.submit import run_spark_submit
 from tests.unit.deltalog.logbuilder import LogBuilder, add, commit_info, dv, metadata, protocol, remove
 
 pytestmark = pytest.mark.spark

@@ -23,16 +23,12 @@ from airflow.providers.apache.spark.hooks import spark_submit as upstream
 from airflow.providers.common.compat.sdk import AirflowException
 
 from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
-from airflow_delta_maintenance.maintenance.spark import submit as spark_submit
-from airflow_delta_maintenance.maintenance.spark.submit import (
-    CREDENTIALS_FILE_ENV,
-    STORAGE_OPTIONS_ENV,
-    SparkSettings,
-    checkpoint_job,
-    compaction_job,
-    package_zip,
-    plan_submission,
-)
+from airflow_delta_maintenance.maintenance.spark import packaging
+from airflow_delta_maintenance.maintenance.spark.credentials import CREDENTIALS_FILE_ENV, STORAGE_OPTIONS_ENV
+from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job, compaction_job
+from airflow_delta_maintenance.maintenance.spark.packaging import package_zip
+from airflow_delta_maintenance.maintenance.spark.settings import SparkSettings
+from airflow_delta_maintenance.maintenance.spark.submit import plan_submission
 
 SECRET = "fake-secret-access-key-value"
 OPTIONS = {"key": "AKIAFAKEKEYID0000", "secret": SECRET, "client_kwargs": {"endpoint_url": "https://s3.example", "region_name": "eu-west-1"}}
@@ -95,11 +91,11 @@ def test_the_shipped_zip_holds_what_the_jobs_import_and_is_cached_by_content(zip
     assert out.startswith(path), out
     # another content, another name
     copy = tmp_path / "pkg"
-    files = [(name, p) for name, p in spark_submit._shipped_files()]
+    files = [(name, p) for name, p in packaging._shipped_files()]
     changed = copy / "deltalog_extra.py"
     copy.mkdir()
     changed.write_text("X = 1\n")
-    with mock.patch.object(spark_submit, "_shipped_files", return_value=[*files, ("airflow_delta_maintenance/deltalog/extra.py", changed)]):
+    with mock.patch.object(packaging, "_shipped_files", return_value=[*files, ("airflow_delta_maintenance/deltalog/extra.py", changed)]):
         other = package_zip()
     assert other != path and len(list(zip_cache.glob("*.zip"))) == 2
 

@@ -18,6 +18,7 @@ from airflow_delta_maintenance.hooks import spark as spark_hook
 from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
 from airflow_delta_maintenance.maintenance.operations.summary import Throttled
 from airflow_delta_maintenance.maintenance.spark import submit as spark_submit
+from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job
 from airflow_delta_maintenance.maintenance.spark.progress import LOG4J2_PROPERTIES, SparkOutput, quiet_spark_conf
 
 LINES = (Path(__file__).with_name("data") / "spark_driver_stderr.txt").read_text().splitlines()
@@ -91,7 +92,7 @@ def test_the_cli_runner_streams_progress_while_spark_runs(tmp_path: Path, monkey
     )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setattr(spark_submit, "spark_submit_binary", lambda: str(fake))
-    job = spark_submit.checkpoint_job("/t", 29)
+    job = checkpoint_job("/t", 29)
     heard: list[str] = []
     out = spark_submit.run_spark_submit(job, progress=heard.append)
     assert json.loads(out.strip().splitlines()[-1])["num_actions"] == 31

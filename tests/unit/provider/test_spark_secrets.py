@@ -15,7 +15,8 @@ import pytest
 from airflow.providers.apache.spark.hooks import spark_submit as upstream
 
 from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
-from airflow_delta_maintenance.maintenance.spark.submit import CREDENTIALS_FILE_ENV, STORAGE_OPTIONS_ENV, checkpoint_job
+from airflow_delta_maintenance.maintenance.spark.credentials import CREDENTIALS_FILE_ENV, STORAGE_OPTIONS_ENV
+from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job
 
 SECRETS = ("AKIAFAKEKEYID0000", "fake-secret-access-key-value", "FwoGZXIvYXdzEFAKESESSIONTOKEN")
 OPTIONS = {"key": SECRETS[0], "secret": SECRETS[1], "token": SECRETS[2], "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "eu-west-1"}}
@@ -85,7 +86,7 @@ def test_the_job_reads_its_secrets_from_the_file_where_the_driver_runs(tmp_path:
     by --files into its working directory. Both end up in the job's storage options."""
     import argparse
 
-    from airflow_delta_maintenance.maintenance.spark.submit import write_credentials_file
+    from airflow_delta_maintenance.maintenance.spark.credentials import write_credentials_file
     from airflow_delta_maintenance.spark_jobs import _common
 
     job = checkpoint_job("s3://lake/orders", 10, OPTIONS)
