@@ -30,7 +30,8 @@ staged file name, or when its published ``<v>.json`` holds exactly our bytes (ea
 a fresh ``txnId``, so equal bytes are ours); it is another writer's when UC has it otherwise; and a
 failure stays "unknown" (retryable, not a conflict) while the version is not ratified at all.
 
-Error mapping and retries live in ``_uc_http``; 403 messages name the privilege each call needs.
+Error mapping and retries live in ``_uc_http``, the payloads in ``_uc_payloads``; 403 messages name
+the privilege each call needs.
 The bearer token is never logged, shown or put in an exception.
 """
 
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._uc_http import HttpConflict, HttpUnknown, UCTransport
+from ._uc_payloads import UC_TABLE_ID, _as_url, _column_infos, _commit, _location_key, _managed_actions, _Staging, _window
 from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
 from .commit_file import (
     commit_bytes,
@@ -51,7 +53,6 @@ from .commit_file import (
     publish_version_zero,
     published_name,
     staged_name,
-    upgrade_protocol,
     writer_for,
 )
 from .errors import CommitConflictError, CommitLimitReachedError, CoordinatorError, TableNotFoundError
@@ -59,7 +60,6 @@ from .errors import CommitConflictError, CommitLimitReachedError, CoordinatorErr
 __all__ = ["UnityCatalogCoordinator", "UC_TABLE_ID"]
 
 API = "/api/2.1/unity-catalog"
-UC_TABLE_ID = "io.unitycatalog.tableId"
 # The catalog-managed contract (Managed Tables spec 1.0); v1 staging responses are authoritative.
 _REQUIRED_READER = ["catalogManaged", "deletionVectors", "v2Checkpoint", "vacuumProtocolCheck"]
 _REQUIRED_WRITER = [*_REQUIRED_READER, "inCommitTimestamp"]
@@ -70,15 +70,6 @@ _REQUIRED_PROPERTIES = {
     "delta.checkpoint.writeStatsAsStruct": "true",
     "delta.checkpoint.writeStatsAsJson": "true",
 }
-
-
-@dataclass(frozen=True)
-class _Staging:
-    table_id: str
-    location: str
-    reader_features: tuple[str, ...]
-    writer_features: tuple[str, ...]
-    properties: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -432,72 +423,3 @@ class UnityCatalogCoordinator:
                                    retryable=True, version=version) from None
 
 
-def _commit(c: Mapping[str, Any], sep: str) -> RatifiedCommit:
-    """A ``DeltaCommit`` (v1, hyphenated) or ``DeltaCommitInfo`` (preview, underscored)."""
-    name = str(c[f"file{sep}name"])
-    return RatifiedCommit(
-        version=int(c["version"]),
-        commit_timestamp=int(c["timestamp"]),
-        file_name=name if "/" in name else f"_staged_commits/{name}",
-        file_size=int(c[f"file{sep}size"]),
-        file_modification_time=int(c[f"file{sep}modification{sep}timestamp"]),
-    )
-
-
-def _window(commits: list[RatifiedCommit], lo: int, hi: int) -> tuple[RatifiedCommit, ...]:
-    return tuple(sorted((c for c in commits if lo <= c.version <= hi), key=lambda c: c.version))
-
-
-def _location_key(location: str) -> str:
-    """Compare storage locations: ``file:`` URLs and plain paths alike, s3a/s3n as s3, no trailing slash."""
-    loc = location.rstrip("/")
-    for prefix in ("file://", "file:"):
-        if loc.startswith(prefix):
-            loc = loc[len(prefix):]
-            break
-    for alias in ("s3a://", "s3n://"):
-        if loc.startswith(alias):
-            loc = "s3://" + loc[len(alias):]
-    return loc
-
-
-def _as_url(uri: str) -> str:
-    """The table URI as UC stores locations: local paths become ``file://`` URLs."""
-    return f"file://{uri}" if uri.startswith("/") else uri
-
-
-def _managed_actions(actions: Sequence[Mapping[str, Any]], staging: _Staging) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Version 0 of a catalog-managed table: the catalog's required features and properties added."""
-    out: list[dict[str, Any]] = []
-    meta: dict[str, Any] = {}
-    for action in actions:
-        if "metaData" in action:
-            meta = dict(action["metaData"])
-            meta["configuration"] = {**dict(meta.get("configuration") or {}), **dict(staging.properties), UC_TABLE_ID: staging.table_id}
-            out.append({"metaData": meta})
-        elif "protocol" in action:
-            out.append({"protocol": upgrade_protocol(action["protocol"], staging.reader_features, staging.writer_features)})
-        else:
-            out.append(dict(action))
-    if not meta or not any("protocol" in a for a in out):
-        raise CoordinatorError("version 0 must contain protocol and metaData actions", retryable=False, version=0)
-    return out, meta
-
-
-_TYPE_NAMES = {"integer": "INT", "long": "LONG", "short": "SHORT", "byte": "BYTE", "float": "FLOAT", "double": "DOUBLE",
-               "boolean": "BOOLEAN", "string": "STRING", "binary": "BINARY", "date": "DATE", "timestamp": "TIMESTAMP",
-               "timestamp_ntz": "TIMESTAMP_NTZ"}
-
-
-def _column_infos(schema_string: str | None) -> list[dict[str, Any]]:
-    """UC REST ``ColumnInfo`` entries for a Delta schema string (top-level fields)."""
-    fields = json.loads(schema_string or '{"fields":[]}').get("fields") or []
-    out = []
-    for i, f in enumerate(fields):
-        t = f["type"]
-        name = _TYPE_NAMES.get(t) if isinstance(t, str) else str(t.get("type", "")).upper()
-        if isinstance(t, str) and name is None:
-            name = "DECIMAL" if t.startswith("decimal") else t.upper()
-        out.append({"name": f["name"], "type_text": t if isinstance(t, str) else json.dumps(t), "type_json": json.dumps(f),
-                    "type_name": name, "position": i, "nullable": bool(f.get("nullable", True))})
-    return out
