@@ -7,7 +7,9 @@ command's own argparse parser (sphinx-argparse) and the Python API from the docs
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -17,7 +19,10 @@ sys.path.insert(0, str(ROOT))  # the package from this checkout, installed or no
 
 # autodoc imports the Airflow layer; Airflow then reads (and on first use writes) the configuration
 # of $AIRFLOW_HOME. A docs build must neither depend on nor create a user's ~/airflow.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="delta-maintenance-docs-airflow-"))
+if "AIRFLOW_HOME" not in os.environ:
+    _airflow_home = tempfile.mkdtemp(prefix="delta-maintenance-docs-airflow-")
+    atexit.register(shutil.rmtree, _airflow_home, ignore_errors=True)
+    os.environ["AIRFLOW_HOME"] = _airflow_home
 
 from airflow_delta_maintenance import __version__  # noqa: E402  (after the path and the environment)
 
