@@ -112,7 +112,7 @@ def _one_line(exc: BaseException) -> str:
 
 def run_guarded(fn: Callable[[], int]) -> int:
     """Run a handler; expected errors become one line on stderr and an exit code (documented in
-    the README): ``EXIT_BAD_INPUT`` or, when the storage refused a write or read, ``EXIT_STORAGE``."""
+    docs/cli.md): ``EXIT_BAD_INPUT`` or, when the storage refused a write or read, ``EXIT_STORAGE``."""
     try:
         return fn()
     except OSError as exc:

@@ -29,6 +29,15 @@ def build_fleet_dag(
     start_date: Any = None,
     max_history_samples: int | None = None,
 ) -> DAG:
+    """The fleet health DAG over the maintenance configuration at ``config_path``: one task,
+    ``fleet_report`` (``DeltaFleetReportOperator``), on ``schedule`` (None: manual runs only).
+
+    :param report_dir: where the report and its history go (default: ``plugins.report_dir``'s
+        resolution, read by the task)
+    :param notifiers: called on threshold crossings, e.g. ``DeltaHealthNotifier``
+    :param dag_id: the DAG id (default ``delta_maintenance_fleet_health``)
+    :param max_history_samples: history samples kept (default: the operator's)
+    """
     import pendulum
 
     dag = DAG(

@@ -7,7 +7,7 @@ polling every 30 s cannot exceed ``calls_per_second`` against that endpoint, how
 line up. A poller that finds the bucket empty waits for its token (``reserve`` says how long)
 instead of calling: the effective poll interval stretches, the endpoint's rate does not. Worker
 processes (poke/reschedule sensors) each hold their own bucket; pools bound how many of them poll
-at once (see the README's sizing section).
+at once (docs/fleet/scheduling.md, "Sizing").
 """
 
 from __future__ import annotations

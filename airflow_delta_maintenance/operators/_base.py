@@ -122,7 +122,7 @@ class DeltaTableOperator(BaseOperator):
         return Throttled(self.log.info)
 
     def finish(self, report: TaskReport) -> dict[str, Any]:
-        """Log the task's one summary line; its small record is the task's XCom (README: XCom)."""
+        """Log the task's one summary line; its small record is the task's XCom (docs: operators/results.md)."""
         self.log.info("%s", report.summary())
         return report.to_dict()
 

@@ -22,8 +22,8 @@ class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
     """Write a checkpoint at the latest published version when ``interval`` commits have passed.
 
     Logs one summary line (``checkpoint: wrote v120 (classic, 1 part, 210,345 actions, 14.2 MiB)
-    in 3.1 s``, or ``checkpoint: skipped — <reason>``) and returns the common record (README,
-    "XCom"): ``version``, ``count`` (actions), ``bytes``, ``engine``, ``kind``, ``files``.
+    in 3.1 s``, or ``checkpoint: skipped — <reason>``) and returns the common record (docs:
+    operators/results.md): ``version``, ``count`` (actions), ``bytes``, ``engine``, ``kind``, ``files``.
 
     ``engine="spark"`` submits ``spark_jobs/checkpoint.py`` through ``SparkSubmitHook``
     (connection ``spark_conn_id``, ``local[*]`` by default; its extras say where and how, see

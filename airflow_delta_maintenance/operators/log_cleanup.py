@@ -19,7 +19,7 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
     """Plan (and with ``dry_run=False`` execute) the protocol's metadata cleanup.
 
     Logs one summary line (``cleanup: deleted 340 files (12.1 MiB) below v100 in 1.2 s``, or the
-    skip with its reason) and returns the common record (README, "XCom"): ``version`` is the
+    skip with its reason) and returns the common record (docs: operators/results.md): ``version`` is the
     anchor checkpoint, ``count``/``bytes`` the files (to be) deleted, ``counts`` per kind, the
     ``cutoff`` as ISO-8601 UTC, ``dry_run`` and ``executed`` — never the file list.
 

@@ -19,7 +19,7 @@ class DeltaLogCompactionOperator(SparkEngineMixin, DeltaTableOperator):
     """Write ``<x>.<y>.compacted.json`` for every aligned window not yet compacted.
 
     Logs one summary line (``compaction: wrote 2 window(s) over 1-20 (3.1 KiB) in 0.2 s``, or the
-    skip with its reason) and returns the common record (README, "XCom"): ``from_version`` /
+    skip with its reason) and returns the common record (docs: operators/results.md): ``from_version`` /
     ``to_version`` span the windows written, ``count`` is their number; ``skipped_windows`` counts
     the skipped ones by reason.
 

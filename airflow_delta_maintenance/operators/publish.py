@@ -18,7 +18,7 @@ class DeltaPublishCommitsOperator(DeltaTableOperator):
 
     Idempotent: commits already published with identical bytes count as done; a retry after a crash
     converges. Logs one summary line (``publish: published 101-120 (20 commits, 1.2 MiB) in 0.8 s``)
-    and returns the common record (README, "XCom"): the range published as ``from_version`` /
+    and returns the common record (docs: operators/results.md): the range published as ``from_version`` /
     ``to_version``, ``count``, ``bytes``, plus ``latest_ratified_version``,
     ``latest_published_version``, ``reported_version`` and the ``already_published`` count.
 

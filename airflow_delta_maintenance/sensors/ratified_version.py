@@ -164,7 +164,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
             time.sleep(wait)
 
     def _record(self, observation: dict[str, Any]) -> dict[str, Any]:
-        """The wait's XCom in the common shape (README, "XCom"), plus what was observed."""
+        """The wait's XCom in the common shape (docs: operators/results.md), plus what was observed."""
         reason = observation.get("reason")
         self.log.info("wait: %s", reason)
         details = {k: v for k, v in observation.items() if k not in ("reason", "satisfied")}

@@ -113,7 +113,7 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
         assert status in (200, 409), text
     table = f"e2e_{uuid.uuid4().hex[:8]}"
     full = f"spark_catalog.default.{table}"
-    # the maintenance principal: a user with exactly the privileges the README lists
+    # the maintenance principal: a user with exactly the privileges docs/coordinators.md lists
     maint = f"maintenance-{table}@example.com"
     maint_token = server.user_token(maint)
     server.grant("catalog", "spark_catalog", maint, "USE CATALOG")

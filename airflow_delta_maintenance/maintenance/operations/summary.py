@@ -2,7 +2,7 @@
 
 Every use case's result gives a ``TaskReport`` (``result.report()``); the operators log its
 ``summary()`` and push its ``to_dict()``, the CLI prints the same line. The record's keys are the
-same for every operation (the README documents them): ranges and counts, never lists of versions
+same for every operation (docs/operators/results.md documents them): ranges and counts, never lists of versions
 or files, and ISO-8601 UTC timestamps.
 
 ``Throttled`` turns a stream of progress messages from a long step into at most one line every
