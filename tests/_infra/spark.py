@@ -1,7 +1,8 @@
 """Local Spark for the tests (a pytest plugin, see ``tests/conftest.py``).
 
 - ``spark``: a session-scoped pyspark 4.2.0 ``local[2]`` with delta-spark 4.4.0 and hadoop-aws 3.5.0
-  from ``.cache/jars/delta-spark`` (``make jars``), everything bound to 127.0.0.1, no UI.
+  from ``.cache/jars/delta-spark`` (``make jars``), everything bound to 127.0.0.1, no UI;
+  ``start_local_spark()`` starts the same session outside pytest.
 - ``spark_s3a``: the same session with s3a pointed at the session's moto server.
 - ``spark_submit_env()`` / ``spark_submit_args()``: the environment and arguments for running a
   job with ``spark-submit`` in local mode with the same jars and settings.
@@ -19,7 +20,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -104,28 +105,28 @@ def spark_submit_args(s3_endpoint: str | None = None, master: str = MASTER) -> l
     return args
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[SparkSession]:
-    """``local[2]`` pyspark 4.2.0 with delta-spark 4.4.0 and hadoop-aws 3.5.0, stopped at session end."""
+def start_local_spark(work: Path, extra_conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A ``local[2]`` pyspark 4.2.0 with delta-spark 4.4.0 and hadoop-aws 3.5.0, its scratch space
+    under ``work``: the ``spark`` fixture's session, also for scripts (``python -m tests._infra...``).
+    The caller stops it. At most one per process (``getOrCreate``)."""
     jars = delta_spark_jars()  # before the JVM: a clear error when `make jars` was not run
     from pyspark.sql import SparkSession
 
-    work = tmp_path_factory.mktemp("spark")
-    (work / "local").mkdir()
+    (work / "local").mkdir(parents=True, exist_ok=True)
     conf = {
         **LOCAL_CONF,
         "spark.jars": ",".join(jars),
         "spark.sql.warehouse.dir": str(work / "warehouse"),
         "spark.local.dir": str(work / "local"),
         "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={work / 'local'} -Djava.net.preferIPv4Stack=true",
+        **(extra_conf or {}),
     }
     builder = SparkSession.builder.master(MASTER).appName("airflow-delta-maintenance-tests")
     for key, value in conf.items():
         builder = builder.config(key, value)
-    started = time.monotonic()
     # The JVM keeps the environment it is launched with: loopback only, and fake AWS credentials
     # (delta-spark's DynamoDB coordinator, AWS SDK v1, reads them from there). Only the launch
-    # sees them, so the tests' own environment does not depend on whether Spark ran first.
+    # sees them, so the caller's own environment does not depend on whether Spark ran first.
     with pytest.MonkeyPatch.context() as env:
         for key in REAL_AWS_SOURCES:
             env.delenv(key, raising=False)
@@ -133,8 +134,17 @@ def spark(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config)
             env.setenv(key, value)
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[SparkSession]:
+    """``local[2]`` pyspark 4.2.0 with delta-spark 4.4.0 and hadoop-aws 3.5.0, stopped at session end."""
+    started = time.monotonic()
+    session = start_local_spark(tmp_path_factory.mktemp("spark"))
     seconds = time.monotonic() - started
-    record_startup(pytestconfig, "spark", f"pyspark {session.version} {MASTER} with {len(jars)} jars from .cache/jars/delta-spark, started in {seconds:.1f}s")
+    jars = len(delta_spark_jars())
+    record_startup(pytestconfig, "spark", f"pyspark {session.version} {MASTER} with {jars} jars from .cache/jars/delta-spark, started in {seconds:.1f}s")
     try:
         yield session
     finally:
