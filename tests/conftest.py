@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests._infra.servers",
     "tests._infra.store_servers",
     "tests._infra.spark",
+    "tests._infra.table_zoo",
     "tests._infra.unity_catalog",
     "tests._infra.uc_oss",
 ]

@@ -47,7 +47,7 @@ from .zoo_registry import ZOO, ZooSpec, code_fingerprint
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ZOO_FORMAT = 1  # bump when the manifest's layout or meaning changes
+ZOO_FORMAT = 2  # bump when the manifest's layout or meaning changes
 CACHE = Path(os.environ.get("TABLE_ZOO_CACHE") or REPO / ".cache" / "table-zoo")
 MAX_AGE_S = 3 * 86_400
 COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -167,8 +167,8 @@ def record_manifest(spec: ZooSpec, key: str, table: Path, spark: SparkSession) -
     versions: dict[int, dict[str, Any]] = {}
     for v in range(latest + 1):
         entry: dict[str, Any] = {"operation": _operation(table, v)}
-        for key in ("spark", "wheel", "row_tracking") if spec.row_tracking else ("spark", "wheel"):
-            entry[key] = record(table, v, key, spark=spark)
+        for what in ("spark", "wheel", "row_tracking") if spec.row_tracking else ("spark", "wheel"):
+            entry[what] = record(table, v, what, spark=spark)
         if "error" in entry["spark"]:
             raise RuntimeError(f"zoo table {spec.name}: delta-spark cannot read version {v} of its own build: {entry['spark']['error']}")
         versions[v] = entry
@@ -251,9 +251,18 @@ class Zoo:
                 _remove(build)
             raise
         clear_spark_cache(spark)  # the build directory is gone; no cached DeltaLog may point at it
+        self._prune(name, keep=final)
         self.built[name] = time.monotonic() - started
         self.log(f"table zoo: built {name} in {self.built[name]:.1f}s (writes {manifest.build_seconds:.1f}s, manifest {manifest.manifest_seconds:.1f}s)")
         return ZooTable(name, final / "table", manifest)
+
+    def _prune(self, name: str, keep: Path) -> None:
+        """Remove entries of ``name`` under other keys once they are stale anyway (a younger one may
+        belong to another checkout's code, sharing the cache, and be in use)."""
+        for other in (self.cache / name).iterdir():
+            manifest = other / "manifest.json"
+            if other != keep and manifest.exists() and time.time() - manifest.stat().st_mtime > MAX_AGE_S:
+                _remove(other)
 
 
 def names(tag: str | None = None, writer: str | None = None, *, exclude: Iterable[str] = ()) -> list[str]:

@@ -108,19 +108,19 @@ def small_rows(lo: int, hi: int, partitions: int = 0) -> pa.Table:
 
 @zoo_table("wheel_many_small_files", "wheel", {"unpartitioned", "many_small_files", "deletes"})
 def wheel_many_small_files(path: str) -> None:
-    """About 200 small files in one write (the wheel rolls a file every ~1,000 rows with a tiny
+    """About 205 small files in one write (the wheel rolls a file every ~1,000 rows with a tiny
     target size), a delete rewriting some, an append."""
     import deltalake
 
-    deltalake.write_deltalake(path, small_rows(0, 200_000), target_file_size=1)
+    deltalake.write_deltalake(path, small_rows(0, 210_000), target_file_size=1)
     deltalake.DeltaTable(path).delete("id % 10000 = 0")
-    deltalake.write_deltalake(path, small_rows(200_000, 210_000), mode="append", target_file_size=1)
+    deltalake.write_deltalake(path, small_rows(210_000, 220_000), mode="append", target_file_size=1)
 
 
 @zoo_table("wheel_many_small_files_partitioned", "wheel", {"partitioned", "many_small_files", "deletes"})
 def wheel_many_small_files_partitioned(path: str) -> None:
-    """4 partitions of about 50 small files each, then a rewriting delete."""
+    """4 partitions of about 51 small files each (205 in one write), then a rewriting delete."""
     import deltalake
 
-    deltalake.write_deltalake(path, small_rows(0, 200_000, 4), partition_by=["p"], target_file_size=1)
+    deltalake.write_deltalake(path, small_rows(0, 210_000, 4), partition_by=["p"], target_file_size=1)
     deltalake.DeltaTable(path).delete("id % 9973 = 0")
