@@ -110,7 +110,7 @@ def tamper_runs(spark: Any, zoo: Zoo, work: Path, out: Path) -> None:
             path.write_text(json.dumps(c) + "\n")
             results[field][label] = probe(spark, t, what, conf)
             shutil.rmtree(t.path)
-        print(f"crc tamper {field}: {results[field]}")
+        print(f"crc tamper {field}: {results[field]}", flush=True)
     control = zoo.copy("spark_partitioned", work / "crc-control")
     results["untampered control"] = {label: probe(spark, control, what, conf) for label, what, conf in PROBES if what != "insert"}
     write_json(out / "crc" / "tamper.json", {"table": "spark_partitioned (latest version's .crc edited)", "results": results})

@@ -50,10 +50,11 @@ WHEEL_RUNS: list[tuple[str, str, dict[str, Any]]] = [
 
 
 def check_rows(t: ZooTable, before: int, spark: Any) -> dict[str, Any]:
-    """Every recorded version unchanged; each new version reads as ``before`` did, in both engines."""
+    """Every recorded version unchanged; each new version reads as ``before`` did, in both engines
+    (and with the same row ids and row commit versions on row-tracking tables)."""
     problems = compare_versions(t.path, t.manifest, spark=spark)
     for v in range(before + 1, latest(t.path) + 1):
-        for engine in ("spark", "wheel"):
+        for engine in ("spark", "wheel", "row_tracking") if "row_tracking" in t.manifest.versions[before] else ("spark", "wheel"):
             old, new = t.manifest.versions[before][engine], record(t.path, v, engine, spark=spark)
             if "error" in old or "error" in new:
                 if "error" not in old or "error" not in new:
@@ -99,7 +100,7 @@ def spark_runs(spark: Any, zoo: Zoo, work: Path, out: Path, only: set[str] | Non
                 spark.sql(statement).collect()
             result["second_optimize_writes_a_commit"] = latest(t.path) != second
         write_json(out / "optimize" / f"spark-{label}.json", result)
-        print(f"optimize spark {label}: {result.get('error') or result['versions_written']} {result['seconds']}s")
+        print(f"optimize spark {label}: {result.get('error') or result['versions_written']} {result['seconds']}s", flush=True)
 
 
 def wheel_runs(spark: Any, zoo: Zoo, work: Path, out: Path, only: set[str] | None = None) -> None:
@@ -121,4 +122,4 @@ def wheel_runs(spark: Any, zoo: Zoo, work: Path, out: Path, only: set[str] | Non
         if "error" not in result:
             result["check"] = check_rows(t, before, spark)
         write_json(out / "optimize" / f"wheel-{label}.json", result)
-        print(f"optimize wheel {label}: {result.get('error') or result['versions_written']} {result['seconds']}s")
+        print(f"optimize wheel {label}: {result.get('error') or result['versions_written']} {result['seconds']}s", flush=True)
