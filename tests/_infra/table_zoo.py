@@ -11,7 +11,7 @@ reads as in both engines (``zoo_oracle``). A pytest plugin (``tests/conftest.py`
 - ``Zoo.get(name)`` returns the cached table (read-only: its files are chmod a-w; never write it);
   ``ZooTable.copy_to(dest)`` copies it keeping every file's mtime.
 - The key is a sha256 of the builder's code (``code_fingerprint``), its parameters, the oracle's
-  source, the zoo format and the engines' versions: editing a builder rebuilds that table only.
+  reading and recording code, the zoo format and the engines' versions: editing a builder rebuilds that table only.
 - An entry older than ``MAX_AGE_S`` is rebuilt: delta-spark refuses time travel to versions whose
   commit is older than ``delta.deletedFileRetentionDuration`` (7 days), and copies keep the
   timestamps.
@@ -134,10 +134,10 @@ def engine_versions() -> dict[str, str]:
 def cache_key(spec: ZooSpec, engines: dict[str, str] | None = None) -> str:
     import hashlib
 
-    oracle_source = Path(zoo_oracle.__file__).read_text()
+    # the oracle's part: how rows are read, canonicalised and recorded (record and what it calls)
     material = json.dumps(
         {"format": ZOO_FORMAT, "code": code_fingerprint(spec.build), "params": spec.params, "row_tracking": spec.row_tracking,
-         "oracle": hashlib.sha256(oracle_source.encode()).hexdigest(), "engines": engines or engine_versions()},
+         "oracle": code_fingerprint(zoo_oracle.record), "engines": engines or engine_versions()},
         sort_keys=True,
     )  # fmt: skip
     return hashlib.sha256(material.encode()).hexdigest()[:16]

@@ -188,8 +188,14 @@ def read_rows(table: str | Path, version: int, engine: Engine = "spark", *, spar
     except OracleError:
         raise
     except Exception as exc:  # the engines raise anything; the message says which
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise OracleError(f"{uri} version {version}: {engine} cannot read it: {type(exc).__name__}: {first[:500]}") from exc
+        raise OracleError(f"{uri} version {version}: {engine} cannot read it: {engine_error(exc)}") from exc
+
+
+def engine_error(exc: BaseException) -> str:
+    """One line for an engine's error: for py4j errors the JVM exception, not "An error occurred while calling oNN"."""
+    lines = [line.strip().lstrip(": ").strip() for line in str(exc).splitlines()]
+    useful = [line for line in lines if line and not line.startswith("An error occurred while calling")]
+    return f"{type(exc).__name__}: {(useful[0] if useful else '')[:500]}"
 
 
 def clear_spark_cache(spark: SparkSession) -> None:

@@ -79,9 +79,7 @@ def rows_as_dicts(rows: list[Any]) -> list[dict[str, Any]]:
 
 
 def error_line(exc: BaseException) -> str:
-    """The first line of an engine's error, without the JVM stack (for the notes)."""
-    text = str(exc).strip()
-    for prefix in ("An error occurred while calling",):
-        if text.startswith(prefix):
-            text = text.split("\n", 1)[-1].lstrip(": ")
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:600]
+    """The engine's error in one line, without the JVM stack (for the notes)."""
+    from ..zoo_oracle import engine_error
+
+    return engine_error(exc)[:600]
