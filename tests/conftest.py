@@ -21,6 +21,7 @@ pytest_plugins = [
     "tests._infra.table_zoo",
     "tests._infra.unity_catalog",
     "tests._infra.uc_oss",
+    "tests._infra.fault_proxy",
 ]
 
 

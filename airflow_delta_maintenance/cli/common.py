@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..coordinators.errors import CoordinatorError
+from ..coordinators.errors import CoordinatorAnswerError, CoordinatorError
 from ..deltalog.errors import DeltaLogError
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
 
 EXIT_BAD_INPUT = 2  # bad input or a bad table: fix the command or the table
 EXIT_STORAGE = 3  # the storage refused: no space, read-only, no permission; retry once it is fixed
-EXIT_PROBLEMS = 4  # `status --strict` / `versions --strict`: the coordinator is inconsistent with the log
+EXIT_PROBLEMS = 4  # the coordinator is inconsistent (its answer, or with the log under `status/versions --strict`)
 # Errors that mean "bad input or bad table", reported without a traceback.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, FileExistsError)
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
@@ -112,9 +112,13 @@ def _one_line(exc: BaseException) -> str:
 
 def run_guarded(fn: Callable[[], int]) -> int:
     """Run a handler; expected errors become one line on stderr and an exit code (documented in
-    docs/cli.md): ``EXIT_BAD_INPUT`` or, when the storage refused a write or read, ``EXIT_STORAGE``."""
+    docs/cli.md): ``EXIT_PROBLEMS`` when the coordinator's answer cannot be trusted (malformed or
+    inconsistent), ``EXIT_STORAGE`` when the storage refused a write or read, else ``EXIT_BAD_INPUT``."""
     try:
         return fn()
+    except CoordinatorAnswerError as exc:
+        print(f"delta-maintenance: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_PROBLEMS
     except OSError as exc:
         if isinstance(exc, PermissionError) or exc.errno in STORAGE_ERRNOS:
             print(f"delta-maintenance: storage error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)

@@ -20,7 +20,7 @@ Classification:
 - 404 → ``TableNotFoundError`` saying whether the catalog, the schema or the table is missing
   (``missing`` is ``None`` for an untyped 404: no such route);
 - 401 → ``AuthenticationError``; 403 → ``PermissionDeniedError`` naming the privilege the call
-  needs (the server only says "Access denied."); other 4xx and 501 are fatal.
+  needs (the server only says "Access denied."); other 4xx and 501 are fatal (``HttpRefused``).
 
 The bearer token only ever goes into the ``Authorization`` header; every message that leaves this
 module passes through ``scrub`` in case a server echoes it.
@@ -41,7 +41,7 @@ from urllib.parse import quote, urlencode
 
 from .errors import AuthenticationError, CommitLimitReachedError, CoordinatorError, PermissionDeniedError, TableNotFoundError
 
-__all__ = ["UCTransport", "HttpConflict", "HttpFailure", "HttpUnknown"]
+__all__ = ["UCTransport", "HttpConflict", "HttpFailure", "HttpRefused", "HttpUnknown"]
 
 _LIMIT_TYPES = {"ResourceExhaustedException", "RESOURCE_EXHAUSTED"}
 # the UC REST API answers "already exists" with 400 for backward compatibility; the Delta API with 409
@@ -75,6 +75,14 @@ class HttpUnknown(CoordinatorError):
 
     def __init__(self, message: str, failure: HttpFailure | None) -> None:
         super().__init__(message, retryable=True)
+        self.failure = failure
+
+
+class HttpRefused(CoordinatorError):
+    """Any other 4xx (and 501): the server refused the request as it is; ``failure`` says how."""
+
+    def __init__(self, message: str, failure: HttpFailure) -> None:
+        super().__init__(message, retryable=False)
         self.failure = failure
 
 
@@ -188,7 +196,7 @@ class UCTransport:
         if failure.status == 403:
             need = f"; the principal needs {privilege}" if privilege else ""
             raise PermissionDeniedError(self.scrub(f"{self._describe()}: {what} was refused ({said}){need}"))
-        raise CoordinatorError(text, retryable=False)
+        raise HttpRefused(text, failure)
 
 
 def _parse_error(exc: urllib.error.HTTPError) -> HttpFailure:

@@ -1,5 +1,5 @@
 """The Unity Catalog payloads ``unity_catalog.py`` reads and writes: ratified commits from a
-``DeltaCommit`` / ``DeltaCommitInfo``, table locations as UC stores and compares them, and version
+``DeltaCommit`` / ``DeltaCommitInfo`` (typed: ``answers``), table locations as UC stores and compares them, and version
 0 of a catalog-managed table (its required features and properties, its ``ColumnInfo`` list)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .answers import Answer, staged_file_name
 from .base import RatifiedCommit
 from .commit_file import upgrade_protocol
 from .errors import CoordinatorError
@@ -27,20 +28,17 @@ class _Staging:
     properties: tuple[tuple[str, str], ...]
 
 
-def _commit(c: Mapping[str, Any], sep: str) -> RatifiedCommit:
-    """A ``DeltaCommit`` (v1, hyphenated) or ``DeltaCommitInfo`` (preview, underscored)."""
-    name = str(c[f"file{sep}name"])
+def _commit(answer: Answer, entry: Any, sep: str) -> RatifiedCommit:
+    """A ``DeltaCommit`` (v1, hyphenated) or ``DeltaCommitInfo`` (preview, underscored), typed."""
+    c = answer.json_object(entry, "commits[]")
+    version = answer.json_int(c, "version")
     return RatifiedCommit(
-        version=int(c["version"]),
-        commit_timestamp=int(c["timestamp"]),
-        file_name=name if "/" in name else f"_staged_commits/{name}",
-        file_size=int(c[f"file{sep}size"]),
-        file_modification_time=int(c[f"file{sep}modification{sep}timestamp"]),
+        version=version,
+        commit_timestamp=answer.json_int(c, "timestamp", version=version),
+        file_name=staged_file_name(answer, answer.json_str(c, f"file{sep}name", version=version), version, f"file{sep}name"),
+        file_size=answer.json_int(c, f"file{sep}size", version=version),
+        file_modification_time=answer.json_int(c, f"file{sep}modification{sep}timestamp", version=version),
     )
-
-
-def _window(commits: list[RatifiedCommit], lo: int, hi: int) -> tuple[RatifiedCommit, ...]:
-    return tuple(sorted((c for c in commits if lo <= c.version <= hi), key=lambda c: c.version))
 
 
 def _location_key(location: str) -> str:

@@ -108,6 +108,13 @@ class CommitCoordinatorClient(Protocol):
         """Tell the coordinator every version ≤ ``version`` is durably published (idempotent)."""
         ...
 
+    def check_may_report(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> str:
+        """Before anything is published: may we report published versions for this table? One
+        cheap call that changes nothing (a refused no-op or an empty report the coordinator
+        authorizes exactly like ``report_published``); a one-line description, else a
+        ``PermissionDeniedError`` / ``AuthenticationError`` naming what is missing."""
+        ...
+
     def commit(
         self,
         table_uri: str,

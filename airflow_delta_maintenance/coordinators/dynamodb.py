@@ -16,15 +16,23 @@ Choices (delta-spark's client is the reference; departures are marked):
   properties in its metadata, as delta-spark does for a new coordinated table.
 - ``commit(v)``: stage ``_staged_commits/<v>.<uuid>.json``, then ``UpdateItem`` with delta-spark's
   legacy ``Expected`` conditions (``tableVersion == v-1``, ``acceptingCommits``, ``path``,
-  ``schemaVersion``) and updates; a failed condition re-reads the item to classify it like
-  delta-spark: ``tableVersion >= v`` → retryable ``CommitConflictError``; a gap, a path or schema
-  mismatch, or a table no longer accepting commits → non-retryable. Before staging, the item's
-  ``path`` must be this table's path (delta-spark's path check), so a wrong ``tableId`` never
-  stages or ratifies anything.
+  ``schemaVersion``) and updates. A failed condition or a lost answer (botocore resends an
+  ``UpdateItem`` whose answer was lost; the resend then fails its condition) re-reads the item and
+  decides by the staged file it ratified (departure: delta-spark classifies by ``tableVersion``
+  alone, so its own commit comes back as a conflict): the entry for ``v`` names our file → ours;
+  another file → retryable ``CommitConflictError``; ``v`` published and forgotten → ours iff
+  ``<v>.json`` holds our bytes; otherwise, like delta-spark, a gap, a path or schema mismatch, or a
+  table no longer accepting commits → non-retryable. Before staging, the item's ``path`` must be
+  this table's path (delta-spark's path check), so a wrong ``tableId`` never stages or ratifies
+  anything.
+- Every item read is checked field by field against delta-spark's schema (``dynamodb_item``): a
+  malformed or inconsistent item is a typed error naming the table, the version and the field.
 - ``get_commits``/``latest_ratified_version``: one ``GetItem``, strongly consistent (departure:
   delta-spark reads eventually consistently). ``latest = -1`` until ``hasAcceptedCommits``.
   File names come back as ``_staged_commits/<fsName>``; tables staged by delta-spark 3.x into the
   legacy ``_commits/`` are found by the publishing layer, which falls back to ``_commits/<fsName>``.
+- ``check_may_report``: an ``UpdateItem`` whose condition can never hold (nothing is written) —
+  IAM authorizes it exactly as the report, so ``AccessDeniedException`` means "may not report".
 - ``report_published(v)``: when ``v >= tableVersion`` exactly delta-spark's update (PUT
   ``commits = []`` with ``Expected tableVersion ==`` the value read, ``path``, ``schemaVersion``);
   otherwise (departure: delta-spark always clears the whole list) PUT the entries above ``v`` with
@@ -41,21 +49,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
-from .commit_file import (
-    commit_bytes,
-    next_in_commit_timestamp,
-    previous_in_commit_timestamp,
-    publish_version_zero,
-    staged_name,
-    upgrade_protocol,
-    writer_for,
-)
-from .errors import CommitConflictError, CoordinatorError, TableNotFoundError
+from .answers import Answer
+from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
+from .commit_file import Attempt, CommittingClient, decide_owner, previous_in_commit_timestamp, publish_version_zero, reread_failed, stage_commit, upgrade_protocol
+from .dynamodb_item import SCHEMA_VERSION, DynamoItem, parse_item
+from .errors import CommitConflictError, CoordinatorError, PermissionDeniedError, TableNotFoundError
 
 __all__ = ["DynamoDBCoordinator", "SCHEMA_VERSION", "hadoop_table_path"]
 
-SCHEMA_VERSION = 1
 _REQUIRED_WRITER = ["coordinatedCommits-preview", "inCommitTimestamp", "vacuumProtocolCheck"]  # delta-spark's requirements
 COORDINATOR_NAME = "dynamodb"
 _CONF_PROPS = (
@@ -86,7 +87,15 @@ def _path_key(path: str) -> str:
     return p if "://" in p else os.path.abspath(p)
 
 
-class DynamoDBCoordinator:
+class _Unsettled(Exception):
+    """Our ratifying UpdateItem failed its condition or lost its answer: whose is the version?"""
+
+    def __init__(self, cause: str, condition_failed: bool) -> None:
+        super().__init__(cause)
+        self.cause, self.condition_failed = cause, condition_failed
+
+
+class DynamoDBCoordinator(CommittingClient):
     """``dynamodb://<dynamodb-table>?region=...&endpoint=...&table_id=...``."""
 
     needs_table_conf = True
@@ -159,7 +168,7 @@ class DynamoDBCoordinator:
             )
         return tid
 
-    def _get_item(self, table_id: str) -> dict[str, Any]:
+    def _get_item(self, table_id: str, uri: str) -> DynamoItem:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -171,20 +180,21 @@ class DynamoDBCoordinator:
             raise CoordinatorError(f"{self.describe()}: GetItem failed: {code}", retryable=_transient(code)) from None
         except BotoCoreError as exc:  # connection errors, timeouts
             raise CoordinatorError(f"{self.describe()}: GetItem failed: {type(exc).__name__}", retryable=True) from None
-        item = resp.get("Item")
-        if item is None:
+        raw = resp.get("Item")
+        if raw is None:
             raise TableNotFoundError(f"{self.describe()}: no item for Delta table {table_id}")
+        item = parse_item(raw, Answer(self.describe(), f"{uri} (item {table_id})"))
+        if item.table_id != table_id:
+            raise Answer(self.describe(), uri).malformed("tableId", f"is {item.table_id!r}, not the key {table_id!r} it was read by")
+        if _path_key(item.path) != _path_key(uri):  # delta-spark's path check
+            raise CoordinatorError(f"{self.describe()}: item {table_id} belongs to {item.path}, not {uri}")
         return item
 
-    def _item_for(self, table_conf: Mapping[str, str] | None, table_uri: str) -> tuple[str, dict[str, Any]]:
-        """(tableId, item) after checking that the item is this table's (delta-spark's path check)."""
+    def _item_for(self, table_conf: Mapping[str, str] | None, table_uri: str) -> tuple[str, DynamoItem]:
+        """(tableId, the checked item) after checking that the item is this table's."""
         uri = self.normalize_uri(table_uri)
         table_id = self._table_id(table_conf, uri)
-        item = self._get_item(table_id)
-        path = item.get("path", {}).get("S", "")
-        if _path_key(path) != _path_key(uri):
-            raise CoordinatorError(f"{self.describe()}: item {table_id} belongs to {path}, not {uri}")
-        return table_id, item
+        return table_id, self._get_item(table_id, uri)
 
     def create_dynamodb_table(self, read_capacity: int = 5, write_capacity: int = 5) -> None:
         """Create the coordinator's DynamoDB table as delta-spark does (hash key ``tableId``), if missing."""
@@ -247,7 +257,7 @@ class DynamoDBCoordinator:
 
     def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:
         _, item = self._item_for(table_conf, table_uri)  # one GetItem
-        return int(item["tableVersion"]["N"]) if item.get("hasAcceptedCommits", {}).get("BOOL") else -1
+        return item.latest
 
     def get_commits(
         self,
@@ -256,26 +266,10 @@ class DynamoDBCoordinator:
         end_version: int | None = None,
         table_conf: Mapping[str, str] | None = None,
     ) -> CommitsResponse:
-        _, item = self._item_for(table_conf, table_uri)
-        latest = int(item["tableVersion"]["N"]) if item.get("hasAcceptedCommits", {}).get("BOOL") else -1
+        _, item = self._item_for(table_conf, table_uri)  # the whole item is checked, then the window taken
         lo = 0 if start_version is None else start_version
         hi = 2**62 if end_version is None else end_version
-        commits = []
-        for entry in item.get("commits", {}).get("L", []):
-            m = entry["M"]
-            v = int(m["version"]["N"])
-            if lo <= v <= hi:
-                commits.append(
-                    RatifiedCommit(
-                        version=v,
-                        commit_timestamp=int(m["timestamp"]["N"]),
-                        file_name=f"_staged_commits/{m['fsName']['S']}",
-                        file_size=int(m["fsLength"]["N"]),
-                        file_modification_time=int(m["fsTimestamp"]["N"]),
-                    )
-                )
-        commits.sort(key=lambda c: c.version)
-        return CommitsResponse(tuple(commits), latest)
+        return CommitsResponse(tuple(c for c in item.commits if lo <= c.version <= hi), item.latest)
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -315,42 +309,32 @@ class DynamoDBCoordinator:
             "delta.enableInCommitTimestamps": "true",
         }
 
-    def commit(
-        self,
-        table_uri: str,
-        version: int,
-        actions: Sequence[Mapping[str, Any]],
-        table_conf: Mapping[str, str] | None = None,
-    ) -> RatifiedCommit:
-        uri, writer = writer_for(self.writer_factory, self.normalize_uri, table_uri)
-        if version == 0:
-            return self._create(uri, writer, actions)
-        if version < 0:
-            raise CoordinatorError(f"{self.describe()}: invalid version {version}", version=version)
+    def _commit_next(self, uri: str, writer: LogFileWriter, version: int, actions: Sequence[Mapping[str, Any]],
+                     table_conf: Mapping[str, str] | None) -> RatifiedCommit:
         table_id, item = self._item_for(table_conf, uri)
-        path = item["path"]["S"]
-        current = int(item["tableVersion"]["N"])
-        if version <= current:  # cheap early answer; the conditional update decides
-            raise CommitConflictError(f"{self.describe()}: version {version} is already ratified (latest {current})", version=version)
+        if version <= item.table_version:  # cheap early answer, before staging; the conditional update decides
+            raise CommitConflictError(f"{self.describe()}: version {version} is already ratified (latest {item.table_version})", version=version)
         # tableTimestamp is the ICT of tableVersion (= v-1 unless this attempt fails anyway); a freshly
         # registered item has none, so read the published <v-1>.json
-        previous_ts = int(item["tableTimestamp"]["N"]) if "tableTimestamp" in item else previous_in_commit_timestamp(writer, version - 1)
-        ict = next_in_commit_timestamp(previous_ts)
-        data = commit_bytes(actions, ict)
-        written = writer.write_new(staged_name(version), data)  # a unique name: an attempt never overwrites
-        self._ratify(table_id, path, version, ict, written.file_name.rsplit("/", 1)[-1], written.size, written.modification_time)
-        return RatifiedCommit(version, ict, written.file_name, written.size, written.modification_time)
+        previous = item.table_timestamp if item.table_timestamp is not None else previous_in_commit_timestamp(writer, version - 1)
+        attempt = stage_commit(writer, version, actions, previous)
+        try:
+            self._ratify(table_id, item.path, attempt)
+        except _Unsettled as unsettled:
+            return self._settle(table_id, uri, item.path, attempt, writer, unsettled)
+        return attempt.ratified()
 
-    def _ratify(self, table_id: str, path: str, version: int, ict: int, fs_name: str, size: int, mtime: int) -> None:
+    def _ratify(self, table_id: str, path: str, attempt: Attempt) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        version = attempt.version
         entry = {
             "M": {
                 "version": {"N": str(version)},
-                "timestamp": {"N": str(ict)},
-                "fsName": {"S": fs_name},
-                "fsLength": {"N": str(size)},
-                "fsTimestamp": {"N": str(mtime)},
+                "timestamp": {"N": str(attempt.ict)},
+                "fsName": {"S": attempt.bare_name},
+                "fsLength": {"N": str(attempt.written.size)},
+                "fsTimestamp": {"N": str(attempt.written.modification_time)},
             }
         }
         try:
@@ -366,7 +350,7 @@ class DynamoDBCoordinator:
                 AttributeUpdates={
                     "tableVersion": {"Value": {"N": str(version)}, "Action": "PUT"},
                     "hasAcceptedCommits": {"Value": {"BOOL": True}, "Action": "PUT"},
-                    "tableTimestamp": {"Value": {"N": str(ict)}, "Action": "PUT"},
+                    "tableTimestamp": {"Value": {"N": str(attempt.ict)}, "Action": "PUT"},
                     "commits": {"Value": {"L": [entry]}, "Action": "ADD"},
                 },
             )
@@ -374,26 +358,29 @@ class DynamoDBCoordinator:
             code = exc.response.get("Error", {}).get("Code", "")
             if code != "ConditionalCheckFailedException":
                 raise CoordinatorError(f"{self.describe()}: UpdateItem failed: {code}", retryable=_transient(code), version=version) from None
-            self._classify_failed_commit(table_id, path, version)
+            raise _Unsettled("the conditional update failed", condition_failed=True) from None
         except BotoCoreError as exc:  # the answer is lost: the commit may or may not have landed
-            raise CoordinatorError(f"{self.describe()}: UpdateItem failed: {type(exc).__name__}; the commit state of "
-                                   f"version {version} is unknown (re-read before retrying)", retryable=True, version=version) from None
+            raise _Unsettled(f"UpdateItem failed: {type(exc).__name__}", condition_failed=False) from None
 
-    def _classify_failed_commit(self, table_id: str, path: str, version: int) -> None:
-        """Re-read the item after a failed condition, as delta-spark does, to say why."""
-        item = self._get_item(table_id)
-        if int(item.get("schemaVersion", {}).get("N", "0")) != SCHEMA_VERSION:
-            raise CoordinatorError(f"{self.describe()}: schema version mismatch for {table_id}", version=version)
-        if item["path"]["S"] != path:
-            raise CoordinatorError(f"{self.describe()}: {table_id} belongs to {item['path']['S']}, not {path}", version=version)
-        if not item.get("acceptingCommits", {}).get("BOOL", True):
-            raise CoordinatorError(f"{self.describe()}: {table_id} no longer accepts commits", version=version)
-        current = int(item["tableVersion"]["N"])
-        if current > version - 1:
-            raise CommitConflictError(f"{self.describe()}: version {version} is already ratified (latest {current})", version=version)
-        raise CoordinatorError(f"{self.describe()}: cannot ratify {version}: latest ratified is {current}", version=version)
+    def _settle(self, table_id: str, uri: str, path: str, attempt: Attempt, writer: LogFileWriter, unsettled: _Unsettled) -> RatifiedCommit:
+        """Re-read the item after a failed condition or a lost answer and decide by our staged file
+        whose the version is; refusals are classified as delta-spark classifies them."""
+        version = attempt.version
+        try:
+            item = self._get_item(table_id, uri)
+        except CoordinatorError as exc:
+            raise reread_failed(self.describe(), version, unsettled.cause, exc) from None
+        entry = item.entry(version)
+        if unsettled.condition_failed and item.table_version < version:  # not ratified: why was it refused?
+            if item.path != path:
+                raise CoordinatorError(f"{self.describe()}: {table_id} belongs to {item.path}, not {path}", version=version)
+            if not item.accepting_commits:
+                raise CoordinatorError(f"{self.describe()}: {table_id} no longer accepts commits", version=version)
+            if item.table_version < version - 1:
+                raise CoordinatorError(f"{self.describe()}: cannot ratify {version}: latest ratified is {item.table_version}", version=version)
+        return decide_owner(self.describe(), attempt, item.table_version, entry, writer, unsettled.cause)
 
-    def _create(self, uri: str, writer: Any, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
+    def _create(self, uri: str, writer: LogFileWriter, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
         table_conf = self.register_table(uri, -1)
         props = self.coordinator_properties(table_conf)
         out: list[dict[str, Any]] = []
@@ -416,16 +403,16 @@ class DynamoDBCoordinator:
 
         for _ in range(10):
             table_id, item = self._item_for(table_conf, table_uri)
-            current = int(item["tableVersion"]["N"])
+            current = item.table_version
             if version > current:
                 raise CoordinatorError(f"{self.describe()}: cannot report {version} published; latest ratified is {current}", version=version)
-            listed = item.get("commits", {}).get("L", [])
-            keep = [e for e in listed if int(e["M"]["version"]["N"]) > version]
+            listed = item.raw_commits  # in the checked order: raw entry i is item.commits[i]
+            keep = [raw for raw, c in zip(listed, item.commits, strict=True) if c.version > version]
             if len(keep) == len(listed):
                 return  # nothing listed at or below version: already reported
             expected: dict[str, Any] = {
                 "tableVersion": {"Value": {"N": str(current)}, "ComparisonOperator": "EQ"},
-                "path": {"Value": {"S": item["path"]["S"]}, "ComparisonOperator": "EQ"},
+                "path": {"Value": {"S": item.path}, "ComparisonOperator": "EQ"},
                 "schemaVersion": {"Value": {"N": str(SCHEMA_VERSION)}, "ComparisonOperator": "EQ"},
             }
             if keep:  # partial: the list must still be the one we filtered
@@ -445,6 +432,33 @@ class DynamoDBCoordinator:
             except BotoCoreError as exc:
                 raise CoordinatorError(f"{self.describe()}: report failed: {type(exc).__name__}", retryable=True, version=version) from None
         raise CoordinatorError(f"{self.describe()}: the item kept changing while reporting {version}", retryable=True, version=version)
+
+    def check_may_report(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> str:
+        """Before publishing: an ``UpdateItem`` of the table's item under a condition that can never
+        hold, so nothing is written. IAM authorizes it like the report (``dynamodb:UpdateItem``):
+        the failed condition says "allowed", ``AccessDeniedException`` says "may not report"."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        table_id = self._table_id(table_conf, self.normalize_uri(table_uri))
+        try:
+            self.client.update_item(
+                TableName=self.dynamodb_table, Key={"tableId": {"S": table_id}},
+                ConditionExpression="attribute_exists(tableId) AND attribute_not_exists(tableId)",
+                UpdateExpression="REMOVE #probe", ExpressionAttributeNames={"#probe": "checkMayReport"},
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "ConditionalCheckFailedException":
+                return f"{self.describe()}: UpdateItem on {table_id} is allowed"
+            if code in ("AccessDeniedException", "UnrecognizedClientException"):
+                raise PermissionDeniedError(f"{self.describe()}: reporting published versions needs dynamodb:UpdateItem on table "
+                                            f"{self.dynamodb_table} ({code})") from None
+            if code == "ResourceNotFoundException":
+                raise TableNotFoundError(f"{self.describe()}: DynamoDB table {self.dynamodb_table} does not exist") from None
+            raise CoordinatorError(f"{self.describe()}: UpdateItem failed: {code}", retryable=_transient(code)) from None
+        except BotoCoreError as exc:
+            raise CoordinatorError(f"{self.describe()}: UpdateItem failed: {type(exc).__name__}", retryable=True) from None
+        raise CoordinatorError(f"{self.describe()}: an UpdateItem whose condition cannot hold succeeded; this is not DynamoDB's behaviour")
 
 
 def _transient(code: str) -> bool:

@@ -11,6 +11,9 @@ __all__ = [
     "PermissionDeniedError",
     "InvalidCoordinatorSpecError",
     "CoordinatorNotFoundError",
+    "CoordinatorAnswerError",
+    "MalformedAnswerError",
+    "InconsistentCommitsError",
 ]
 
 
@@ -67,3 +70,23 @@ class InvalidCoordinatorSpecError(CoordinatorError, ValueError):
 class CoordinatorNotFoundError(CoordinatorError):
     """The coordinator itself is missing (an embedded database that does not exist or is not one):
     a configuration mistake, never created implicitly."""
+
+
+class CoordinatorAnswerError(CoordinatorError):
+    """The coordinator answered, but its answer cannot be trusted: nothing is acted on until its
+    state is repaired. Permanent (asking again gets the same answer). ``field`` names the part of
+    the answer at fault when there is one."""
+
+    def __init__(self, message: str, *, version: int | None = None, field: str | None = None) -> None:
+        super().__init__(message, retryable=False, conflict=False, version=version)
+        self.field = field
+
+
+class MalformedAnswerError(CoordinatorAnswerError):
+    """A field of the answer is missing or of the wrong type or range (a DynamoDB item departing
+    from delta-spark's schema, a Unity Catalog response departing from its API)."""
+
+
+class InconsistentCommitsError(CoordinatorAnswerError):
+    """The ratified commits contradict each other or the latest ratified version: listed twice,
+    out of order, with a gap, above the head, or stopping short of it."""

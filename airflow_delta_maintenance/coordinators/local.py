@@ -15,7 +15,10 @@ The database is created only when asked (``create=True``, the spec's ``?create=t
 mistyped path must fail loudly instead of coordinating an empty table set.
 
 Safe across threads and processes: every call opens its own connection (WAL, busy timeout), and
-ratification is one ``BEGIN IMMEDIATE`` transaction that re-checks ``latest == v-1``.
+ratification is one ``BEGIN IMMEDIATE`` transaction that re-checks ``latest == v-1``. A database
+failure is a typed ``CoordinatorError`` (retryable when SQLite says busy, locked or I/O); when it
+strikes a ratification, or the version turns out taken, the client re-reads and decides by the
+staged file it ratified whether the version is ours (``decide_owner``).
 """
 
 from __future__ import annotations
@@ -24,18 +27,13 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
-from .base import CommitsResponse, LogFileWriterFactory, RatifiedCommit
-from .commit_file import (
-    commit_bytes,
-    next_in_commit_timestamp,
-    previous_in_commit_timestamp,
-    publish_version_zero,
-    staged_name,
-    writer_for,
-)
-from .errors import CommitConflictError, CoordinatorError, CoordinatorNotFoundError, TableNotFoundError
+from .answers import Answer, checked_commits
+from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
+from .commit_file import CommittingClient, decide_owner, previous_in_commit_timestamp, publish_version_zero, reread_failed, stage_commit
+from .errors import CommitConflictError, CoordinatorError, CoordinatorNotFoundError, PermissionDeniedError, TableNotFoundError
 
 __all__ = ["LocalCoordinator", "INLINE_LIMIT", "EMBEDDED_COORDINATOR_PROPERTY"]
 
@@ -65,7 +63,11 @@ _SCHEMA = [
 ]
 
 
-class LocalCoordinator:
+class _DatabaseError(CoordinatorError):
+    """SQLite failed under a call (busy, locked, I/O, not a database)."""
+
+
+class LocalCoordinator(CommittingClient):
     """``local:///path/coordinator.db`` — see the module docstring."""
 
     def __init__(
@@ -119,11 +121,15 @@ class LocalCoordinator:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(self.database, timeout=self.busy_timeout_s, isolation_level=None)
         try:
-            yield conn
-        finally:
-            conn.close()
+            conn = sqlite3.connect(self.database, timeout=self.busy_timeout_s, isolation_level=None)
+            try:
+                yield conn
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            transient = isinstance(exc, sqlite3.OperationalError)  # busy, locked, I/O: may pass
+            raise _DatabaseError(f"{self.describe()}: the database failed: {type(exc).__name__}: {exc}", retryable=transient) from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -161,17 +167,24 @@ class LocalCoordinator:
         table_conf: Mapping[str, str] | None = None,
     ) -> CommitsResponse:
         uri = self.normalize_uri(table_uri)
+        lo, hi = start_version if start_version is not None else 0, end_version if end_version is not None else 2**62
+        latest, window = self._tracked(uri, lo, hi)
+        return CommitsResponse(window, latest)
+
+    def _tracked(self, uri: str, lo: int = 0, hi: int = 2**62) -> tuple[int, tuple[RatifiedCommit, ...]]:
+        """(latest ratified version, the tracked commits in ``[lo, hi]``) in one consistent read;
+        every tracked version is checked as a set first (only the window's rows are loaded)."""
         with self._connect() as conn:
             conn.execute("BEGIN")  # one consistent read of both tables
             head = conn.execute("SELECT latest_version FROM tables WHERE table_uri = ?", (uri,)).fetchone()
+            versions = [r[0] for r in conn.execute("SELECT version FROM commits WHERE table_uri = ? ORDER BY version", (uri,))]
             rows = conn.execute(
                 "SELECT version, commit_timestamp, file_name, file_size, file_modification_time, inline_content "
-                "FROM commits WHERE table_uri = ? AND version >= ? AND version <= ? ORDER BY version",
-                (uri, start_version if start_version is not None else 0, end_version if end_version is not None else 2**62),
-            ).fetchall()
+                "FROM commits WHERE table_uri = ? AND version >= ? AND version <= ? ORDER BY version", (uri, lo, hi)).fetchall()
             conn.execute("COMMIT")
-        commits = tuple(RatifiedCommit(r[0], r[1], r[2], r[3], r[4], bytes(r[5]) if r[5] is not None else None) for r in rows)
-        return CommitsResponse(commits, -1 if head is None else int(head[0]))
+        latest = -1 if head is None else int(head[0])
+        checked_commits(Answer(self.describe(), uri), [RatifiedCommit(v, 0) for v in versions], latest, ordered=True, reaches=latest)
+        return latest, tuple(RatifiedCommit(r[0], r[1], r[2], r[3], r[4], bytes(r[5]) if r[5] is not None else None) for r in rows)
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -184,38 +197,35 @@ class LocalCoordinator:
             conn.execute("INSERT INTO tables VALUES (?, ?, ?, ?)", (uri, current_version, current_timestamp, current_version))
         return {}
 
-    def commit(
-        self,
-        table_uri: str,
-        version: int,
-        actions: Sequence[Mapping[str, Any]],
-        table_conf: Mapping[str, str] | None = None,
-    ) -> RatifiedCommit:
-        uri, writer = writer_for(self.writer_factory, self.normalize_uri, table_uri)
+    def _commit_next(self, uri: str, writer: LogFileWriter, version: int, actions: Sequence[Mapping[str, Any]],
+                     table_conf: Mapping[str, str] | None) -> RatifiedCommit:
         with self._connect() as conn:
             head = conn.execute("SELECT latest_version, latest_timestamp FROM tables WHERE table_uri = ?", (uri,)).fetchone()
-        if version == 0:
-            return self._create(uri, writer, actions, head)
-        if version < 0:
-            raise CoordinatorError(f"{uri}: invalid version {version}", version=version)
         if head is None:
             raise TableNotFoundError(f"{uri} is not registered with {self.describe()}; commit version 0 first", version=version)
         self._check_next(uri, version, head[0])
         # a table registered without a timestamp: take the ICT of the published <v-1>.json
-        ict = next_in_commit_timestamp(head[1] if head[1] is not None else previous_in_commit_timestamp(writer, version - 1))
-        data = commit_bytes(actions, ict)
-        written = writer.write_new(staged_name(version), data)  # a unique name: an attempt never overwrites
-        with self._transaction() as conn:
-            latest, latest_ts = conn.execute("SELECT latest_version, latest_timestamp FROM tables WHERE table_uri = ?", (uri,)).fetchone()
-            self._check_next(uri, version, latest)
-            if latest_ts is not None and ict <= latest_ts:  # another commit won meanwhile
-                raise CommitConflictError(f"{uri}: version {version} lost a race", version=version)
-            conn.execute(
-                "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (uri, version, ict, written.file_name, written.size, written.modification_time, data if len(data) <= INLINE_LIMIT else None),
-            )
-            conn.execute("UPDATE tables SET latest_version = ?, latest_timestamp = ? WHERE table_uri = ?", (version, ict, uri))
-        return RatifiedCommit(version, ict, written.file_name, written.size, written.modification_time, data if len(data) <= INLINE_LIMIT else None)
+        attempt = stage_commit(writer, version, actions, head[1] if head[1] is not None else previous_in_commit_timestamp(writer, version - 1))
+        inline = attempt.data if len(attempt.data) <= INLINE_LIMIT else None
+        try:
+            with self._transaction() as conn:
+                latest, latest_ts = conn.execute("SELECT latest_version, latest_timestamp FROM tables WHERE table_uri = ?", (uri,)).fetchone()
+                self._check_next(uri, version, latest)
+                if latest_ts is not None and attempt.ict <= latest_ts:  # another commit won meanwhile
+                    raise CommitConflictError(f"{uri}: version {version} lost a race", version=version)
+                conn.execute(
+                    "INSERT INTO commits VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (uri, version, attempt.ict, attempt.written.file_name, attempt.written.size, attempt.written.modification_time, inline),
+                )
+                conn.execute("UPDATE tables SET latest_version = ?, latest_timestamp = ? WHERE table_uri = ?", (version, attempt.ict, uri))
+        except (CommitConflictError, _DatabaseError) as exc:  # taken meanwhile, or the answer is unknown: whose is it?
+            try:
+                latest, tracked = self._tracked(uri, version, version)
+            except CoordinatorError as failed:
+                raise reread_failed(self.describe(), version, str(exc), failed) from None
+            entry = tracked[0] if tracked else None
+            return decide_owner(self.describe(), attempt, latest, entry, writer, str(exc))
+        return replace(attempt.ratified(), inline_content=inline)
 
     def _check_next(self, uri: str, version: int, latest: int) -> None:
         if version <= latest:
@@ -227,8 +237,8 @@ class LocalCoordinator:
                 version=version,
             )
 
-    def _create(self, uri: str, writer: Any, actions: Sequence[Mapping[str, Any]], head: Any) -> RatifiedCommit:
-        if head is not None:
+    def _create(self, uri: str, writer: LogFileWriter, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
+        if self.latest_ratified_version(uri) >= 0:
             raise CommitConflictError(f"{uri}: version 0 already exists", version=0, retryable=False)
         created = publish_version_zero(writer, uri, self._with_marker(actions))
         with self._transaction() as conn:
@@ -257,3 +267,18 @@ class LocalCoordinator:
                 raise CoordinatorError(f"{uri}: cannot report version {version} published; latest ratified is {row[0]}", version=version)
             conn.execute("UPDATE tables SET published_version = MAX(published_version, ?) WHERE table_uri = ?", (version, uri))
             conn.execute("DELETE FROM commits WHERE table_uri = ? AND version <= ?", (uri, version))
+
+    def check_may_report(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> str:
+        """Before publishing: can this process write the database (take its write lock)? Nothing is
+        written; a read-only database or directory is a ``PermissionDeniedError`` naming it."""
+        try:
+            with self._connect() as conn:
+                conn.execute("BEGIN IMMEDIATE")  # succeeds on a read-only database too; the write below does not
+                conn.execute("UPDATE meta SET value = value WHERE key = 'schema_version'")
+                conn.execute("ROLLBACK")
+        except _DatabaseError as exc:
+            if "readonly" in str(exc) or "read-only" in str(exc) or "unable to open" in str(exc):
+                raise PermissionDeniedError(f"{self.describe()}: reporting published versions needs write access to "
+                                            f"{self.database} and its directory ({str(exc).split(' failed: ', 1)[-1]})") from None
+            raise
+        return f"{self.describe()}: writable"

@@ -25,10 +25,17 @@ tracks the version; 0.5.x says ``409 COMMIT_VERSION_CONFLICT``, as every release
 version was backfilled and purged (≤ 0.4: ``ALREADY_EXISTS``); and under concurrent commits 0.5.x
 may answer ``500`` (a unique-index violation) where another writer won. So a 409, or retries that
 ran out, is never taken at its word: like delta-spark's ``UCCommitCoordinatorClient`` the client
-re-reads the table and decides by content: the version is ours when UC tracks it under our
-staged file name, or when its published ``<v>.json`` holds exactly our bytes (each commit carries
-a fresh ``txnId``, so equal bytes are ours); it is another writer's when UC has it otherwise; and a
-failure stays "unknown" (retryable, not a conflict) while the version is not ratified at all.
+re-reads the table and decides by the staged file it ratified (``decide_owner``, shared by the
+three clients): ours when UC tracks the version under our staged file name, or when its published
+``<v>.json`` holds exactly our bytes; another writer's when UC has it otherwise; "unknown"
+(retryable, not a conflict) while the version is not ratified at all.
+
+Answers are input: every field of a ``loadTable``/``getCommits`` response and of a staging answer
+is type-checked (``answers``); a malformed one is a ``MalformedAnswerError`` naming the table, the
+version and the field, and the ratified commits are checked as a set (``InconsistentCommitsError``).
+``check_may_report`` asks before publishing whether the principal may report: a backfill report of
+version 0 (always true: version 0 is published directly, so the catalog never tracks it), which
+the server authorizes exactly as every report (MODIFY) and otherwise ignores.
 
 Error mapping and retries live in ``_uc_http``, the payloads in ``_uc_payloads``; 403 messages name
 the privilege each call needs.
@@ -40,21 +47,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ._uc_http import HttpConflict, HttpUnknown, UCTransport
-from ._uc_payloads import UC_TABLE_ID, _as_url, _column_infos, _commit, _location_key, _managed_actions, _Staging, _window
+from ._uc_http import HttpConflict, HttpRefused, HttpUnknown, UCTransport
+from ._uc_payloads import UC_TABLE_ID, _as_url, _column_infos, _commit, _location_key, _managed_actions, _Staging
+from .answers import Answer, checked_commits
 from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
-from .commit_file import (
-    commit_bytes,
-    next_in_commit_timestamp,
-    previous_in_commit_timestamp,
-    publish_version_zero,
-    published_name,
-    staged_name,
-    writer_for,
-)
+from .commit_file import Attempt, CommittingClient, decide_owner, previous_in_commit_timestamp, publish_version_zero, reread_failed, stage_commit
 from .errors import CommitConflictError, CommitLimitReachedError, CoordinatorError, TableNotFoundError
 
 __all__ = ["UnityCatalogCoordinator", "UC_TABLE_ID"]
@@ -79,7 +79,7 @@ class _State:
     table_id: str
 
 
-class UnityCatalogCoordinator:
+class UnityCatalogCoordinator(CommittingClient):
     """``unity-catalog://host:port/<catalog>.<schema>.<table>?api=v1|preview&tls=true|false``."""
 
     def __init__(
@@ -128,11 +128,12 @@ class UnityCatalogCoordinator:
         ``GET config`` then the table; preview ``GET`` the table by name."""
         attempts, self._http.max_attempts = self._http.max_attempts, 1
         try:
+            answer = Answer(self.describe(), self.full_name)
             if self.api == "v1":
                 body = self._http.request("GET", self._v1_table())
-                found = (body.get("metadata") or {}).get("table-uuid")
+                found = answer.json_str(answer.json_object(body.get("metadata"), "metadata"), "table-uuid")
             else:
-                found = self._http.request("GET", f"/tables/{self.full_name}").get("table_id")
+                found = answer.json_str(self._http.request("GET", f"/tables/{self.full_name}"), "table_id")
         finally:
             self._http.max_attempts = attempts
         return f"{self.describe()}: table found (id {found})"
@@ -166,13 +167,12 @@ class UnityCatalogCoordinator:
         tid = self._expected_id(table_conf) or self._resolved_id
         if tid:
             return tid
+        answer = Answer(self.describe(), self.full_name)
         if self.api == "v1":
-            meta = self._http.request("GET", self._v1_table(), privilege=self._read_needs).get("metadata") or {}
-            tid = str(meta.get("table-uuid") or "")
+            body = self._http.request("GET", self._v1_table(), privilege=self._read_needs)
+            tid = answer.json_str(answer.json_object(body.get("metadata"), "metadata"), "table-uuid")
         else:
-            tid = str(self._http.request("GET", f"/tables/{self.full_name}", privilege=self._read_needs).get("table_id") or "")
-        if not tid:
-            raise CoordinatorError(f"{self.describe()}: the catalog did not return the table id")
+            tid = answer.json_str(self._http.request("GET", f"/tables/{self.full_name}", privilege=self._read_needs), "table_id")
         self._resolved_id = tid
         return tid
 
@@ -212,13 +212,9 @@ class UnityCatalogCoordinator:
     def latest_ratified_version(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> int:
         uri = self.normalize_uri(table_uri)
         if self.api == "v1":
-            body = self._http.request("GET", self._v1_table(), privilege=self._read_needs)
-            meta = body.get("metadata") or {}
-            self._check_identity(uri, meta.get("table-uuid"), meta.get("location"), table_conf)
-            return int(body.get("latest-table-version", 0))
-        body = self._http.request("GET", "/delta/preview/commits", {"table_id": self._uc_table_id(table_conf), "table_uri": _as_url(uri), "start_version": 0},
-                                  privilege=self._read_needs)
-        return int(body.get("latest_table_version", 0))
+            return self._read(uri, table_conf, 0, None).latest  # one loadTable, checked
+        latest, _ = self._preview_page(Answer(self.describe(), uri), uri, self._uc_table_id(table_conf), 0, None)
+        return latest
 
     def get_commits(
         self,
@@ -232,28 +228,39 @@ class UnityCatalogCoordinator:
 
     def _read(self, uri: str, table_conf: Mapping[str, str] | None, lo: int, hi: int | None) -> _State:
         top = 2**62 if hi is None else hi
-        if self.api == "v1":
+        answer = Answer(self.describe(), uri)
+        if self.api == "v1":  # loadTable: every tracked commit, newest first
             body = self._http.request("GET", self._v1_table(), privilege=self._read_needs)
-            meta = body.get("metadata") or {}
-            self._check_identity(uri, meta.get("table-uuid"), meta.get("location"), table_conf)
-            commits = [_commit(c, "-") for c in body.get("commits") or []]
-            latest = int(body.get("latest-table-version", 0))
-            return _State(latest, _window(commits, lo, top), str(meta.get("table-uuid") or self._uc_table_id(table_conf)))
+            meta = answer.json_object(body.get("metadata"), "metadata")
+            table_id = answer.json_str(meta, "table-uuid")
+            location = answer.json_str(meta, "location") if meta.get("location") is not None else None  # optional in delta.yaml
+            self._check_identity(uri, table_id, location, table_conf)
+            latest = answer.json_int(body, "latest-table-version")
+            commits = checked_commits(answer, [_commit(answer, c, "-") for c in answer.json_list(body, "commits")], latest,
+                                      ordered=False, reaches=latest)
+            return _State(latest, tuple(c for c in commits if lo <= c.version <= top), table_id)
         tid = self._uc_table_id(table_conf)
-        found: dict[int, RatifiedCommit] = {}
+        listed: list[RatifiedCommit] = []
         start = max(lo, 0)
         while True:  # the server answers at most MAX_NUM_COMMITS_PER_TABLE versions per request
-            req: dict[str, Any] = {"table_id": tid, "table_uri": _as_url(uri), "start_version": start}
-            if hi is not None:
-                req["end_version"] = hi
-            body = self._http.request("GET", "/delta/preview/commits", req, privilege=self._read_needs)
-            latest = int(body.get("latest_table_version", 0))
-            page = [c for c in (_commit(c, "_") for c in body.get("commits") or []) if lo <= c.version <= top]
-            found.update((c.version, c) for c in page)
+            latest, page = self._preview_page(answer, uri, tid, start, hi)
+            page = [c for c in page if lo <= c.version <= top]
+            listed.extend(page)
             newest = max((c.version for c in page), default=None)
             if newest is None or newest >= min(top, latest):
-                return _State(latest, _window(list(found.values()), lo, top), tid)
+                return _State(latest, checked_commits(answer, listed, latest, ordered=False, reaches=min(top, latest)), tid)
             start = newest + 1
+
+    def _preview_page(self, answer: Answer, uri: str, tid: str, start: int, hi: int | None) -> tuple[int, list[RatifiedCommit]]:
+        """One ``GET delta/preview/commits``: (latest ratified version, the page's commits), typed."""
+        req: dict[str, Any] = {"table_id": tid, "table_uri": _as_url(uri), "start_version": start}
+        if hi is not None:
+            req["end_version"] = hi
+        body = self._http.request("GET", "/delta/preview/commits", req, privilege=self._read_needs)
+        latest = answer.json_int(body, "latest_table_version")
+        page = [_commit(answer, c, "_") for c in answer.json_list(body, "commits")]
+        checked_commits(answer, page, latest, ordered=False, reaches=None)  # a page may stop short of the head
+        return latest, page
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -263,107 +270,68 @@ class UnityCatalogCoordinator:
             self._negotiate()
             body = self._http.request("POST", f"/delta/v1/catalogs/{self.catalog}/schemas/{self.schema}/staging-tables", {"name": self.table},
                                       privilege=self._create_needs)
-            proto = body.get("required-protocol") or {}
-            props = {k: v for k, v in (body.get("required-properties") or {}).items() if v is not None}
-            staging = _Staging(str(body["table-id"]), str(body["location"]), tuple(proto.get("reader-features") or _REQUIRED_READER),
-                               tuple(proto.get("writer-features") or _REQUIRED_WRITER), tuple(sorted(props.items())))
+            answer = Answer(self.describe(), self.full_name)
+            proto = answer.json_object(body.get("required-protocol") or {}, "required-protocol")
+            props = answer.json_object(body.get("required-properties") or {}, "required-properties")
+            bad = next((k for k, v in props.items() if v is not None and not isinstance(v, str)), None)
+            if bad is not None:
+                raise answer.malformed(f"required-properties.{bad}", f"is {props[bad]!r}, not a string")
+            staging = _Staging(answer.json_str(body, "table-id"), answer.json_str(body, "location"),
+                               tuple(answer.json_strings(proto, "reader-features") or _REQUIRED_READER),
+                               tuple(answer.json_strings(proto, "writer-features") or _REQUIRED_WRITER),
+                               tuple(sorted((k, v) for k, v in props.items() if v is not None)))
         else:
             body = self._http.request("POST", "/staging-tables", {"name": self.table, "catalog_name": self.catalog, "schema_name": self.schema},
                                       privilege=self._create_needs)
-            staging = _Staging(str(body["id"]), str(body["staging_location"]), tuple(_REQUIRED_READER), tuple(_REQUIRED_WRITER),
-                               tuple(sorted(_REQUIRED_PROPERTIES.items())))
+            answer = Answer(self.describe(), self.full_name)
+            staging = _Staging(answer.json_str(body, "id"), answer.json_str(body, "staging_location"), tuple(_REQUIRED_READER),
+                               tuple(_REQUIRED_WRITER), tuple(sorted(_REQUIRED_PROPERTIES.items())))
         self._staging[_location_key(staging.location)] = staging
         return staging.location
 
-    def commit(
-        self,
-        table_uri: str,
-        version: int,
-        actions: Sequence[Mapping[str, Any]],
-        table_conf: Mapping[str, str] | None = None,
-    ) -> RatifiedCommit:
-        uri, writer = writer_for(self.writer_factory, self.normalize_uri, table_uri)
-        if version == 0:
-            return self._create(uri, writer, actions)
-        if version < 0:
-            raise CoordinatorError(f"{self.describe()}: invalid version {version}", version=version)
+    def _commit_next(self, uri: str, writer: LogFileWriter, version: int, actions: Sequence[Mapping[str, Any]],
+                     table_conf: Mapping[str, str] | None) -> RatifiedCommit:
         state = self._read(uri, table_conf, version - 1, None)
         if state.latest >= version:
             raise CommitConflictError(f"{self.describe()}: version {version} is already ratified (latest {state.latest})", version=version)
         if version > state.latest + 1:
             raise CoordinatorError(f"{self.describe()}: cannot ratify version {version} before {state.latest + 1}", retryable=False, version=version)
         previous = next((c.commit_timestamp for c in state.commits if c.version == version - 1), None)
-        if previous is None:
-            previous = previous_in_commit_timestamp(writer, version - 1)
-        ict = next_in_commit_timestamp(previous)
-        data = commit_bytes(actions, ict)
-        written = writer.write_new(staged_name(version), data)  # a unique name: an attempt never overwrites
-        bare = written.file_name.rsplit("/", 1)[-1]
-        mtime = written.modification_time or int(time.time() * 1000)  # UC requires > 0
-        sent = RatifiedCommit(version, ict, written.file_name, written.size, mtime)
+        attempt = stage_commit(writer, version, actions, previous if previous is not None else previous_in_commit_timestamp(writer, version - 1))
+        if not attempt.written.modification_time:  # UC requires > 0: what we send is what we record
+            attempt = replace(attempt, written=replace(attempt.written, modification_time=int(time.time() * 1000)))
+        mtime = attempt.written.modification_time
+        sent = attempt.ratified()
         try:
             if self.api == "v1":
-                commit = {"version": version, "timestamp": ict, "file-name": bare, "file-size": written.size, "file-modification-timestamp": mtime}
+                commit = {"version": version, "timestamp": attempt.ict, "file-name": attempt.bare_name, "file-size": attempt.written.size,
+                          "file-modification-timestamp": mtime}
                 self._http.request("POST", self._v1_table(), {
                     "requirements": [{"type": "assert-table-uuid", "uuid": state.table_id}],
                     "updates": [{"action": "add-commit", "commit": commit}],
                 }, answer=False, privilege=self._write_needs)
             else:
-                info = {"version": version, "timestamp": ict, "file_name": bare, "file_size": written.size, "file_modification_timestamp": mtime}
+                info = {"version": version, "timestamp": attempt.ict, "file_name": attempt.bare_name, "file_size": attempt.written.size,
+                        "file_modification_timestamp": mtime}
                 self._http.request("POST", "/delta/preview/commits", {"table_id": state.table_id, "table_uri": _as_url(uri), "commit_info": info},
                                    answer=False, privilege=self._write_needs)
         except HttpConflict as exc:  # a replay of ours (0.5.x, purged versions, ≤ 0.4) or another writer's version
-            said = f"{exc.failure.error_type}: {exc.failure.message}"
-            owner, ratified = self._whose(uri, table_conf, sent, data, writer)
-            if owner == "ours":
-                return ratified or sent
-            if owner == "theirs":
-                raise CommitConflictError(f"{self.describe()}: version {version} was ratified for another writer ({said})", version=version) from None
-            raise CoordinatorError(f"{self.describe()}: version {version} was refused without being taken ({said}); retry",
-                                   retryable=True, version=version) from None
+            return self._settle(uri, table_conf, attempt, writer, f"{exc.failure.error_type}: {exc.failure.message}")
         except CommitLimitReachedError as exc:
             exc.version = version
             raise
         except HttpUnknown as exc:  # retries ran out (5xx such as 0.5.x's unique-index race, lost answers)
-            owner, ratified = self._whose(uri, table_conf, sent, data, writer)
-            if owner == "ours":
-                return ratified or sent
-            if owner == "theirs":
-                raise CommitConflictError(f"{self.describe()}: version {version} was ratified for another writer (our attempt: {exc})",
-                                          version=version) from None
-            exc.version = version
-            raise
+            return self._settle(uri, table_conf, attempt, writer, str(exc))
         return sent
 
-    def _whose(self, uri: str, table_conf: Mapping[str, str] | None, sent: RatifiedCommit, data: bytes,
-               writer: LogFileWriter) -> tuple[str, RatifiedCommit | None]:
-        """After a refused or unanswered ratification: is ``sent.version`` ours, theirs, or not taken (unknown)?
-
-        Ours when UC tracks it under our staged file name (then UC's record of it is returned) or
-        when its published ``<v>.json`` holds exactly our bytes; theirs when UC has ratified it
-        otherwise; unknown when it is not ratified or the catalog cannot be read now.
-        """
-        version = sent.version
+    def _settle(self, uri: str, table_conf: Mapping[str, str] | None, attempt: Attempt, writer: LogFileWriter, cause: str) -> RatifiedCommit:
+        """After a refused or unanswered ratification: re-read the table, decide by our staged file."""
         try:
-            state = self._read(uri, table_conf, version, version)
-        except CoordinatorError:
-            return "unknown", None
-        tracked = [c for c in state.commits if c.version == version]
-        if tracked:
-            mine = tracked[0].file_name.rsplit("/", 1)[-1] == sent.file_name.rsplit("/", 1)[-1]
-            return ("ours", tracked[0]) if mine else ("theirs", None)
-        if state.latest < version:
-            return "unknown", None
-        try:  # ratified, published and purged since: compare the published bytes (delta-spark's hasSameContent)
-            published = writer.read(published_name(version))
-        except OSError:
-            return "theirs", None
-        return ("ours", None) if published == data else ("theirs", None)
-
-    def _was_accepted(self, uri: str, table_conf: Mapping[str, str] | None, version: int, bare: str, data: bytes, writer: LogFileWriter) -> bool:
-        """Did the catalog ratify our staged file ``bare`` (holding ``data``) as ``version``?"""
-        sent = RatifiedCommit(version, 0, f"_staged_commits/{bare}", len(data), 0)
-        return self._whose(uri, table_conf, sent, data, writer)[0] == "ours"
+            state = self._read(uri, table_conf, attempt.version, attempt.version)
+        except CoordinatorError as exc:
+            raise reread_failed(self.describe(), attempt.version, cause, exc) from None
+        tracked = next((c for c in state.commits if c.version == attempt.version), None)
+        return decide_owner(self.describe(), attempt, state.latest, tracked, writer, cause)
 
     def _create(self, uri: str, writer: LogFileWriter, actions: Sequence[Mapping[str, Any]]) -> RatifiedCommit:
         staging = self._staging.get(_location_key(uri))
@@ -407,19 +375,28 @@ class UnityCatalogCoordinator:
     def report_published(self, table_uri: str, version: int, table_conf: Mapping[str, str] | None = None) -> None:
         if version <= 0:
             return  # version 0 is published directly and never tracked by the catalog
-        uri = self.normalize_uri(table_uri)
-        tid = self._uc_table_id(table_conf)
         try:
-            if self.api == "v1":
-                self._http.request("POST", self._v1_table(), {
-                    "requirements": [{"type": "assert-table-uuid", "uuid": tid}],
-                    "updates": [{"action": "set-latest-backfilled-version", "latest-published-version": version}],
-                }, answer=False, privilege=self._write_needs)
-            else:
-                self._http.request("POST", "/delta/preview/commits", {"table_id": tid, "table_uri": _as_url(uri), "latest_backfilled_version": version},
-                                   answer=False, privilege=self._write_needs)
+            self._report(self.normalize_uri(table_uri), self._uc_table_id(table_conf), version)
         except HttpConflict as exc:
             raise CoordinatorError(f"{self.describe()}: backfill report of {version} refused ({exc.failure.error_type}: {exc.failure.message})",
                                    retryable=True, version=version) from None
 
+    def check_may_report(self, table_uri: str, table_conf: Mapping[str, str] | None = None) -> str:
+        """Before publishing: report version 0 published (always true, never tracked, so the server
+        changes nothing), which it authorizes exactly as every report: a 403 names MODIFY."""
+        try:
+            self._report(self.normalize_uri(table_uri), self._uc_table_id(table_conf), 0)
+        except HttpRefused as exc:  # authorized, but the catalog holds no commit yet to report against
+            if exc.failure.status != 400 or "prior commit" not in exc.failure.message:
+                raise
+        return f"{self.describe()}: may report published versions"
 
+    def _report(self, uri: str, tid: str, version: int) -> None:
+        if self.api == "v1":
+            self._http.request("POST", self._v1_table(), {
+                "requirements": [{"type": "assert-table-uuid", "uuid": tid}],
+                "updates": [{"action": "set-latest-backfilled-version", "latest-published-version": version}],
+            }, answer=False, privilege=self._write_needs)
+        else:
+            self._http.request("POST", "/delta/preview/commits", {"table_id": tid, "table_uri": _as_url(uri), "latest_backfilled_version": version},
+                               answer=False, privilege=self._write_needs)

@@ -12,7 +12,10 @@ page size. ``omit_columns=true`` keeps answers small; properties are kept (they 
 ownership), and a table is only listed to a principal with ``SELECT``/``MODIFY`` on it (or owner).
 
 Only the server URL and the token (``Authorization`` header, never logged) are needed; errors are
-the typed ``CoordinatorError`` family of ``_uc_http``.
+the typed ``CoordinatorError`` family of ``_uc_http``. Answers are typed like every coordinator
+answer (``answers``): an entry that is not an object, a name that is not a string, properties that
+are not strings are a ``MalformedAnswerError`` naming the listing and the field, never a table
+silently left out of the fleet.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._uc_http import UCTransport
+from .answers import Answer
 from .errors import CoordinatorError
 
 __all__ = ["UCTableInfo", "UnityCatalogBrowser"]
@@ -71,13 +75,10 @@ class UnityCatalogBrowser:
             if token:
                 q["page_token"] = token
             body = self._http.request("GET", path, query=q, privilege=privilege)
-            items = body.get(key) or []
-            if not isinstance(items, list):
-                raise CoordinatorError(f"{self.describe()}: GET {path} answered {key!r} that is not a list", retryable=False)
-            for item in items:
-                if isinstance(item, dict):
-                    yield item
-            token = body.get("next_page_token") or None
+            answer = Answer(self.describe(), f"GET {path} {dict(query)}")
+            for i, item in enumerate(answer.json_list(body, key)):
+                yield dict(answer.json_object(item, f"{key}[{i}]"))
+            token = answer.json_str(body, "next_page_token") if body.get("next_page_token") else None
             if token is None:
                 return
             if token in seen:
@@ -87,23 +88,36 @@ class UnityCatalogBrowser:
 
     def list_schemas(self, catalog: str) -> list[str]:
         """The names of the schemas of ``catalog`` that the principal may see, in the server's order."""
+        answer = Answer(self.describe(), f"catalog {catalog}")
         items = self._pages("/schemas", {"catalog_name": catalog}, "schemas", f"USE CATALOG on catalog {catalog} (or ownership)")
-        return [str(s["name"]) for s in items if s.get("name")]
+        return [answer.json_str(s, "name") for s in items]
 
     def list_tables(self, catalog: str, schema: str) -> list[UCTableInfo]:
         """Every table of ``catalog.schema`` that the principal may see (all types; the caller filters)."""
         privilege = f"USE CATALOG on catalog {catalog}, USE SCHEMA on schema {catalog}.{schema} and SELECT or MODIFY on its tables"
         out = []
         for t in self._pages("/tables", {"catalog_name": catalog, "schema_name": schema, "omit_columns": "true"}, "tables", privilege):
-            props = t.get("properties") or {}
+            name = Answer(self.describe(), f"schema {catalog}.{schema}").json_str(t, "name")
+            answer = Answer(self.describe(), f"{catalog}.{schema}.{name}")
+            props = answer.json_object(t.get("properties") or {}, "properties")
+            bad = next((k for k, v in props.items() if not isinstance(v, str)), None)
+            if bad is not None:
+                raise answer.malformed(f"properties.{bad}", f"is {props[bad]!r}, not a string")
+
+            def text(key: str, default: str = "", t: dict[str, Any] = t, answer: Answer = answer) -> str:
+                value = t.get(key)
+                if value is not None and not isinstance(value, str):
+                    raise answer.malformed(key, f"is {value!r}, not a string")
+                return value or default  # absent or empty: optional in the API
+
             out.append(UCTableInfo(
-                catalog=str(t.get("catalog_name") or catalog),
-                schema=str(t.get("schema_name") or schema),
-                name=str(t.get("name") or ""),
-                table_type=str(t.get("table_type") or ""),
-                data_source_format=str(t.get("data_source_format") or ""),
-                storage_location=str(t.get("storage_location") or ""),
-                table_id=str(t.get("table_id") or ""),
-                properties={str(k): str(v) for k, v in props.items()} if isinstance(props, dict) else {},
+                catalog=text("catalog_name", catalog),
+                schema=text("schema_name", schema),
+                name=name,
+                table_type=text("table_type"),
+                data_source_format=text("data_source_format"),
+                storage_location=text("storage_location"),
+                table_id=text("table_id"),
+                properties=dict(props),
             ))
         return out

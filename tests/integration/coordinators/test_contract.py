@@ -114,6 +114,23 @@ def test_report_published_drops_rows_keeps_the_latest_version_and_is_idempotent(
     assert versions(target) == [4]
 
 
+def test_check_may_report_answers_before_publishing_and_changes_nothing(target: Target) -> None:
+    """The principal that commits may report; asking changes nothing: with nothing ratified yet,
+    with commits pending, and once everything is published and reported."""
+    conf = target.table.table_conf
+    assert target.client.check_may_report(target.table_uri, conf)
+    assert target.table.get_commits(0, None).commits == ()
+    for v in (1, 2):
+        target.table.commit(v, [add(f"f{v}")])
+    pending = target.table.get_commits(0, None)
+    assert target.client.check_may_report(target.table_uri, conf)
+    assert target.table.get_commits(0, None) == pending
+    assert publish_ratified_commits(target.table).reported_version == 2
+    reported = target.table.get_commits(0, None)
+    assert target.client.check_may_report(target.table_uri, conf)
+    assert target.table.get_commits(0, None) == reported and reported.latest_table_version == 2
+
+
 def test_snapshot_includes_the_unpublished_tail(target: Target) -> None:
     for v in range(1, 4):
         target.table.commit(v, [add(f"f{v}")])

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
+from airflow_delta_maintenance.cli import main as cli_main
 from airflow_delta_maintenance.coordinators.dynamodb import DynamoDBCoordinator, hadoop_table_path
 from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CoordinatorError
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
+from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from tests._infra.fault_proxy import Exchange, FaultProxy
 from tests.integration.coordinators._targets import add
 
 pytestmark = pytest.mark.integration
@@ -98,19 +103,24 @@ def test_a_report_racing_a_commit_never_drops_the_new_commit(ddb: tuple, monkeyp
     assert [int(e["M"]["version"]["N"]) for e in item(raw, client, conf)["commits"]["L"]] == [3]
 
 
-def test_failed_conditions_are_classified(ddb: tuple) -> None:
+def test_failed_conditions_are_classified(ddb: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     client, raw, table, conf = ddb
     client.commit(table, 1, [add("a")], conf)
-    with pytest.raises(CommitConflictError) as conflict:  # decided by the conditional update, not a pre-check
-        client._ratify(conf["tableId"], hadoop_table_path(table), 1, 1, "x.json", 1, 1)
-    assert conflict.value.retryable
-    with pytest.raises(CoordinatorError) as gap:
-        client._ratify(conf["tableId"], hadoop_table_path(table), 5, 1, "x.json", 1, 1)
+    stale = client._item_for(conf, table)  # read before another writer takes version 2
+    other = open_coordinator(f"dynamodb://{client.dynamodb_table}?region=us-east-1&endpoint={client.endpoint}")
+    other.commit(table, 2, [add("theirs")], conf)
+    with monkeypatch.context() as m:
+        m.setattr(client, "_item_for", lambda *a: stale)
+        with pytest.raises(CommitConflictError, match="ratified for another writer") as conflict:  # decided by the conditional update
+            client.commit(table, 2, [add("ours")], conf)
+    assert conflict.value.retryable and conflict.value.version == 2
+    with pytest.raises(CoordinatorError, match="cannot ratify 5: latest ratified is 2") as gap:
+        client.commit(table, 5, [add("c")], conf)
     assert not gap.value.retryable and not gap.value.conflict
     raw.update_item(TableName=client.dynamodb_table, Key={"tableId": {"S": conf["tableId"]}},
                     AttributeUpdates={"acceptingCommits": {"Value": {"BOOL": False}, "Action": "PUT"}})
     with pytest.raises(CoordinatorError, match="no longer accepts commits") as closed:
-        client.commit(table, 2, [add("b")], conf)
+        client.commit(table, 3, [add("b")], conf)
     assert not closed.value.retryable
 
 
@@ -122,3 +132,38 @@ def test_an_item_of_another_table_is_refused(ddb: tuple, tmp_path: Path) -> None
     assert not (tmp_path / "other").exists()  # nothing staged
     with pytest.raises(CoordinatorError, match="belongs to"):
         client.get_commits(str(tmp_path / "other"), table_conf=conf)
+
+
+# ---- a lost answer to our ratifying UpdateItem (a fault proxy in front of DynamoDB Local) ---------
+
+
+def _is_update(exchange: Exchange) -> bool:
+    return exchange.headers.get("x-amz-target", "").endswith(".UpdateItem")
+
+
+@pytest.mark.parametrize("resent", [True, False], ids=["botocore-resends", "never-resent"])
+def test_a_lost_answer_to_our_ratification_is_our_commit_not_a_conflict(
+    ddb: tuple, fault_proxy: Callable[[str], FaultProxy], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], resent: bool
+) -> None:
+    """DynamoDB applies our UpdateItem and the answer is lost. botocore resends it and the resend
+    fails its condition (``tableVersion`` is already ``v``), or it is not resent at all: either way
+    the version is ours by the staged file the item now lists. Before: a retryable
+    ``CommitConflictError`` (resent) or "state unknown" (not resent), and a writer that retried
+    committed the same actions twice."""
+    client, raw, table, conf = ddb
+    if not resent:
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # botocore gives up on the first lost answer
+    proxy = fault_proxy(client.endpoint.removeprefix("http://"))
+    proxied = open_coordinator(f"dynamodb://{client.dynamodb_table}?region=us-east-1&endpoint=http://{proxy.host}")
+    proxy.drop_answer(_is_update)
+    ratified = proxied.commit(table, 1, [add("ours")], conf)
+    updates = [(x.status, x.dropped) for x in proxy.exchanges if _is_update(x)]
+    assert updates == ([(200, True), (400, False)] if resent else [(200, True)])  # applied, answer lost; the resend refused
+    listed = item(raw, client, conf)
+    assert listed["tableVersion"] == {"N": "1"}
+    assert [e["M"]["fsName"]["S"] for e in listed["commits"]["L"]] == [ratified.file_name.rsplit("/", 1)[-1]]
+    assert ratified.version == 1 and ratified.file_size == len(open_table_storage(table).read(ratified.file_name))
+    proxied.commit(table, 2, [add("next")], conf)  # the writer goes on; nothing is committed twice
+    code = cli_main(["publish", table, "--coordinator", "auto", "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["published"] == [1, 2]
+    assert {p for p, _ in load_snapshot(table).active_file_keys()} == {"ours", "next"}

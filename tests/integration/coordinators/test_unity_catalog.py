@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.coordinators.errors import CommitLimitReachedError, CoordinatorError
+from airflow_delta_maintenance.coordinators._commit_file import Attempt
+from airflow_delta_maintenance.coordinators.base import WrittenFile
+from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CommitLimitReachedError, CoordinatorError
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
@@ -81,11 +83,16 @@ def test_recovery_compares_bytes_once_the_commit_was_published_and_forgotten(uc:
     store = open_table_storage(uc.table_uri)
     publish_ratified_commits(bind_table(store, client))
     assert 1 not in [c.version for c in uc.bound(client).get_commits(0, None).commits]  # purged
-    data, bare = store.read(ratified.file_name), ratified.file_name.rsplit("/", 1)[-1]
+    data = store.read(ratified.file_name)
+    written = WrittenFile(ratified.file_name, ratified.file_size, ratified.file_modification_time)
     writer = client.writer_factory(uc.table_uri)  # type: ignore[misc]
-    assert client._was_accepted(uc.table_uri, uc.table.table_conf, 1, bare, data, writer)
-    assert not client._was_accepted(uc.table_uri, uc.table.table_conf, 1, bare, data + b"\n", writer)
-    assert not client._was_accepted(uc.table_uri, uc.table.table_conf, 3, bare, data, writer)
+    conf = uc.table.table_conf
+    assert client._settle(uc.table_uri, conf, Attempt(1, ratified.commit_timestamp, data, written), writer, "lost").version == 1
+    with pytest.raises(CommitConflictError, match="another writer"):
+        client._settle(uc.table_uri, conf, Attempt(1, ratified.commit_timestamp, data + b"\n", written), writer, "lost")
+    with pytest.raises(CoordinatorError, match="version 3 was not ratified") as unknown:
+        client._settle(uc.table_uri, conf, Attempt(3, ratified.commit_timestamp, data, written), writer, "lost")
+    assert unknown.value.retryable and not unknown.value.conflict
 
 
 def test_a_table_must_be_created_where_the_catalog_says(request: pytest.FixtureRequest, tmp_path: Path) -> None:

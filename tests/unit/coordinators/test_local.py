@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from airflow_delta_maintenance.coordinators.errors import (
     CommitConflictError,
     CoordinatorError,
     CoordinatorNotFoundError,
+    PermissionDeniedError,
     TableNotFoundError,
 )
 from airflow_delta_maintenance.coordinators.local import INLINE_LIMIT, LocalCoordinator
@@ -119,3 +122,82 @@ def test_a_file_that_is_not_a_coordinator_database_is_refused(tmp_path: Path, co
     with pytest.raises(CoordinatorNotFoundError, match="not a coordinator database"):
         open_coordinator(f"local://{db}")
     assert db.read_bytes() == before, "refusing must not write"
+
+
+# ---- a failure while ratifying: whose is the version? ---------------------------------------------
+
+
+class _AnswerLostAfterCommit:
+    """A connection whose first ``COMMIT`` of a ratification is applied, then fails (a disk or
+    network filesystem error on the way back): the caller cannot tell whether it landed."""
+
+    def __init__(self, conn: sqlite3.Connection, state: dict[str, bool]) -> None:
+        self._conn, self._state = conn, state
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql.startswith("INSERT INTO commits"):
+            self._state["ratifying"] = True
+        cursor = self._conn.execute(sql, *args)
+        if sql == "COMMIT" and self._state.pop("ratifying", False) and not self._state.get("lost"):
+            self._state["lost"] = True
+            raise sqlite3.OperationalError("disk I/O error")
+        return cursor
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+def test_a_ratification_applied_but_unanswered_is_our_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec, table = f"local://{tmp_path}/c.db?create=true", str(tmp_path / "t")
+    client = open_coordinator(spec)
+    client.commit(table, 0, create_actions(ict=True))
+    real, state = sqlite3.connect, {}
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: _AnswerLostAfterCommit(real(*a, **k), state))
+    ratified = client.commit(table, 1, [add("ours")])  # before: sqlite3.OperationalError
+    assert state["lost"] and ratified.version == 1
+    tracked = client.get_commits(table)
+    assert [(c.version, c.file_name) for c in tracked.commits] == [(1, ratified.file_name)] and tracked.latest_table_version == 1
+    client.commit(table, 2, [add("next")])  # the writer goes on: nothing committed twice
+    assert [c.version for c in client.get_commits(table).commits] == [1, 2]
+
+
+def test_a_busy_database_is_a_typed_retryable_error_and_ratifies_nothing(tmp_path: Path) -> None:
+    spec, table = f"local://{tmp_path}/c.db?create=true", str(tmp_path / "t")
+    open_coordinator(spec).commit(table, 0, create_actions(ict=True))
+    client = LocalCoordinator(str(tmp_path / "c.db"), open_coordinator(spec).writer_factory, busy_timeout_s=0.2)  # type: ignore[attr-defined]
+    holder = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with pytest.raises(CoordinatorError, match=r"version 1 was not ratified .*database is locked") as err:  # before: sqlite3.OperationalError
+            client.commit(table, 1, [add("a")])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert err.value.retryable and not err.value.conflict and err.value.version == 1
+    assert client.latest_ratified_version(table) == 0
+    assert client.commit(table, 1, [add("a")]).version == 1  # once the lock is free
+
+
+def test_check_may_report_refuses_a_read_only_database_and_writes_nothing(tmp_path: Path) -> None:
+    spec, table = f"local://{tmp_path}/c.db?create=true", str(tmp_path / "t")
+    client = open_coordinator(spec)
+    client.commit(table, 0, create_actions(ict=True))
+    client.commit(table, 1, [add("a")])
+    assert "writable" in client.check_may_report(table)
+    db = tmp_path / "c.db"
+    before = db.read_bytes()
+    if os.geteuid() == 0:  # root writes through permission bits: make the file immutable instead
+        if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+            pytest.skip("chattr +i is not available here to make the database read-only for root")
+        undo = ["chattr", "-i", str(db)]
+    else:
+        db.chmod(0o444)
+        undo = ["chmod", "0644", str(db)]
+    try:
+        with pytest.raises(PermissionDeniedError, match=r"needs write access to .*attempt to write a readonly database") as err:
+            open_coordinator(spec.removesuffix("?create=true")).check_may_report(table)
+        assert not err.value.retryable
+    finally:
+        subprocess.run(undo, check=True)
+    assert db.read_bytes() == before
+    assert [c.version for c in client.get_commits(table).commits] == [1]

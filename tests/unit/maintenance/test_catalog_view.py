@@ -265,17 +265,37 @@ def test_status_and_versions_report_an_inconsistent_coordinator(table: tuple[str
     assert code == 2 and "InconsistentCoordinatorError" in err
 
 
-def test_pending_commits_above_the_head_are_a_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _log_state(uri: str) -> dict[str, bytes]:
+    log = Path(uri) / "_delta_log"
+    return {str(p.relative_to(log)): p.read_bytes() for p in sorted(log.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        ("UPDATE tables SET latest_version = 2", "version 3 is listed above the latest ratified version 2"),
+        ("DELETE FROM commits WHERE version = 4", "versions 3 and 5 are listed, version 4 is not"),
+        ("DELETE FROM commits WHERE version = 5", "stop at version 4, but the latest ratified version is 5"),
+    ],
+    ids=["above-the-head", "a-gap", "short-of-the-head"],
+)
+def test_inconsistent_tracked_commits_stop_every_command(tmp_path: Path, capsys: pytest.CaptureFixture[str], tamper: str, named: str) -> None:
+    """Tracked commits above the head, with a gap, or stopping short of the head: every command
+    refuses with one typed line and exit 4 (before: a warning, or a green run on a wedged table)."""
     spec, uri = f"local://{tmp_path}/c.db", str(tmp_path / "t")
     client = open_coordinator(spec + "?create=true")
     client.commit(uri, 0, create_actions())
     for v in range(1, 6):
         client.commit(uri, v, [add(f"f{v}")])
     run(capsys, "publish", uri, "--coordinator", spec, "--up-to", "2")
-    _set_latest(tmp_path, uri, 2)  # latest ratified 2, but 3..5 still pending
-    code, out, _ = run(capsys, "versions", uri, "--coordinator", spec, "--json")
-    assert code == 0 and any("above the catalog's latest ratified version" in p for p in out["problems"]), out
-    assert run(capsys, "status", uri, "--coordinator", spec, "--strict")[0] == 4
+    with sqlite3.connect(tmp_path / "c.db") as db:
+        db.execute(tamper)
+    before = _log_state(uri)
+    for argv in (["versions", "--json"], ["status", "--json"], ["publish"], ["cleanup", "--execute"], ["checkpoint"]):
+        code, out, err = run(capsys, argv[0], uri, "--coordinator", spec, *argv[1:])
+        assert code == 4 and out is None, (argv, code, out, err)
+        assert err.count("\n") == 1 and "InconsistentCommitsError" in err and named in err and uri in err, (argv, err)
+    assert _log_state(uri) == before  # nothing written, nothing deleted
 
 
 def test_the_identity_read_serves_the_ratified_state_when_nothing_is_pending(

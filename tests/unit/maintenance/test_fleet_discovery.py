@@ -68,3 +68,22 @@ def test_a_schema_dropped_while_listing_a_whole_catalog_is_skipped_but_a_configu
     assert result.tables[0].coordinator == "unity-catalog://uc.invalid:1/main.a.t?api=v1&tls=false&table_id=id1"
     with pytest.raises(TableNotFoundError):
         _uc_source(_source(("a", "gone")), {})
+
+
+@pytest.mark.parametrize(("tables", "named"), [
+    (["t1"], "tables[0] is 't1', not an object"),
+    ([{"name": 7}], "name is 7, not a non-empty string"),
+    ([{"name": "t", "properties": {"io.unitycatalog.tableId": 1}}], "main.s.t: properties.io.unitycatalog.tableId is 1, not a string"),
+    ([{"name": "t", "storage_location": ["s3://b/t"]}], "main.s.t: storage_location is ['s3://b/t'], not a string"),
+    ({"name": "t"}, "tables is {'name': 't'}, not a list"),
+], ids=["entry-not-an-object", "name-a-number", "property-a-number", "location-a-list", "tables-an-object"])
+def test_a_malformed_listing_is_a_typed_error_not_a_table_left_out(monkeypatch: pytest.MonkeyPatch, tables: Any, named: str) -> None:
+    """Before: entries that were not objects were skipped and fields coerced with str(), so a
+    table could silently leave the fleet (or join it with a made-up table id)."""
+    from airflow_delta_maintenance.coordinators.errors import MalformedAnswerError
+
+    browser = UnityCatalogBrowser("uc.invalid:1", tls=False)
+    monkeypatch.setattr(browser._http, "request", lambda *a, **k: {"tables": tables})
+    with pytest.raises(MalformedAnswerError) as err:
+        browser.list_tables("main", "s")
+    assert named in str(err.value) and not err.value.retryable
