@@ -35,7 +35,7 @@ from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, Ratified
 from .commit_file import CommittingClient, decide_owner, previous_in_commit_timestamp, publish_version_zero, reread_failed, stage_commit
 from .errors import CommitConflictError, CoordinatorError, CoordinatorNotFoundError, PermissionDeniedError, TableNotFoundError
 
-__all__ = ["LocalCoordinator", "INLINE_LIMIT", "EMBEDDED_COORDINATOR_PROPERTY"]
+__all__ = ["LocalCoordinator", "CoordinatorDatabaseError", "INLINE_LIMIT", "EMBEDDED_COORDINATOR_PROPERTY"]
 
 # Version 0 of a table created here names its coordinator, so `coordinator: auto` finds it (not a
 # delta.* key: delta-spark refuses unknown delta.* properties). The database path is no secret.
@@ -63,7 +63,7 @@ _SCHEMA = [
 ]
 
 
-class _DatabaseError(CoordinatorError):
+class CoordinatorDatabaseError(CoordinatorError):
     """SQLite failed under a call (busy, locked, I/O, not a database)."""
 
 
@@ -129,7 +129,7 @@ class LocalCoordinator(CommittingClient):
                 conn.close()
         except sqlite3.Error as exc:
             transient = isinstance(exc, sqlite3.OperationalError)  # busy, locked, I/O: may pass
-            raise _DatabaseError(f"{self.describe()}: the database failed: {type(exc).__name__}: {exc}", retryable=transient) from None
+            raise CoordinatorDatabaseError(f"{self.describe()}: the database failed: {type(exc).__name__}: {exc}", retryable=transient) from None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -218,7 +218,7 @@ class LocalCoordinator(CommittingClient):
                     (uri, version, attempt.ict, attempt.written.file_name, attempt.written.size, attempt.written.modification_time, inline),
                 )
                 conn.execute("UPDATE tables SET latest_version = ?, latest_timestamp = ? WHERE table_uri = ?", (version, attempt.ict, uri))
-        except (CommitConflictError, _DatabaseError) as exc:  # taken meanwhile, or the answer is unknown: whose is it?
+        except (CommitConflictError, CoordinatorDatabaseError) as exc:  # taken meanwhile, or the answer is unknown: whose is it?
             try:
                 latest, tracked = self._tracked(uri, version, version)
             except CoordinatorError as failed:
@@ -276,7 +276,7 @@ class LocalCoordinator(CommittingClient):
                 conn.execute("BEGIN IMMEDIATE")  # succeeds on a read-only database too; the write below does not
                 conn.execute("UPDATE meta SET value = value WHERE key = 'schema_version'")
                 conn.execute("ROLLBACK")
-        except _DatabaseError as exc:
+        except CoordinatorDatabaseError as exc:
             if "readonly" in str(exc) or "read-only" in str(exc) or "unable to open" in str(exc):
                 raise PermissionDeniedError(f"{self.describe()}: reporting published versions needs write access to "
                                             f"{self.database} and its directory ({str(exc).split(' failed: ', 1)[-1]})") from None

@@ -166,6 +166,8 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
                 path=commit_name(expected),
             )
         expected += 1
+    if todo:  # learn that we may report before copying: a refusal after copying leaves <v>.json files unreported
+        table.coordinator.check_may_report(table.uri, table.table_conf)
     # Staged files are read concurrently up front (S3 round trips); writes stay strictly ordered.
     names = [c.file_name for c in todo if c.inline_content is None and is_staged_commit(c)]
     try:

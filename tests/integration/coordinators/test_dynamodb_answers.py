@@ -21,10 +21,10 @@ import boto3
 import pytest
 
 from airflow_delta_maintenance.cli import main
-from airflow_delta_maintenance.coordinators import _commit_file
-from airflow_delta_maintenance.deltalog.snapshot import load_snapshot
+from airflow_delta_maintenance.coordinators import commit_file
+from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.coordinator import open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests.integration.coordinators._targets import add
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def coordinated(dynamodb_endpoint: str, dynamodb_table_name: str, aws_env: dict[
         client.commit(uri, v, [add(f"f{v}")], conf)
     assert cli(capsys, "publish", uri, "--coordinator", "auto")[0] == 0
     assert cli(capsys, "checkpoint", uri, "--coordinator", "auto")[0] == 0
-    monkeypatch.setattr(_commit_file, "wall_clock_ms", lambda: int(time.time() * 1000))
+    monkeypatch.setattr(commit_file, "wall_clock_ms", lambda: int(time.time() * 1000))
     for v in (7, 8):
         client.commit(uri, v, [add(f"f{v}")], conf)
     raw = boto3.client("dynamodb", endpoint_url=dynamodb_endpoint, region_name="us-east-1")

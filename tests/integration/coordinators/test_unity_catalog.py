@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_delta_maintenance.coordinators._commit_file import Attempt
 from airflow_delta_maintenance.coordinators.base import WrittenFile
+from airflow_delta_maintenance.coordinators.commit_file import Attempt
 from airflow_delta_maintenance.coordinators.errors import CommitConflictError, CommitLimitReachedError, CoordinatorError
 from airflow_delta_maintenance.coordinators.unity_catalog import UnityCatalogCoordinator
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot

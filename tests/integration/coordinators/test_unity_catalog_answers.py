@@ -20,7 +20,7 @@ import pytest
 
 from airflow_delta_maintenance.cli import main
 from airflow_delta_maintenance.coordinators.errors import PermissionDeniedError
-from airflow_delta_maintenance.maintenance.coordinator import UC_TOKEN_ENV, open_coordinator
+from airflow_delta_maintenance.maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
 from tests._infra.fault_proxy import Exchange, FaultProxy
 from tests._infra.uc_oss import OSSServers
 from tests.integration.coordinators._targets import UC_OSS_KINDS, Target, add, new_target, uc_server_of
@@ -136,8 +136,9 @@ AUTH_KINDS = [k for k in UC_OSS_KINDS if "-auth-" in k]
 
 
 @pytest.mark.parametrize("kind", AUTH_KINDS)
-def test_a_principal_without_modify_learns_it_before_publishing(request: pytest.FixtureRequest, kind: str, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_principal_without_modify_learns_it_before_publishing_and_publishes_no_file(
+    request: pytest.FixtureRequest, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = new_target(request, kind, tmp_path)
     for v in (1, 2):
         target.table.commit(v, [add(f"f{v}")])
@@ -159,5 +160,12 @@ def test_a_principal_without_modify_learns_it_before_publishing(request: pytest.
     assert "403" in str(denied.value) and f"MODIFY on table {table}" in str(denied.value) and token not in str(denied.value)
     assert not denied.value.retryable
     assert target.bound(reader).get_commits(0, None) == pending  # asking changed nothing
+    before = log_state(target.table_uri)
+    code = main(["publish", target.table_uri, "--coordinator", target.spec])  # as the user runs it, with that token
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "PermissionDeniedError" in err and f"MODIFY on table {table}" in err, err
+    assert log_state(target.table_uri) == before  # before: <v>.json copied, then the 403 on the report
     oss.grant("table", table, email, "MODIFY")
     assert open_coordinator(target.spec).check_may_report(target.table_uri, target.table.table_conf)
+    assert main(["publish", target.table_uri, "--coordinator", target.spec, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["published"] == [1, 2]

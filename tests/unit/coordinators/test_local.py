@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_delta_maintenance.cli import main
 from airflow_delta_maintenance.coordinators.errors import (
     CommitConflictError,
     CoordinatorError,
@@ -197,6 +198,8 @@ def test_check_may_report_refuses_a_read_only_database_and_writes_nothing(tmp_pa
         with pytest.raises(PermissionDeniedError, match=r"needs write access to .*attempt to write a readonly database") as err:
             open_coordinator(spec.removesuffix("?create=true")).check_may_report(table)
         assert not err.value.retryable
+        code = main(["publish", table, "--coordinator", spec.removesuffix("?create=true")])  # before: 1.json copied, then the failed report
+        assert code == 2 and not (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").exists()
     finally:
         subprocess.run(undo, check=True)
     assert db.read_bytes() == before
