@@ -53,7 +53,7 @@ from .answers import Answer
 from .base import CommitsResponse, LogFileWriter, LogFileWriterFactory, RatifiedCommit
 from .commit_file import Attempt, CommittingClient, decide_owner, previous_in_commit_timestamp, publish_version_zero, reread_failed, stage_commit, upgrade_protocol
 from .dynamodb_item import SCHEMA_VERSION, DynamoItem, parse_item
-from .errors import CommitConflictError, CoordinatorError, PermissionDeniedError, TableNotFoundError
+from .errors import EXPIRED_CREDENTIAL_CODES, CommitConflictError, CoordinatorError, PermissionDeniedError, TableNotFoundError
 
 __all__ = ["DynamoDBCoordinator", "SCHEMA_VERSION", "hadoop_table_path"]
 
@@ -113,6 +113,7 @@ class DynamoDBCoordinator(CommittingClient):
         aws_secret_access_key: str | None = None,
         aws_session_token: str | None = None,
         client: Any = None,
+        session: Any = None,
     ) -> None:
         import boto3
 
@@ -123,7 +124,8 @@ class DynamoDBCoordinator(CommittingClient):
         self.writer_factory = writer_factory
         self.normalize_uri = normalize_uri
         self._created: dict[str, str] = {}  # tables this client created: normalised URI -> tableId
-        self.client = client or boto3.client(
+        # ``session``: e.g. the Amazon provider's, whose assumed-role keys refresh before they expire
+        self.client = client or (session.client("dynamodb", region_name=region, endpoint_url=endpoint) if session is not None else None) or boto3.client(
             "dynamodb",
             region_name=region,
             endpoint_url=endpoint,
@@ -462,4 +464,7 @@ class DynamoDBCoordinator(CommittingClient):
 
 
 def _transient(code: str) -> bool:
-    return code in {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "InternalServerError", "ServiceUnavailable"}
+    """Throttling and server errors; and expired credentials: the next call signs with refreshed
+    keys (a refreshable session, or a connection read again), so waiting is the cure."""
+    return code in {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "InternalServerError",
+                    "ServiceUnavailable"} or code in EXPIRED_CREDENTIAL_CODES

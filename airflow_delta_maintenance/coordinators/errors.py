@@ -14,7 +14,29 @@ __all__ = [
     "CoordinatorAnswerError",
     "MalformedAnswerError",
     "InconsistentCommitsError",
+    "EXPIRED_CREDENTIAL_CODES",
+    "is_expired_credentials",
 ]
+
+# AWS error codes of a request signed with keys that have expired (DynamoDB, S3, STS and the rest).
+# Refreshable credentials or a connection read again fix them: retryable, never a configuration error.
+EXPIRED_CREDENTIAL_CODES = frozenset({"ExpiredTokenException", "ExpiredToken", "RequestExpired", "TokenRefreshRequired"})
+
+
+def is_expired_credentials(exc: BaseException) -> bool:
+    """Is ``exc``, or an error it was raised from, an AWS error for expired keys? (s3fs turns
+    ``ExpiredToken`` into a ``PermissionError`` whose cause is botocore's ``ClientError``.)"""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        response = getattr(current, "response", None)
+        if isinstance(response, dict) and (response.get("Error") or {}).get("Code") in EXPIRED_CREDENTIAL_CODES:
+            return True
+        if any(code in str(current) for code in ("ExpiredToken", "security token included in the request is expired")):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class CoordinatorError(Exception):

@@ -12,7 +12,7 @@ from ..maintenance.table.coordinator_client import open_coordinator
 from ..maintenance.table.coordinator_discovery import AUTO
 from ..maintenance.table.maintained import MaintainedTable, open_table
 from ..version_compat import BaseHook
-from ._aws import AwsCredentials, assume_role, aws_connection_credentials
+from ._aws import aws_access
 
 __all__ = ["DeltaCoordinatorHook"]
 
@@ -27,8 +27,10 @@ class DeltaCoordinatorHook(BaseHook):
     ``unity-catalog://uc.example.com:8080``, from the connection); ``password`` holds the Unity
     Catalog token, ``login``/``password`` AWS keys for DynamoDB; or the extra field ``aws_conn_id``
     names an Airflow ``aws`` connection to take DynamoDB credentials from (keys, session token,
-    ``role_arn``); otherwise the environment is used. A ``spec`` argument overrides the connection
-    (then no connection is needed). The connection is read, and a role assumed, once per hook.
+    ``role_arn``, web identity: anything the Amazon provider's ``aws`` connection supports, through
+    its session factory; a role's keys are refreshed before they expire); otherwise the
+    environment is used. A ``spec`` argument overrides the connection (then no connection is
+    needed). The connection is read once per hook; the trigger makes new hooks at every poll.
     """
 
     conn_name_attr = "delta_coordinator_conn_id"
@@ -61,7 +63,7 @@ class DeltaCoordinatorHook(BaseHook):
         return {"aws_conn_id": StringField(lazy_gettext("AWS connection to reuse (DynamoDB)"), widget=BS3TextFieldWidget())}
 
     @cached_property
-    def _connection(self) -> tuple[str | None, dict[str, str | None]]:
+    def _connection(self) -> tuple[str | None, dict[str, Any]]:
         """(the connection's spec, its credentials), resolved once per hook; (None, {}) without a
         connection. The host may be ``auto``: the connection then supplies only the endpoint."""
         if not self.delta_coordinator_conn_id:
@@ -69,29 +71,25 @@ class DeltaCoordinatorHook(BaseHook):
         conn = self.get_connection(self.delta_coordinator_conn_id)
         if not conn.host:
             raise ValueError(f"connection {self.delta_coordinator_conn_id}: the host field must hold the coordinator spec (or auto)")
-        creds: dict[str, str | None] = {"login": conn.login, "password": conn.password}
+        creds: dict[str, Any] = {"login": conn.login, "password": conn.password}
         aws_conn_id = (conn.extra_dejson or {}).get("aws_conn_id")
         if aws_conn_id and (conn.host.strip().lower() == AUTO or parse_coordinator_spec(conn.host).kind == "dynamodb"):
-            base = aws_connection_credentials(self.get_connection(aws_conn_id), "dynamodb")
-            aws = AwsCredentials(
-                access_key_id=conn.login or base.access_key_id,
-                secret_access_key=conn.password or base.secret_access_key,
-                session_token=None if conn.login else base.session_token,
-                region_name=base.region_name,
-                role_arn=base.role_arn,
-            )
-            if aws.role_arn:
-                aws = assume_role(aws, aws.role_arn)
-            creds = {"login": aws.access_key_id, "password": aws.secret_access_key, "token": aws.session_token}
+            access = aws_access(self.get_connection, conn_id=self.delta_coordinator_conn_id, aws_conn_id=aws_conn_id,
+                                login=conn.login or None, password=conn.password or None)
+            if access.refreshable:  # a role: the provider's session, whose keys are refreshed before they expire
+                creds = {"session": access.session()}
+            else:
+                key, secret, token = access.static_keys()
+                creds = {"login": key, "password": secret, "token": token}
         return conn.host, creds
 
-    def get_credentials(self) -> dict[str, str | None]:
-        """The connection's credentials (``login``/``password``, and ``token`` for an assumed AWS
-        role), resolved once per hook; empty without a connection."""
+    def get_credentials(self) -> dict[str, Any]:
+        """The connection's credentials (``login``/``password``, ``token``; or ``session``: a
+        refreshable AWS session for a role), resolved once per hook; empty without a connection."""
         return self._connection[1]
 
     @property
-    def _resolved(self) -> tuple[str, dict[str, str | None]]:
+    def _resolved(self) -> tuple[str, dict[str, Any]]:
         spec, creds = self._connection
         if self.spec:
             return self.spec, creds

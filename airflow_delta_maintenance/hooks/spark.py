@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from ..maintenance.operations.summary import Throttled
-from ..maintenance.spark.credentials import remove_credentials_file, write_credentials_file
+from ..maintenance.spark.credentials import job_credentials, remove_credentials_file, write_credentials_file
 from ..maintenance.spark.progress import SparkOutput, heartbeats, quiet_spark_conf
-from ..maintenance.spark.settings import SparkSettings
+from ..maintenance.spark.settings import SparkSettings, executors_here
 from ..maintenance.spark.submit import SparkJobSpec, plan_submission, spark_submit_binary
 from ..version_compat import AirflowException, BaseHook
 
@@ -78,6 +78,7 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
         packages: str | None = None,
         py_files: str | None = None,
         credentials: Mapping[str, Any] | None = None,
+        credential_source: Callable[[], Mapping[str, str]] | None = None,
         show_spark_logs: bool = False,
         settings: Mapping[str, Any] | None = None,
         **kwargs: Any,
@@ -93,7 +94,12 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
             self.using_local_default = False
             base, extra = found
         self.settings = base.override(**dict(settings or {}))
-        job_conf = {k: str(v) for k, v in (conf or {}).items()}
+        # keys that expire: a file refreshed while the job runs when its executors can read it
+        env_vars, conf, credentials, self._refreshing = job_credentials(
+            {k: str(v) for k, v in (env_vars or {}).items()}, {k: str(v) for k, v in (conf or {}).items()}, credentials or {},
+            credential_source, executors_here=executors_here(self.settings))
+        self._fixed_temporary_keys = credential_source is not None and self._refreshing is None
+        job_conf = dict(conf)
         if not show_spark_logs:
             job_conf = quiet_spark_conf(job_conf)
         self._delta_output: SparkOutput | None = None
@@ -108,7 +114,7 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
             raise AirflowException(f"Spark connection {conn_id}: {exc}") from None
         # the spark-submit process's environment (and a client-mode driver's): given to Popen by
         # submit(), never to the provider's env_vars, which YARN/k8s render into --conf arguments
-        self.process_env = dict(self.plan.launcher_env)
+        self.process_env = {**self.plan.launcher_env, **(self._refreshing.launcher_env if self._refreshing else {})}
         plan = self.plan
         super().__init__(
             conn_id=conn_id,
@@ -149,6 +155,9 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
     def submit(self, application: str = "", **kwargs: Any) -> None:
         if self.using_local_default:
             self.log.info("no Spark connection configured: running the job locally (local[*])")
+        if self._fixed_temporary_keys:
+            self.log.warning("the executors run elsewhere: they get the storage role's current keys, which expire; a job longer than "
+                             "their lifetime needs the executors' own AWS identity (instance profile, web identity)")
         if self.process_env:
             kwargs["env"] = {**os.environ, **kwargs.get("env", {}), **self.process_env}
         try:
@@ -158,6 +167,10 @@ class DeltaSparkSubmitHook(SparkSubmitHook):
             self.remove_credentials()
 
     def remove_credentials(self) -> None:
+        refreshing = self.__dict__.get("_refreshing")
+        if refreshing is not None:
+            refreshing.close()
+            self._refreshing = None
         if self._credentials_file is not None:
             remove_credentials_file(self._credentials_file)
             self._credentials_file = None

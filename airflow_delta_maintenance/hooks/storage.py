@@ -7,7 +7,7 @@ from functools import cached_property
 from typing import Any
 
 from ..version_compat import BaseHook
-from ._aws import AwsCredentials, assume_role, aws_connection_credentials
+from ._aws import AwsAccess, aws_access
 
 __all__ = ["DeltaStorageHook"]
 
@@ -23,8 +23,9 @@ class DeltaStorageHook(BaseHook):
     ``region_name``, ``role_arn`` (assumed with STS when set), ``aws_conn_id`` (an Airflow ``aws``
     connection whose keys, session token, region, endpoint and role are the base the fields above
     override), ``test_location`` (what the UI's Test button lists) and ``storage_options`` (JSON
-    object merged last). Options are resolved once per hook — one STS call per task when the hook
-    is kept, as the operators and the sensor do. Secrets are never logged nor returned in XCom.
+    object merged last). AWS access goes through the Amazon provider: with a role the options hold
+    a refreshable ``session`` (the role is assumed again before its keys expire), so a long task or
+    deferral never runs out of credentials. Secrets are never logged nor returned in XCom.
 
     :param delta_storage_conn_id: connection id (default ``delta_storage_default``); ``None`` means
         no connection (credentials from the environment).
@@ -78,32 +79,36 @@ class DeltaStorageHook(BaseHook):
     def _extra(self) -> dict[str, Any]:
         return {} if self._connection is None else (self._connection.extra_dejson or {})
 
-    @cached_property
-    def _remote_options(self) -> dict[str, Any]:
-        """s3fs options, resolved once (an STS AssumeRole at most once per hook)."""
+    def aws_access(self) -> AwsAccess | None:
+        """The connection's AWS access (its fields over the ``aws_conn_id`` connection), read now."""
         conn = self._connection
         if conn is None:
+            return None
+        extra = self._extra
+        return aws_access(
+            self.get_connection, conn_id=self.delta_storage_conn_id or "", aws_conn_id=extra.get("aws_conn_id") or None,
+            login=conn.login or None, password=conn.password or None, region_name=extra.get("region_name") or None,
+            role_arn=extra.get("role_arn") or None, s3_endpoint_url=extra.get("endpoint_url") or None,
+        )
+
+    @cached_property
+    def _remote_options(self) -> dict[str, Any]:
+        """s3fs options. A role (or an ``aws`` connection's profile) gives a refreshable aiobotocore
+        ``session`` (the provider's), never fixed temporary keys; fixed keys stay ``key``/``secret``."""
+        access = self.aws_access()
+        if access is None:
             return {}
         extra = self._extra
-        base = AwsCredentials()
-        if extra.get("aws_conn_id"):
-            base = aws_connection_credentials(self.get_connection(extra["aws_conn_id"]), "s3")
-        creds = AwsCredentials(
-            access_key_id=conn.login or base.access_key_id,
-            secret_access_key=conn.password or base.secret_access_key,
-            session_token=None if conn.login else base.session_token,  # own keys: the base token is not theirs
-            region_name=extra.get("region_name") or base.region_name,
-            endpoint_url=extra.get("endpoint_url") or base.endpoint_url,
-            role_arn=extra.get("role_arn") or base.role_arn,
-        )
-        if creds.role_arn:
-            creds = assume_role(creds, creds.role_arn)
         options: dict[str, Any] = {}
-        if creds.access_key_id and creds.secret_access_key:
-            options.update(key=creds.access_key_id, secret=creds.secret_access_key)
-            if creds.session_token:
-                options["token"] = creds.session_token
-        client_kwargs = {k: v for k, v in (("endpoint_url", creds.endpoint_url), ("region_name", creds.region_name)) if v}
+        if access.refreshable:
+            options["session"] = access.async_session()
+        else:
+            key, secret, token = access.static_keys()
+            if key and secret:
+                options.update(key=key, secret=secret)
+                if token:
+                    options["token"] = token
+        client_kwargs = {k: v for k, v in (("endpoint_url", access.endpoint_url("s3")), ("region_name", access.region_name)) if v}
         if client_kwargs:
             options["client_kwargs"] = client_kwargs
         raw = extra.get("storage_options")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..hooks.coordinator import DeltaCoordinatorHook
@@ -92,11 +91,13 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         self._last_seen: int | None = None
         self._identity_cache: dict[str, Any] | None = None
 
-    @cached_property
+    # New hooks at every poke: the connections are read again, so a sensor that pokes for days
+    # follows a rotated key; a role's refreshable session is shared per connection (hooks._aws).
+    @property
     def coordinator_hook(self) -> DeltaCoordinatorHook:
         return DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec or None)
 
-    @cached_property
+    @property
     def storage_hook(self) -> DeltaStorageHook:
         return DeltaStorageHook(self.delta_storage_conn_id)
 
@@ -119,12 +120,12 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
     def _skipping(self) -> bool:
         return as_bool(self.skip, "skip", False)
 
-    def _identity(self) -> dict[str, Any]:
+    def _identity(self, coordinator: DeltaCoordinatorHook | None = None, options: dict[str, Any] | None = None) -> dict[str, Any]:
         """The table identity, resolved once per task try (the table's metadata is read once; each
         poll after that is one coordinator call)."""
         if self._identity_cache is None:
-            options = self.storage_hook.get_storage_options(self.table_uri)
-            with self.coordinator_hook.open_table(self.table_uri, options) as table:
+            options = self.storage_hook.get_storage_options(self.table_uri) if options is None else options
+            with (coordinator or self.coordinator_hook).open_table(self.table_uri, options) as table:
                 if table.coordinator is None:
                     raise AirflowFailException(f"ratified-version sensor for {self.table_uri}: the table has no coordinator to wait for")
                 self._identity_cache = table.identity()
@@ -137,9 +138,10 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
             return PokeReturnValue(is_done=True, xcom_value=TaskReport(self.table_uri, "wait", skipped=True, reason=reason).to_dict())
         self._wait_for_call_budget()
         try:
-            identity = self._identity()
+            coordinator, options = self.coordinator_hook, self.storage_hook.get_storage_options(self.table_uri)
+            identity = self._identity(coordinator, options)
             observation = poll_ratified_versions(
-                self.coordinator_hook.get_credentials(), self.storage_hook.get_storage_options(self.table_uri), self.table_uri,
+                coordinator.get_credentials(), options, self.table_uri,
                 coordinator_spec=identity["coordinator_spec"], table_conf=identity["table_conf"], **self._condition()
             )
         except Exception as exc:

@@ -14,7 +14,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
-from functools import cached_property
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
@@ -41,7 +40,8 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
     ``timeout`` at ``end_time`` (epoch seconds, with the last observation's reason and the last
     ratified version seen), ``error`` on
     a permanent error. Transient errors are logged and polled again; an observation is logged only
-    when it changes. Connections are read once per trigger run. Only JSON primitives are serialised."""
+    when it changes. Connections are read at every poll (credentials that outlive the deferral);
+    the sleep between polls ends at ``end_time``. Only JSON primitives are serialised."""
 
     def __init__(
         self,
@@ -97,13 +97,15 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
             },
         )
 
-    @cached_property
     def _hooks(self) -> tuple[DeltaCoordinatorHook, dict[str, Any]]:
+        """The connections, read again at every poll: a deferral may last days, longer than any
+        temporary key, and a connection may be rotated meanwhile. Sessions (a role's refreshable
+        credentials) are shared by the process per connection content (``hooks._aws``)."""
         coordinator = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec)
         return coordinator, DeltaStorageHook(self.delta_storage_conn_id).get_storage_options(self.table_uri)
 
     def _poll_once(self) -> dict[str, Any]:
-        coordinator, options = self._hooks
+        coordinator, options = self._hooks()
         return poll_ratified_versions(
             coordinator.get_credentials(),
             options,
@@ -136,11 +138,13 @@ class DeltaRatifiedVersionTrigger(BaseTrigger):
                     self.log.info("%s: %s", self.table_uri, observation["reason"])
                 last_reason = observation["reason"]
                 last_seen = observation["latest_ratified_version"]
-            if self.end_time is not None and time.time() >= self.end_time:
+            now = time.time()
+            if self.end_time is not None and now >= self.end_time:
                 message = f"{self.table_uri}: nothing new before the timeout ({last_reason})"
                 yield TriggerEvent({"status": "timeout", "message": message, "reason": last_reason, "latest_ratified_version": last_seen})
                 return
-            await asyncio.sleep(self.poll_interval)
+            # never sleep past the deadline: the timeout fires on time, after one last poll
+            await asyncio.sleep(self.poll_interval if self.end_time is None else min(self.poll_interval, self.end_time - now))
 
 
 _STATE_KEY = "delta_maintenance.last_fired_version"
@@ -151,7 +155,8 @@ class DeltaRatifiedVersionWatchTrigger(BaseEventTrigger):
     ratified beyond what it last fired for (and beyond the last published version).
 
     Polls forever, one coordinator call per poll and no storage listing; the table's identity
-    (its coordinator conf, read from the table) is resolved once per trigger run. The first poll
+    (its coordinator conf, read from the table) is resolved once per trigger run, the connections
+    (credentials) at every poll. The first poll
     is delayed by a per-table offset within one ``poll_interval`` so that a triggerer starting
     with 1,000 watchers does not poll them all at once. A failed poll is logged (once per distinct
     error) and retried at the next interval: a watcher has no task to fail, and a table that does
@@ -213,21 +218,24 @@ class DeltaRatifiedVersionWatchTrigger(BaseEventTrigger):
 
     def _observe(self, last_seen: int | None) -> dict[str, Any]:
         from ..maintenance.operations.sensing import observe_for_watch
+        from ..maintenance.table.maintained import restore_table
 
+        hook = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec)
+        options = DeltaStorageHook(self.delta_storage_conn_id).get_storage_options(self.table_uri)
         if self._table is None:  # the identity, once: the table's coordinator conf is read from the table
-            hook = DeltaCoordinatorHook(self.delta_coordinator_conn_id, spec=self.coordinator_spec)
-            options = DeltaStorageHook(self.delta_storage_conn_id).get_storage_options(self.table_uri)
-            self._table = hook.open_table(self.table_uri, options)
-            if self._table.coordinator is None:
-                raise ValueError(f"{self.table_uri}: the table has no coordinator to watch")
-        return observe_for_watch(self._table, min_new_commits=self.min_new_commits, last_seen_version=last_seen).to_dict()
+            with hook.open_table(self.table_uri, options) as table:
+                if table.coordinator is None:
+                    raise ValueError(f"{self.table_uri}: the table has no coordinator to watch")
+                self._table = table.identity()
+        # the connections at every poll: a watcher runs for as long as the DAG is deployed
+        table = restore_table(self.table_uri, self._table["coordinator_spec"], self._table["table_conf"], options, credentials=hook.get_credentials())
+        try:
+            return observe_for_watch(table, min_new_commits=self.min_new_commits, last_seen_version=last_seen).to_dict()
+        finally:
+            table.close()
 
     def _drop_table(self) -> None:
-        if self._table is not None:
-            try:
-                self._table.close()
-            finally:
-                self._table = None
+        self._table = None
 
     async def _state(self, value: int | None = None, *, write: bool = False) -> int | None:
         store = getattr(self, "asset_state_store", None)

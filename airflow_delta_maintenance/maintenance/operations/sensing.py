@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...coordinators.errors import CoordinatorError, TableNotFoundError
+from ...coordinators.errors import CoordinatorError, TableNotFoundError, is_expired_credentials
 from ..table.maintained import MaintainedTable, restore_table
 
 __all__ = ["VersionObservation", "observe_ratified_versions", "observe_for_watch", "poll_ratified_versions", "is_transient"]
@@ -84,7 +84,7 @@ def observe_for_watch(table: MaintainedTable, *, min_new_commits: int, last_seen
 
 
 def poll_ratified_versions(
-    credentials: Mapping[str, str | None],
+    credentials: Mapping[str, Any],
     storage_options: Mapping[str, Any],
     table_uri: str,
     *,
@@ -110,7 +110,9 @@ def poll_ratified_versions(
 def is_transient(exc: BaseException) -> bool:
     """May the same poll succeed later? Coordinator errors say so themselves; a dropped connection
     or a timeout is transient; anything else (a missing table or database, bad credentials, a
-    refused permission) is a configuration to fix, which waiting would only hide."""
+    refused permission) is a configuration to fix, which waiting would only hide. Keys that expired
+    (a storage ``PermissionError`` from ``ExpiredToken`` included) are transient: the next poll
+    signs with refreshed ones."""
     if isinstance(exc, CoordinatorError):
         return exc.retryable
-    return isinstance(exc, (ConnectionError, TimeoutError))
+    return isinstance(exc, (ConnectionError, TimeoutError)) or is_expired_credentials(exc)

@@ -10,7 +10,7 @@ from ...deltalog.log_segment.listing import CheckpointGroup, list_log_files
 from ...deltalog.model.paths import ParsedLogPath
 from ...deltalog.storage import LogStore
 from ..errors import SparkJobError
-from .credentials import storage_env
+from .credentials import credential_source, storage_env
 from .packaging import job_application
 from .submit import SparkJobSpec
 
@@ -38,6 +38,7 @@ def _job(
         packages=packages,
         env_vars=env,
         credentials=credentials,
+        credential_source=credential_source(storage_options or {}),
     )
 
 

@@ -35,13 +35,15 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import SparkJobError
 from ..operations.summary import Progress
-from .credentials import CREDENTIALS_FILE_ENV, credentials_file
+from .credentials import CREDENTIALS_FILE_ENV, credentials_file, job_credentials
 from .packaging import package_zip
 from .progress import SparkOutput, heartbeats, quiet_spark_conf
 from .settings import SparkSettings, driver_env_conf, executors_here, network_conf
@@ -63,6 +65,8 @@ class SparkJobSpec:
     py_files: str | None = None
     env_vars: dict[str, str] = field(default_factory=dict)  # the driver's; no secrets: YARN/k8s render these into argv
     credentials: dict[str, Any] = field(default_factory=dict, repr=False)  # only ever written to a 0600 file
+    # keys that expire, refreshed while the job runs (``credentials.RefreshingCredentials``)
+    credential_source: Callable[[], Mapping[str, str]] | None = field(default=None, repr=False, compare=False)
 
     def hook_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``DeltaSparkSubmitHook`` (everything but the connection and name)."""
@@ -74,6 +78,7 @@ class SparkJobSpec:
             "application_args": list(self.application_args),
             "env_vars": dict(self.env_vars),
             "credentials": dict(self.credentials),
+            "credential_source": self.credential_source,
         }
 
     def command(self, master: str | SparkSettings = "local[*]") -> list[str]:
@@ -194,9 +199,12 @@ def run_spark_submit(
         spec = replace(spec, conf=quiet_spark_conf(spec.conf))
     output = SparkOutput(progress, verbose=verbose)
     tail: deque[str] = deque(maxlen=200)
-    with credentials_file(spec.credentials) as path:
+    env_vars, conf, secrets, refreshing = job_credentials(spec.env_vars, spec.conf, spec.credentials, spec.credential_source,
+                                                          executors_here=executors_here(settings))
+    spec = replace(spec, env_vars=env_vars, conf=conf, credentials=secrets)
+    with credentials_file(spec.credentials) as path, refreshing or nullcontext():
         plan = plan_submission(settings, spec, path if spec.credentials else None)
-        env = {**os.environ, **plan.launcher_env}
+        env = {**os.environ, **plan.launcher_env, **(refreshing.launcher_env if refreshing else {})}
         command = plan.command(spec)
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         stdout: list[str] = []

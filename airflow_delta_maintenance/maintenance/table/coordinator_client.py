@@ -46,13 +46,14 @@ def open_coordinator(
     storage_options: Mapping[str, Any] | None = None,
     *,
     allow_unsafe_writes: bool = False,
-    credentials: Mapping[str, str | None] | None = None,
+    credentials: Mapping[str, Any] | None = None,
 ) -> CommitCoordinatorClient:
     """Build the client for ``spec`` (see ``coordinators.registry`` for the syntax).
 
     ``credentials`` (from an Airflow connection) may hold ``login``/``password`` (and ``token``, a
-    session token): AWS keys for DynamoDB, or the token (password) for Unity Catalog. Otherwise the
-    environment is used.
+    session token): AWS keys for DynamoDB, or the token (password) for Unity Catalog; or ``session``:
+    an AWS session (boto3's ``client()``) whose credentials refresh themselves, for DynamoDB.
+    Otherwise the environment is used.
     """
     parsed = parse_coordinator_spec(spec)
 
@@ -77,6 +78,7 @@ def open_coordinator(
             aws_access_key_id=creds.get("login"),
             aws_secret_access_key=creds.get("password"),
             aws_session_token=creds.get("token"),
+            session=creds.get("session"),
         )
     if parsed.kind == "unity-catalog":
         from ...coordinators.unity_catalog import UnityCatalogCoordinator

@@ -129,7 +129,7 @@ def restore_table(
     table_conf: Mapping[str, str],
     storage_options: Mapping[str, Any] | None = None,
     *,
-    credentials: Mapping[str, str | None] | None = None,
+    credentials: Mapping[str, Any] | None = None,
 ) -> MaintainedTable:
     """A table identity rebuilt from what ``MaintainedTable.identity()`` returned (no table I/O):
     for a trigger that polls the coordinator without listing or reading the table."""
@@ -145,7 +145,7 @@ def open_table(
     *,
     coordinator: str | None = None,
     connection_spec: str | None = None,
-    credentials: Mapping[str, str | None] | None = None,
+    credentials: Mapping[str, Any] | None = None,
     allow_unsafe_writes: bool = False,
 ) -> MaintainedTable:
     """Build the table's identity once.

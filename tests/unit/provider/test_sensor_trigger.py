@@ -100,6 +100,18 @@ def test_trigger_timeout(coordinated_table: tuple[str, str]) -> None:
     assert event.payload["status"] == "timeout"
 
 
+def test_the_trigger_sleeps_no_longer_than_its_deadline(coordinated_table: tuple[str, str]) -> None:
+    """An hour between polls and a deadline 1.5 s away: the timeout fires at the deadline, not an
+    hour later (the deferred sensor's ``timeout`` is ``end_time``)."""
+    spec, uri = coordinated_table
+    started = time.monotonic()
+    trigger = DeltaRatifiedVersionTrigger(uri, coordinator_spec=spec, target_version=99, poll_interval=3600, end_time=time.time() + 1.5)
+    event = _run(trigger)
+    waited = time.monotonic() - started
+    assert event.payload["status"] == "timeout" and event.payload["latest_ratified_version"] == 12
+    assert 1.4 <= waited < 20, waited
+
+
 def test_trigger_permanent_error(coordinated_table: tuple[str, str]) -> None:
     spec, uri = coordinated_table
     with mock.patch.object(DeltaRatifiedVersionTrigger, "_poll_once", side_effect=TableNotFoundError("no such table")):
@@ -210,7 +222,8 @@ def test_the_trigger_logs_an_observation_only_when_it_changes(coordinated_table:
     assert polls.call_count >= 3 and len(lines) == 1, (polls.call_count, lines)
 
 
-def test_connections_are_resolved_once_per_sensor(coordinated_table: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connections_are_read_once_per_poke(coordinated_table: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once per poke, not once per sensor: a sensor poking for days follows a rotated key."""
     spec, uri = coordinated_table
     monkeypatch.setenv("AIRFLOW_CONN_DELTA_COORDINATOR_DEFAULT", json.dumps({"conn_type": "delta_coordinator", "host": spec}))
     sensor = DeltaRatifiedVersionSensor(task_id="w", table_uri=uri, delta_coordinator_conn_id="delta_coordinator_default", target_version=99)
@@ -220,4 +233,4 @@ def test_connections_are_resolved_once_per_sensor(coordinated_table: tuple[str, 
     with mock.patch.object(DeltaCoordinatorHook, "get_connection", side_effect=real) as lookups:
         for _ in range(3):
             assert sensor.poke({}) is False
-    assert lookups.call_count == 1
+    assert lookups.call_count == 3
