@@ -103,9 +103,12 @@ class AwsAccess:
         return self._wrapper().get_service_endpoint_url(service)
 
     def _wrapper(self) -> Any:
+        """The provider's view of the merged connection, made once per connection content (it logs
+        where the credentials came from: once, not at every poll)."""
         from airflow.providers.amazon.aws.utils.connection_wrapper import AwsConnectionWrapper
 
-        return AwsConnectionWrapper.from_connection_metadata(conn_id=self.conn_id, login=self.login, password=self.password, extra=deepcopy(self.extra))
+        return self._cached("wrapper", lambda: AwsConnectionWrapper.from_connection_metadata(
+            conn_id=self.conn_id, login=self.login, password=self.password, extra=deepcopy(self.extra)))
 
     def _digest(self) -> str:
         raw = json.dumps([self.conn_id, self.login, self.password, self.extra], sort_keys=True, default=str)
