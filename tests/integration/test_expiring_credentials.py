@@ -49,6 +49,7 @@ def role_connections(monkeypatch: pytest.MonkeyPatch, endpoint: str, spec: str) 
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", endpoint)  # no STS call may ever leave this machine
     aws = {"conn_type": "aws", "login": FAKE_AWS["AWS_ACCESS_KEY_ID"], "password": FAKE_AWS["AWS_SECRET_ACCESS_KEY"],
            "extra": {"region_name": "us-east-1", "role_arn": ROLE, "endpoint_url": endpoint,
                      "service_config": {"sts": {"endpoint_url": endpoint}, "s3": {"endpoint_url": endpoint}}}}
