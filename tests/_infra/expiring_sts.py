@@ -36,6 +36,7 @@ class Served:
     key: str
     at: float
     expired: bool  # refused: signed with keys past their expiry
+    agent: str = ""  # the client's User-Agent (aws-sdk-java: s3a in a Spark JVM)
 
 
 @dataclass
@@ -83,7 +84,7 @@ class ExpiringCredentialsProxy:
                 with proxy.lock:
                     expiry = proxy.issued.get(key)
                     expired = expiry is not None and now >= expiry
-                    proxy.log.append(Served(service, key, now, expired))
+                    proxy.log.append(Served(service, key, now, expired, self.headers.get("User-Agent", "")))
                 if expired:
                     return self._expired(service)
                 status, headers, data = proxy.forward(service, self.command, self.path, dict(self.headers.items()), body)
