@@ -55,6 +55,9 @@ def console_main() -> int:
     # A short-lived process that builds one object per log file (a cleanup plan of 20,000 commits)
     # spent 15% of its CPU in young-generation collections at the default threshold of 700.
     gc.set_threshold(50_000, 20, 20)
+    from ..deltalog._runtime.memory import own_process_allocator
+
+    own_process_allocator()  # glibc's malloc thresholds are tuned per operation in this process only
     return main()
 
 

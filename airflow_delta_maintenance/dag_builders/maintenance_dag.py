@@ -16,7 +16,6 @@ and only task state the error — every other table's DAG still loads.
 from __future__ import annotations
 
 import functools
-import gc
 import itertools
 import logging
 from datetime import datetime, timedelta, timezone
@@ -312,19 +311,13 @@ def build_dags(config_path: str | Path) -> dict[str, DAG]:
     dags: dict[str, DAG] = {}
     if fleet.discovery is not None:
         dags[DISCOVERY_DAG_ID] = build_discovery_dag(config_path, fleet.discovery)
-    # 10,000 DAGs are millions of long-lived objects: the cyclic collector would rescan them again
-    # and again while they are built (~15% of a 10,000-table parse) and find nothing to free.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        for table in tables:
-            try:
-                dags[table.dag_id] = build_maintenance_dag(table)
-            except Exception as exc:  # noqa: BLE001 - one table's DAG must not hide the others
-                invalid.append(TableConfigError(table.name, table.dag_id, ConfigError(str(config_path), table.name, "<dag>", f"{type(exc).__name__}: {exc}")))
-    finally:
-        if collecting:
-            gc.enable()
+    # The cyclic collector is left alone: a DAG file is parsed inside Airflow's processes (the DAG
+    # processor, workers), where a gc.disable() would reach every thread for the parse's duration.
+    for table in tables:
+        try:
+            dags[table.dag_id] = build_maintenance_dag(table)
+        except Exception as exc:  # noqa: BLE001 - one table's DAG must not hide the others
+            invalid.append(TableConfigError(table.name, table.dag_id, ConfigError(str(config_path), table.name, "<dag>", f"{type(exc).__name__}: {exc}")))
     for entry in invalid:
         log.error("delta maintenance: table %s: %s", entry.name, entry.error)
         dags[entry.dag_id] = build_invalid_table_dag(entry)

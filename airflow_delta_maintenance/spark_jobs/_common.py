@@ -253,6 +253,9 @@ def reconcile(actions: DataFrame, *, tombstone_cutoff_ms: int | None) -> DataFra
 
 def run_job(main_fn: Any, argv: Sequence[str] | None) -> int:
     """Run a job body; any failure is reported on stderr with a non-zero exit code."""
+    from airflow_delta_maintenance.deltalog._runtime.memory import own_process_allocator
+
+    own_process_allocator()  # the driver's Python process is the job's own
     try:
         return int(main_fn(argv) or 0)
     except JobFailed as exc:

@@ -17,8 +17,14 @@ Inside an operation the opposite serves better: a freed block is the next phase'
 every page handed back is a page the kernel must fault in and zero again (a third of a snapshot
 load's CPU time went to that). So while an operation runs, glibc keeps large blocks in its heaps
 (mmap threshold at its 32 MiB maximum) and does not trim them; the operation's end trims once
-and restores glibc's initial thresholds. A user who tunes malloc through the environment keeps
+and sets glibc's initial thresholds again. A user who tunes malloc through the environment keeps
 their settings.
+
+That tuning is for processes that are ours alone — the ``delta-maintenance`` command and a Spark
+job's driver — which call ``own_process_allocator()`` at start. Setting ``M_MMAP_THRESHOLD`` turns
+glibc's dynamic threshold off for the rest of the process, so it cannot be undone: inside an
+Airflow worker, triggerer or DAG processor, or any program that imports the library, the
+thresholds are never touched (the Arrow pool is switched and restored, and memory trimmed, only).
 """
 
 from __future__ import annotations
@@ -29,11 +35,12 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where used: the CLI calls own_process_allocator() before it needs pyarrow
+    import pyarrow as pa
 
-__all__ = ["log_operation_memory", "uses_log_operation_memory", "release_free_memory"]
+__all__ = ["log_operation_memory", "uses_log_operation_memory", "release_free_memory", "own_process_allocator"]
 
 _lock = threading.Lock()
 _depth = 0
@@ -69,7 +76,14 @@ def _load_mallopt() -> Callable[[int, int], int] | None:
     return mallopt
 
 
-_mallopt = _load_mallopt()
+_mallopt: Callable[[int, int], int] | None = None  # set by own_process_allocator(): only in our own processes
+
+
+def own_process_allocator() -> None:
+    """This process is ours alone (the CLI command, a Spark job): log operations may tune glibc's
+    malloc thresholds while they run. Never call it in a process that hosts other code."""
+    global _mallopt
+    _mallopt = _load_mallopt()
 
 
 def _keep_freed_blocks(keep: bool) -> None:
@@ -88,6 +102,8 @@ def release_free_memory() -> None:
 def log_operation_memory() -> Iterator[None]:
     """Allocate Arrow buffers from the system pool inside the block (re-entrant)."""
     global _depth, _saved
+    import pyarrow as pa
+
     if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
         yield
         return
