@@ -64,7 +64,7 @@ def get_provider_info() -> dict[str, Any]:
                     "region_name": _field("Region", "e.g. us-east-1", "us-east-1"),
                     "role_arn": _field(
                         "Role ARN to assume",
-                        "assumed with STS once per task, e.g. arn:aws:iam::123456789012:role/delta-maintenance",
+                        "assumed with STS, its keys refreshed before they expire, e.g. arn:aws:iam::123456789012:role/delta-maintenance",
                         "arn:aws:iam::123456789012:role/delta-maintenance",
                     ),
                     "aws_conn_id": _field(

@@ -17,7 +17,10 @@ timed load of the checkpointed layout):
   pool as each part of the log is read; partition values looked up and cast), so both sides end
   with parsed statistics. ``--strings`` also
   reports ours without the parsing (stats kept as JSON strings, as ``load_snapshot`` returns them;
-  delta-rs has no such mode, so that figure is not a ratio).
+  delta-rs has no such mode, so that figure is not a ratio). ``ours`` runs as the command's own
+  process does (``own_process_allocator()``: glibc's thresholds tuned while the load runs);
+  ``--embedded`` also reports ours as a library inside a host process such as an Airflow worker,
+  where glibc's thresholds are never touched.
 
 Runs alternate between the engines (see ``_harness.py``); each figure is the median of
 ``--repeat`` runs with min–max and the 1-minute load average at the time, the load's wall time
@@ -50,9 +53,12 @@ import json, os, resource, sys, time
 which, path, warmup = sys.argv[1], sys.argv[2], sys.argv[3]
 if which.startswith("ours"):
     from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
+    if which != "ours-embedded":  # a process of its own, as the command's: glibc's thresholds tuned per operation
+        from airflow_delta_maintenance.deltalog._runtime.memory import own_process_allocator
+        own_process_allocator()
     def load(p):
-        snap = load_snapshot(p, parse_stats=which == "ours")
-        if which == "ours":  # the statistics and partition values typed, as delta-rs returns them
+        snap = load_snapshot(p, parse_stats=which != "ours-strings")
+        if which != "ours-strings":  # the statistics and partition values typed, as delta-rs returns them
             assert snap.parsed_stats() is not None and snap.parsed_partition_values() is not None
         return snap.num_files
 else:
@@ -141,6 +147,8 @@ def main() -> int:
     ap.add_argument("--commits", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--strings", action="store_true", help="also time ours without parsing the stats")
+    ap.add_argument("--embedded", action="store_true",
+                    help="also time ours as a library inside a host process (an Airflow worker): glibc's malloc thresholds untouched")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -157,7 +165,7 @@ def main() -> int:
         shutil.copytree(table, checkpointed)
         half = args.commits // 2  # a checkpoint halfway, written by delta-rs itself; the commits after it remain
         in_subprocess("import sys, deltalake; deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2])).create_checkpoint()", checkpointed, str(half))
-        engines = ["ours", "delta-rs"] + (["ours-strings"] if args.strings else [])
+        engines = ["ours", "delta-rs"] + (["ours-strings"] if args.strings else []) + (["ours-embedded"] if args.embedded else [])
         results = measure({"commits only": table, f"checkpoint at {half}": checkpointed}, warmup, args.repeat, engines)
     finally:
         shutil.rmtree(work, ignore_errors=True)

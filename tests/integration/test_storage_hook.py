@@ -1,5 +1,5 @@
 """``DeltaStorageHook`` against moto's S3 and STS server: the Test button makes a real listing and
-answers truthfully; an ``aws`` connection can be reused; a role is assumed once per hook."""
+answers truthfully; an ``aws`` connection can be reused; a role's session is shared and refreshable."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from unittest import mock
 import pytest
 
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.hooks import _aws
 from airflow_delta_maintenance.hooks.storage import DeltaStorageHook
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests._infra.servers import FAKE_AWS, free_port
@@ -59,11 +58,24 @@ def test_an_aws_connection_is_reused_and_a_role_assumed_once(s3_bucket: tuple[st
         "client_kwargs": {"endpoint_url": s3_endpoint, "region_name": "us-east-1"},
     }
     assert hook.test_connection()[0]
-    # a role on top: assumed with STS (moto) once, however often the options are asked for
+    # a role on top: the provider's session assumes it (moto's STS) once for however many
+    # hooks and calls, and s3fs gets that refreshable session, never fixed temporary keys
     connection(monkeypatch, "lake", conn_type="delta_storage",
                extra={"aws_conn_id": "aws_default", "role_arn": "arn:aws:iam::123456789012:role/delta", "endpoint_url": s3_endpoint})
-    hook = DeltaStorageHook("lake")
-    with mock.patch("airflow_delta_maintenance.hooks.storage.assume_role", wraps=_aws.assume_role) as sts:
-        options = [hook.get_storage_options(f"s3://{bucket}/t{i}") for i in range(3)]
-    assert sts.call_count == 1 and options[0] == options[2]
-    assert options[0]["token"] and options[0]["key"] != FAKE_AWS["AWS_ACCESS_KEY_ID"], "temporary credentials from STS"
+    import botocore.client
+
+    real = botocore.client.BaseClient._make_api_call
+    calls: list[str] = []
+
+    def counted(client: Any, operation: str, params: Any) -> Any:
+        calls.append(operation)
+        return real(client, operation, params)
+
+    with mock.patch.object(botocore.client.BaseClient, "_make_api_call", counted):
+        options = [DeltaStorageHook("lake").get_storage_options(f"s3://{bucket}/t{i}") for i in range(3)]
+        assert DeltaStorageHook("lake").test_connection()[0]
+    assert calls.count("AssumeRole") == 1, calls
+    assert options[0]["session"] is options[2]["session"] and not {"key", "secret", "token"} & set(options[0])
+    frozen = options[0]["session"].frozen_credentials()
+    assert frozen["AccessKeyId"] != FAKE_AWS["AWS_ACCESS_KEY_ID"] and frozen["Expiration"], "temporary credentials from STS"
+    assert "AKIA" not in repr(options) and frozen["SecretAccessKey"] not in repr(options)
