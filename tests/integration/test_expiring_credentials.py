@@ -86,7 +86,7 @@ def test_a_deferred_sensor_keeps_polling_across_expiring_role_keys(
                                         min_new_commits=1, deferrable=True, poke_interval=0.5, timeout=300)
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({})
-    path, kwargs = deferred.value.trigger.serialize()
+    _, kwargs = deferred.value.trigger.serialize()
     trigger = DeltaRatifiedVersionTrigger(**kwargs)  # as the triggerer rebuilds it
 
     failed: list[BaseException] = []
