@@ -110,10 +110,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
+def _lines(exc: BaseException) -> list[str]:
+    """One line per mistake: a configuration error may list several (``ConfigError.problems``)."""
+    problems = getattr(exc, "problems", None)
+    return [_one_line(p) for p in problems] if isinstance(problems, tuple) and len(problems) > 1 else [_one_line(exc)]
+
+
 def run_guarded(fn: Callable[[], int]) -> int:
-    """Run a handler; expected errors become one line on stderr and an exit code (documented in
-    docs/cli.md): ``EXIT_PROBLEMS`` when the coordinator's answer cannot be trusted (malformed or
-    inconsistent), ``EXIT_STORAGE`` when the storage refused a write or read, else ``EXIT_BAD_INPUT``."""
+    """Run a handler; expected errors become one line on stderr (one per mistake of a configuration
+    error) and an exit code (documented in docs/cli.md): ``EXIT_PROBLEMS`` when the coordinator's
+    answer cannot be trusted (malformed or inconsistent), ``EXIT_STORAGE`` when the storage refused
+    a write or read, else ``EXIT_BAD_INPUT``."""
     try:
         return fn()
     except CoordinatorAnswerError as exc:
@@ -128,5 +135,6 @@ def run_guarded(fn: Callable[[], int]) -> int:
         print(f"delta-maintenance: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except EXPECTED_ERRORS as exc:
-        print(f"delta-maintenance: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        for line in _lines(exc):
+            print(f"delta-maintenance: error: {type(exc).__name__}: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     if out.resolve() == discovery.fleet_file:  # what the DAG file will make of it
         fleet = load_fleet(args.config)
         summary.update(maintained=[t.name for t in fleet.discovered], disabled=fleet.disabled, shadowed=fleet.shadowed,
-                       invalid=[f"{e.name}: {e.error.key}: {e.error.detail}" for e in fleet.invalid])
+                       invalid=[f"{e.name}: {line}" for e in fleet.invalid for line in e.error.lines])
     if args.json:
         emit_json(summary)
         return 0

@@ -1,8 +1,14 @@
 """``delta-maintenance pools FILE [--output POOLS.json] [--apply]``: the Airflow pools a
 ``tables.yaml`` uses — one per coordinator endpoint for tables with ``pool: auto`` — with their
-sizes. ``--output`` writes them in the format of ``airflow pools import``; ``--apply`` runs that
-command (on a host with the Airflow CLI and access to the deployment). A task whose pool does not
-exist is never scheduled, so create the pools before deploying the DAG file."""
+sizes, for its tables and the discovered ones of its fleet file. ``--output`` writes them in the
+format of ``airflow pools import``; ``--apply`` runs that command (on a host with the Airflow CLI
+and access to the deployment). A task whose pool does not exist is never scheduled, so create the
+pools before deploying the DAG file.
+
+An invalid table is left out with a warning on stderr naming it and its mistakes (the DAG file
+gives it a placeholder DAG, which uses no pool): the pools of the valid tables are still written
+and applied, and the exit status is 0. A mistake of the file itself (not YAML, an unknown
+top-level key, a bad ``defaults`` or ``discovery`` section) stops the command with exit status 2."""
 
 from __future__ import annotations
 
@@ -17,7 +23,11 @@ from .common import emit_json, run_guarded
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("pools", help="the Airflow pools of a tables.yaml (pool: auto → one per coordinator endpoint); --apply creates them")
+    p = sub.add_parser(
+        "pools",
+        help="the Airflow pools of a tables.yaml (pool: auto → one per coordinator endpoint); --apply creates them. "
+        "Invalid tables are left out with a warning (exit 0); a mistake of the file itself exits 2",
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--output", metavar="POOLS_JSON", help="write them for `airflow pools import`")
     p.add_argument("--apply", action="store_true", help="run `airflow pools import` with them")
@@ -52,9 +62,16 @@ def _airflow() -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..maintenance.config.tables import load_config
+    from ..fleet.config import load_fleet
 
-    document = pools_import_document(load_config(args.file))
+    fleet = load_fleet(args.file)
+    skipped = fleet.invalid + ([fleet.fleet_error] if fleet.fleet_error and not fleet.fleet_missing else [])
+    for entry in skipped:
+        for line in entry.error.lines:
+            print(f"delta-maintenance: warning: table {entry.name} left out (invalid): {line}", file=sys.stderr)
+    if fleet.fleet_error and fleet.fleet_missing:  # no discovery yet: its tables' pools come later
+        print(f"delta-maintenance: warning: discovered tables left out: {fleet.fleet_error.error.detail}", file=sys.stderr)
+    document = pools_import_document(fleet.tables)
     if args.output:
         with open(args.output, "w") as f:
             json.dump(document, f, indent=2, sort_keys=True)
@@ -73,9 +90,10 @@ def _run(args: argparse.Namespace) -> int:
             raise RuntimeError(f"airflow pools import failed ({done.returncode}): {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
         applied = True
     if args.json:
-        emit_json({"file": args.file, "pools": document, "applied": bool(applied)})
+        emit_json({"file": args.file, "pools": document, "applied": bool(applied), "skipped": [{"name": e.name, "problems": e.error.lines} for e in skipped]})
     else:
         for name, pool in document.items():
             print(f"{name}\t{pool['slots']} slots\t{pool['description']}")
-        print(f"{args.file}: {len(document)} pool(s)" + (" created/updated in Airflow" if applied else ""))
+        left_out = f"; {len(skipped)} invalid table(s) left out (see the warnings)" if skipped else ""
+        print(f"{args.file}: {len(document)} pool(s)" + (" created/updated in Airflow" if applied else "") + left_out)
     return 0

@@ -169,6 +169,6 @@ def _run_fleet(args: argparse.Namespace) -> int:
     else:
         print(render_fleet(healths))
         for e in invalid:
-            print(f"\ninvalid configuration: {e.error}")
+            print("\n" + "\n".join(f"invalid configuration: {line}" for line in str(e.error).splitlines()))
     bad = invalid or any(h.breaches or h.error or (h.status and h.status.problems) for h in healths)
     return EXIT_PROBLEMS if args.strict and bad else 0

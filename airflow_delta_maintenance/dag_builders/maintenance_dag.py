@@ -290,7 +290,7 @@ def build_invalid_table_dag(entry: TableConfigError, start_date: Any = None) -> 
     message = str(entry.error)
     dag = DAG(
         dag_id=entry.dag_id,
-        description=f"INVALID CONFIGURATION: {entry.error.key}: {entry.error.detail}",
+        description=f"INVALID CONFIGURATION: {entry.error.key}: {entry.error.detail}" + (f" (+{len(entry.error.problems) - 1} more)" if len(entry.error.problems) > 1 else ""),
         schedule=None,
         start_date=start_date or pendulum.datetime(2024, 1, 1, tz="UTC"),
         catchup=False,

@@ -45,8 +45,6 @@ placeholder DAG.
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,18 +52,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from ..coordinators.errors import InvalidCoordinatorSpecError
-from ..coordinators.registry import parse_coordinator_spec
 from ..deltalog.storage import normalize_table_uri
 from ..maintenance.config.tables import (
     ConfigError,
     TableConfig,
     TableConfigError,
-    parse_config_entries,
+    check_config,
+    merge,
     parse_discovered_table,
-    parse_schedule,
     read_yaml,
 )
+from .discovery_section import DiscoveryConfig, DynamoDBSource, OverrideRule, Source, UnityCatalogSource, check_discovery
 
 __all__ = [
     "DISCOVERY_DAG_ID",
@@ -76,7 +73,10 @@ __all__ = [
     "FleetFileError",
     "FleetTables",
     "OverrideRule",
+    "Source",
     "UnityCatalogSource",
+    "check_fleet",
+    "fleet_entries",
     "load_fleet",
     "parse_discovery",
     "read_fleet_file",
@@ -87,13 +87,6 @@ __all__ = [
 FLEET_FORMAT = "delta-maintenance-fleet/1"
 DISCOVERY_DAG_ID = "delta_maintenance__discovery"
 _FLEET_ERROR_ID = "delta_maintenance__discovered_fleet"
-# settings an override or a source may set: every table key except the discovered identity
-_IDENTITY = {"name", "uri", "coordinator", "coordinator_conn_id"}
-_SETTINGS = {
-    "schedule", "storage_conn_id", "publish", "sensor", "checkpoint", "compaction", "cleanup",
-    "pool", "tags", "owner", "retries", "retry_delay_minutes", "enabled",
-}
-_MATCH_KEYS = {"name", "uri", "source", "properties"}
 
 
 class FleetFileError(ValueError):
@@ -103,78 +96,6 @@ class FleetFileError(ValueError):
     def __init__(self, message: str, *, missing: bool = False) -> None:
         super().__init__(message)
         self.missing = missing
-
-
-@dataclass(frozen=True)
-class UnityCatalogSource:
-    name: str
-    host: str
-    api: str  # v1 | preview
-    tls: bool
-    catalog: str
-    schemas: tuple[str, ...] | None  # None: every schema of the catalog
-    conn_id: str | None = None
-    name_prefix: str = ""
-    settings: Mapping[str, Any] = field(default_factory=dict)
-
-    kind = "unity-catalog"
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "host": self.host, "api": self.api, "tls": self.tls, "catalog": self.catalog,
-                "schemas": list(self.schemas) if self.schemas is not None else None, "conn_id": self.conn_id, "name_prefix": self.name_prefix}
-
-
-@dataclass(frozen=True)
-class DynamoDBSource:
-    name: str
-    spec: str  # dynamodb://<commits table>?region=...[&endpoint=...]
-    conn_id: str | None = None
-    name_prefix: str = ""
-    settings: Mapping[str, Any] = field(default_factory=dict)
-
-    kind = "dynamodb"
-
-    def fingerprint(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "spec": self.spec, "conn_id": self.conn_id, "name_prefix": self.name_prefix}
-
-
-Source = UnityCatalogSource | DynamoDBSource
-
-
-@dataclass(frozen=True)
-class OverrideRule:
-    index: int
-    names: tuple[str, ...] = ()
-    uris: tuple[str, ...] = ()
-    sources: tuple[str, ...] = ()
-    properties: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    settings: Mapping[str, Any] = field(default_factory=dict)
-
-    def matches(self, table: DiscoveredTable) -> bool:
-        def any_glob(value: str, globs: tuple[str, ...]) -> bool:
-            return not globs or any(fnmatch.fnmatchcase(value, g) for g in globs)
-
-        if not (any_glob(table.name, self.names) and any_glob(table.uri, self.uris) and any_glob(table.source, self.sources)):
-            return False
-        return all(key in table.properties and any_glob(table.properties[key], globs) for key, globs in self.properties.items())
-
-
-@dataclass(frozen=True)
-class DiscoveryConfig:
-    path: str  # the YAML file (for messages)
-    fleet_file: Path
-    schedule: str | None
-    sources: tuple[Source, ...]
-    overrides: tuple[OverrideRule, ...]
-
-    def source(self, name: str) -> Source | None:
-        return next((s for s in self.sources if s.name == name), None)
-
-    def digest(self) -> str:
-        """Identifies the sources a fleet file was written for (settings and overrides excluded:
-        they are applied at parse time, so editing them needs no new discovery run)."""
-        canonical = json.dumps([s.fingerprint() for s in self.sources], sort_keys=True)
-        return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -205,149 +126,13 @@ class FleetTables:
     fleet_missing: bool = False  # ... because no discovery has written it yet
 
 
-# ---- parsing the discovery section -----------------------------------------------------------------
-
-
-def _err(path: str, key: str, message: str) -> ConfigError:
-    return ConfigError(path, None, key, message)
-
-
-def _str(path: str, key: str, value: Any, *, required: bool = True) -> str | None:
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise _err(path, key, f"expected a non-empty string, got {value!r}")
-    return value.strip()
-
-
-def _globs(path: str, key: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise _err(path, key, f"expected a glob or a non-empty list of globs, got {value!r}")
-
-
-def _settings(path: str, key: str, raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise _err(path, key, f"expected a mapping, got {raw!r}")
-    for k in raw:
-        if k in _IDENTITY:
-            raise _err(path, f"{key}.{k}", "the name, URI and coordinator of a discovered table come from discovery (list the table under tables: to set them)")
-        if k not in _SETTINGS:
-            raise _err(path, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(_SETTINGS))})")
-    if "enabled" in raw and not isinstance(raw["enabled"], bool):
-        raise _err(path, f"{key}.enabled", f"expected true or false, got {raw['enabled']!r}")
-    return dict(raw)
-
-
-def _source(path: str, i: int, raw: Any) -> Source:
-    key = f"discovery.sources[{i}]"
-    if not isinstance(raw, Mapping):
-        raise _err(path, key, f"expected a mapping, got {raw!r}")
-    kinds = [k for k in ("unity_catalog", "dynamodb") if k in raw]
-    if len(kinds) != 1:
-        raise _err(path, key, "give exactly one of unity_catalog: <endpoint spec> or dynamodb: <spec>")
-    name = _str(path, f"{key}.name", raw.get("name")) or ""
-    conn_id = _str(path, f"{key}.conn_id", raw.get("conn_id"), required=False)
-    prefix = raw.get("name_prefix", "")
-    if not isinstance(prefix, str):
-        raise _err(path, f"{key}.name_prefix", f"expected a string, got {prefix!r}")
-    settings = _settings(path, f"{key}.settings", raw.get("settings") or {})
-    allowed = {"name", "conn_id", "name_prefix", "settings", kinds[0], *(("catalog", "schemas") if kinds[0] == "unity_catalog" else ())}
-    for k in raw:
-        if k not in allowed:
-            raise _err(path, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
-    spec = _str(path, f"{key}.{kinds[0]}", raw[kinds[0]]) or ""
-    try:
-        parsed = parse_coordinator_spec(spec)
-    except InvalidCoordinatorSpecError as exc:
-        raise _err(path, f"{key}.{kinds[0]}", str(exc)) from None
-    if kinds[0] == "dynamodb":
-        if parsed.kind != "dynamodb":
-            raise _err(path, f"{key}.dynamodb", "expected dynamodb://<commits table>?region=...")
-        if "table_id" in parsed.params:
-            raise _err(path, f"{key}.dynamodb", "a source lists every table of the commits table: no table_id")
-        return DynamoDBSource(name, spec, conn_id, prefix, settings)
-    if parsed.kind != "unity-catalog" or parsed.name or "table_id" in parsed.params:
-        raise _err(path, f"{key}.unity_catalog", "expected the endpoint only: unity-catalog://host:port[?api=v1|preview][&tls=true|false]")
-    catalog = _str(path, f"{key}.catalog", raw.get("catalog")) or ""
-    schemas_raw = raw.get("schemas")
-    schemas: tuple[str, ...] | None = None
-    if schemas_raw is not None:
-        if isinstance(schemas_raw, str):
-            schemas_raw = [schemas_raw]
-        if not isinstance(schemas_raw, list) or not schemas_raw or not all(isinstance(s, str) and s for s in schemas_raw):
-            raise _err(path, f"{key}.schemas", f"expected a schema name or a non-empty list of them, got {raw.get('schemas')!r}")
-        schemas = tuple(schemas_raw)
-    return UnityCatalogSource(name, parsed.target, parsed.params.get("api", "v1"), parsed.params.get("tls", "true") == "true",
-                              catalog, schemas, conn_id, prefix, settings)
-
-
-def _override(path: str, i: int, raw: Any) -> OverrideRule:
-    key = f"discovery.overrides[{i}]"
-    if not isinstance(raw, Mapping):
-        raise _err(path, key, f"expected a mapping, got {raw!r}")
-    match = raw.get("match")
-    if not isinstance(match, Mapping) or not match:
-        raise _err(path, f"{key}.match", "expected a non-empty mapping of name, uri, source and/or properties globs")
-    for k in match:
-        if k not in _MATCH_KEYS:
-            raise _err(path, f"{key}.match.{k}", f"unknown key (allowed: {', '.join(sorted(_MATCH_KEYS))})")
-    props: dict[str, tuple[str, ...]] = {}
-    if "properties" in match:
-        if not isinstance(match["properties"], Mapping) or not match["properties"]:
-            raise _err(path, f"{key}.match.properties", "expected a mapping of property name to glob")
-        props = {str(p): _globs(path, f"{key}.match.properties.{p}", g) for p, g in match["properties"].items()}
-    settings = _settings(path, key, {k: v for k, v in raw.items() if k != "match"})
-    if not settings:
-        raise _err(path, key, "an override needs at least one setting besides match")
-    return OverrideRule(
-        index=i,
-        names=_globs(path, f"{key}.match.name", match["name"]) if "name" in match else (),
-        uris=_globs(path, f"{key}.match.uri", match["uri"]) if "uri" in match else (),
-        sources=_globs(path, f"{key}.match.source", match["source"]) if "source" in match else (),
-        properties=props,
-        settings=settings,
-    )
-
-
 def parse_discovery(data: Any, path: str = "<config>") -> DiscoveryConfig | None:
-    """The ``discovery:`` section of a parsed YAML document (None without one); ``ConfigError``
-    naming ``discovery.<key>`` for any mistake (the whole section is one unit)."""
-    if not isinstance(data, Mapping) or data.get("discovery") is None:
-        return None
-    raw = data["discovery"]
-    if not isinstance(raw, Mapping):
-        raise _err(path, "discovery", f"expected a mapping, got {raw!r}")
-    for k in raw:
-        if k not in ("fleet_file", "schedule", "sources", "overrides"):
-            raise _err(path, f"discovery.{k}", "unknown key (allowed: fleet_file, overrides, schedule, sources)")
-    sources_raw = raw.get("sources")
-    if not isinstance(sources_raw, list) or not sources_raw:
-        raise _err(path, "discovery.sources", "expected a non-empty list of sources")
-    sources = tuple(_source(path, i, s) for i, s in enumerate(sources_raw))
-    names = [s.name for s in sources]
-    if len(set(names)) != len(names):
-        raise _err(path, "discovery.sources", f"source names must be unique, got {names}")
-    overrides_raw = raw.get("overrides") or []
-    if not isinstance(overrides_raw, list):
-        raise _err(path, "discovery.overrides", f"expected a list, got {overrides_raw!r}")
-    schedule = raw.get("schedule", "@hourly")
-    if schedule is not None:
-        schedule = _str(path, "discovery.schedule", schedule)
-        try:
-            parse_schedule(str(schedule))
-        except ValueError as exc:
-            raise _err(path, "discovery.schedule", str(exc)) from None
-    base = Path(path).parent if path != "<config>" else Path.cwd()
-    fleet_raw = raw.get("fleet_file")
-    if fleet_raw is None:
-        fleet = base / f"{Path(path).stem}.fleet.json"
-    else:
-        fleet = Path(_str(path, "discovery.fleet_file", fleet_raw) or "").expanduser()
-        fleet = fleet if fleet.is_absolute() else base / fleet
-    return DiscoveryConfig(path, fleet.resolve(), schedule, sources, tuple(_override(path, i, o) for i, o in enumerate(overrides_raw)))
+    """The ``discovery:`` section of a parsed YAML document (None without one); a ``ConfigError``
+    listing every mistake of it, each naming ``discovery.<key>`` (the whole section is one unit)."""
+    discovery, problems = check_discovery(data, path)
+    if problems:
+        raise ConfigError.several(problems)
+    return discovery
 
 
 # ---- the fleet file -----------------------------------------------------------------------------
@@ -388,13 +173,6 @@ def read_fleet_file(discovery: DiscoveryConfig) -> list[DiscoveredTable]:
 # ---- resolution ----------------------------------------------------------------------------------
 
 
-def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-    return out
-
-
 def _identity_key(uri: str) -> str:
     try:
         return normalize_table_uri(uri)
@@ -426,10 +204,10 @@ def resolve_discovered(
             shadowed.append(table.name)
             continue
         source = discovery.source(table.source)
-        settings = _merge(base, source.settings if source else {})
+        settings = merge(base, source.settings if source else {})
         for rule in discovery.overrides:
             if rule.matches(table):
-                settings = _merge(settings, rule.settings)
+                settings = merge(settings, rule.settings)
         if settings.pop("enabled", True) is False:
             disabled.append(table.name)
             continue
@@ -460,15 +238,28 @@ def fleet_entries(config_path: str | Path) -> tuple[list[TableConfig], list[Tabl
 
 def load_fleet(config_path: str | Path) -> FleetTables:
     """The YAML tables and, when the file has a ``discovery:`` section, the discovered tables of
-    its fleet file. No network I/O: this is what DAG parsing calls. File-level mistakes of the
-    YAML (and of its discovery section) raise ``ConfigError``; a fleet file that cannot be used is
-    ``fleet_error`` (the YAML tables still load)."""
+    its fleet file. No network I/O: this is what DAG parsing calls. Mistakes of the file itself
+    (of its top level, ``defaults`` or ``discovery`` section) raise one ``ConfigError`` listing
+    all of them; a fleet file that cannot be used is ``fleet_error`` (the YAML tables still load)."""
+    fleet, problems = check_fleet(config_path)
+    if problems:
+        raise ConfigError.several(problems)
+    return fleet
+
+
+def check_fleet(config_path: str | Path) -> tuple[FleetTables, list[ConfigError]]:
+    """``load_fleet`` for ``validate-config``: every mistake, the file's own (second) beside the
+    tables' (in the first). The tables are checked even when the file has mistakes, so that one
+    run lists everything to fix; a ``discovery`` section with mistakes brings no discovered table.
+    A file that is not YAML, or not a mapping, raises."""
     path = str(config_path)
     data = read_yaml(config_path)
-    good, bad = parse_config_entries(data, path)
-    discovery = parse_discovery(data, path)
+    checked = check_config(data, path)
+    good, bad = checked.tables, checked.invalid
+    discovery, discovery_problems = check_discovery(data, path)
+    problems = checked.problems + discovery_problems
     if discovery is None:
-        return FleetTables(good, bad)
+        return FleetTables(good, bad), problems
     # the discovery DAG's id is reserved: a YAML table (valid or not) must not replace that DAG
     reserved = f"{DISCOVERY_DAG_ID.removeprefix('delta_maintenance__')}"
     taken = ConfigError(path, reserved, "name", f"the name {reserved!r} is reserved for the discovery DAG")
@@ -480,12 +271,11 @@ def load_fleet(config_path: str | Path) -> FleetTables:
         found = read_fleet_file(discovery)
     except FleetFileError as exc:
         error = TableConfigError("discovered fleet", _FLEET_ERROR_ID, ConfigError(path, None, "discovery.fleet_file", str(exc)))
-        return FleetTables(good, bad, discovery, fleet_error=error, fleet_missing=exc.missing)
-    defaults = data.get("defaults") or {}
+        return FleetTables(good, bad, discovery, fleet_error=error, fleet_missing=exc.missing), problems
     names = {t.name for t in good} | {e.name for e in bad}
     uris = {_identity_key(t.uri) for t in good}
-    tables, invalid, disabled, shadowed = resolve_discovered(discovery, found, defaults, names, uris)
-    return FleetTables(good + tables, bad + invalid, discovery, tables, disabled, shadowed)
+    tables, invalid, disabled, shadowed = resolve_discovered(discovery, found, checked.defaults, names, uris)
+    return FleetTables(good + tables, bad + invalid, discovery, tables, disabled, shadowed), problems
 
 
 def spec_with(spec: str, **params: str) -> str:

@@ -30,9 +30,57 @@ def test_each_invalid_table_is_reported_and_the_exit_code_is_non_zero(tmp_path: 
     assert lines[0] == "ok       good: DAG delta_maintenance__good"
     assert lines[1].startswith("INVALID  hourly: schedule: 'every hour' is not a cron expression")
     assert lines[2].startswith("INVALID  rel: coordinator: coordinator spec 'local://tmp/c.db': the database path must be absolute")
-    assert lines[3] == f"{config}: 3 table(s), 2 with problems"
+    assert lines[3] == f"{config}: 3 table(s), 2 with problems; 2 problem(s) in all"
     config.write_text("tables:\n  - {name: good, uri: /t/a, publish: false, schedule: 30m}\n")
     assert validate(config).returncode == 0
+
+
+def test_five_mistakes_in_three_tables_are_all_listed_in_one_run(tmp_path: Path) -> None:
+    """Two mistakes in one table, two in another (one a rule between keys), one in a third: one
+    run of the command lists all five, a line each naming the table and the key path."""
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "defaults: {coordinator: 'local:///data/c.db'}\n"
+        "tables:\n"
+        "  - {name: a, uri: /t/a, retries: '3', cleanup: {mode: wipe}}\n"
+        "  - {name: b, uri: /t/b, schedule: every hour, sensor: {min_new_commit: 2}}\n"
+        "  - {name: good, uri: /t/good}\n"
+        "  - {name: c, uri: /t/c, coordinator_conn_id: coord}\n"
+    )
+    out = validate(config)
+    assert out.returncode == 2, out
+    invalid = [line for line in out.stdout.splitlines() if line.startswith("INVALID")]
+    assert invalid == [
+        "INVALID  a: cleanup.mode: expected dry-run or delete, got 'wipe'",
+        "INVALID  a: retries: expected an integer, got '3'",
+        "INVALID  b: schedule: 'every hour' is not a cron expression (e.g. '0 * * * *'), a preset (@annually, @continuous, @daily, @hourly, "
+        "@midnight, @monthly, @once, @quarterly, @weekly, @yearly) or a duration (e.g. 30m, 2h, 1d)",
+        "INVALID  b: sensor.min_new_commit: unknown key (allowed: deferrable, enabled, min_new_commits, mode, poke_interval_seconds, timeout_minutes)",
+        "INVALID  c: coordinator: give coordinator or coordinator_conn_id, not both (coordinator: auto may take a connection for the endpoint)",
+    ], out.stdout
+    assert out.stdout.splitlines()[-1] == f"{config}: 4 table(s), 3 with problems; 5 problem(s) in all"
+    doc = json.loads(validate(config, "--json").stdout)
+    assert sum(len(r["problems"]) for r in doc["tables"]) == 5 and not doc["ok"]
+
+
+def test_the_files_own_mistakes_are_listed_with_the_tables(tmp_path: Path) -> None:
+    """An unknown top-level key and a mistake inherited from defaults, beside a table's own: all
+    listed, the inherited one named where it is written."""
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "defaults: {coordinator: 'local:///data/c.db', checkpoint: {engine: flink}}\n"
+        "table: []\n"
+        "tables:\n  - {name: a, uri: /t/a, owner: 7}\n  - {name: b, uri: /t/b, checkpoint: {engine: local}}\n"
+    )
+    out = validate(config)
+    assert out.returncode == 2, out
+    assert out.stdout.splitlines() == [
+        f"INVALID  {config}: table: unknown top-level key (allowed: defaults, discovery, tables)",
+        "ok       b: DAG delta_maintenance__b",
+        "INVALID  a: defaults.checkpoint.engine: expected spark, local or auto, got 'flink'",
+        "INVALID  a: owner: expected a string, got 7",
+        f"{config}: 2 table(s), 1 with problems; 3 problem(s) in all",
+    ], out.stdout
 
 
 def test_a_file_that_is_not_yaml_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -43,11 +43,11 @@ def variant(path: list[str], value: object) -> dict:
         (variant(["tables", "0", "cleanup", "retension_days"], 3), "table 'orders': cleanup.retension_days: unknown key"),
         (variant(["tables", "0", "cleanup", "retention_days"], -1), "cleanup.retention_days: must be >= 0"),
         (variant(["tables", "0", "checkpoint"], {"interval": 0}), "checkpoint.interval: must be >= 1"),
-        (variant(["tables", "0", "checkpoint"], {"engine": "flink"}), "checkpoint.engine: expected spark or local"),
+        (variant(["tables", "0", "checkpoint"], {"engine": "flink"}), "checkpoint.engine: expected spark, local or auto"),
         (variant(["tables", "0", "compaction"], {"interval": 1}), "compaction.interval: must be >= 2"),
         (variant(["tables", "0", "sensor"], {"mode": "sleep"}), "sensor.mode: expected poke or reschedule"),
-        (variant(["tables", "0", "sensor"], {"min_new_commits": True}), "sensor.min_new_commits: expected a number"),
-        (variant(["tables", "0", "retries"], "3"), "retries: expected int"),
+        (variant(["tables", "0", "sensor"], {"min_new_commits": True}), "sensor.min_new_commits: expected an integer, got True"),
+        (variant(["tables", "0", "retries"], "3"), "retries: expected an integer, got '3'"),
         (variant(["tables", "0", "tags"], "a,b"), "tags: expected a list of strings"),
         (variant(["tables", "0", "uri"], ""), "uri: a table URI is required"),
         (variant(["tables", "0", "name"], "bad name!"), "tables[0].name: a name of letters"),
@@ -61,7 +61,7 @@ def variant(path: list[str], value: object) -> dict:
         (variant(["tables", "0", "schedule"], "0 25 * * *"), "schedule: '0 25 * * *' is not a cron expression"),
         (variant(["tables", "0", "schedule"], "0m"), "schedule: '0m': a duration must be positive"),
         (variant(["tables", "0", "coordinator"], "local://tmp/c.db"), "coordinator: coordinator spec 'local://tmp/c.db': the database path must be absolute"),
-        (variant(["tables", "0", "sensor"], {"deferrable": "yes"}), "sensor.deferrable: expected bool"),
+        (variant(["tables", "0", "sensor"], {"deferrable": "yes"}), "sensor.deferrable: expected true or false, got 'yes'"),
     ],
 )
 def test_mistakes_name_the_file_table_and_key(data: dict, needle: str) -> None:

@@ -295,3 +295,38 @@ def test_the_health_view_reports_discovered_tables_and_an_unusable_fleet_file(tm
     assert main(["status", "--config", str(config), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tables"] == [] and [e["name"] for e in out["invalid"]] == ["discovered fleet"]
+
+
+def test_every_mistake_of_the_discovery_section_is_listed(tmp_path: Path) -> None:
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "discovery:\n  colour: 1\n  sources:\n"
+        "    - {name: x, unity_catalog: 'unity-catalog://h:1/main.s.t', catalog: main}\n"
+        "    - {name: y, dynamodb: 'dynamodb://t?region=r', settings: {uri: /x}}\n"
+        "    - {name: z, unity_catalog: 'unity-catalog://h:1'}\n"
+        "  overrides:\n    - {match: {colour: a}, retries: 1}\n    - {match: {name: a}, enabled: 'no'}\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_fleet(config)
+    assert sorted(p.key for p in err.value.problems) == sorted([
+        "discovery.colour", "discovery.sources[0].unity_catalog", "discovery.sources[1].settings.uri", "discovery.sources[2].catalog",
+        "discovery.overrides[0].match.colour", "discovery.overrides[1].enabled",
+    ])
+    assert str(err.value).count("\n") == 5 and all(line.startswith(f"{config}: discovery.") for line in str(err.value).splitlines())
+
+
+def test_overrides_and_source_settings_may_set_every_table_key_but_the_identity(tmp_path: Path) -> None:
+    """What ``defaults:`` may set, an override may set for some tables: the keys come from the one
+    table model (health thresholds, fleet scheduling and the rate limit were refused before)."""
+    config = setup(tmp_path, BASE + """
+  overrides:
+    - match: {name: "main.sales.orders"}
+      health: {max_pending_commits: 50}
+      jitter: false
+      pool_slots: 4
+      rate_limit: {calls_per_second: 5}
+""", [uc_table("orders"), uc_table("clicks")])
+    t = by_name(config)
+    orders, clicks = t["main.sales.orders"], t["main.sales.clicks"]
+    assert (orders.health.max_pending_commits, orders.jitter, orders.pool_slots, orders.rate_limit.calls_per_second) == (50, False, 4, 5)
+    assert (clicks.health.max_pending_commits, clicks.jitter, clicks.pool_slots, clicks.rate_limit.calls_per_second) == (20, True, 16, None)
