@@ -58,3 +58,25 @@ html_title = f"airflow-delta-maintenance {release}"
 html_static_path: list[str] = []
 html_show_sourcelink = False
 smartquotes = False  # option names such as --config stay as typed
+
+
+# The tables.yaml reference: the block between the GENERATED markers of configuration/reference.md
+# comes from the configuration's models at build time (the page in the repository holds only the
+# markers), so the reference cannot drift from what the validator accepts.
+GENERATED = ("<!-- BEGIN GENERATED: configuration reference", "<!-- END GENERATED: configuration reference")
+
+
+def _fill_generated(app: object, docname: str, source: list[str]) -> None:
+    if docname != "configuration/reference":
+        return
+    from airflow_delta_maintenance.fleet.config_schema import markdown_reference
+
+    text = source[0]
+    begin, end = text.index(GENERATED[0]), text.index(GENERATED[1])
+    begin = text.index("\n", begin) + 1
+    source[0] = text[:begin] + "\n" + markdown_reference() + "\n" + text[end:]
+
+
+def setup(app: object) -> dict[str, object]:
+    app.connect("source-read", _fill_generated)  # type: ignore[attr-defined]
+    return {"parallel_read_safe": True}

@@ -162,10 +162,10 @@ class MatchEntry(ConfigModel):
     """Which discovered tables an override applies to: every key given must match; a list of
     globs matches if any does (``fnmatch``, case-sensitive)."""
 
-    name: Globs | None = Field(default=None, description="the discovered name (`catalog.schema.table` for UC)")
-    uri: Globs | None = Field(default=None, description="the normalised URI")
-    source: Globs | None = Field(default=None, description="the source's name")
-    properties: Annotated[dict[str, Globs], Field(min_length=1)] | None = Field(default=None, description="UC table properties: a mapping of property to glob(s)")
+    name: Globs | None = Field(default=None, description="the discovered name (`catalog.schema.table` for UC); null: any")
+    uri: Globs | None = Field(default=None, description="the normalised URI; null: any")
+    source: Globs | None = Field(default=None, description="the source's name; null: any")
+    properties: Annotated[dict[str, Globs], Field(min_length=1)] | None = Field(default=None, description="UC table properties: a mapping of property to glob(s); null: any")
 
     @model_validator(mode="after")
     def _not_empty(self) -> MatchEntry:
@@ -198,7 +198,7 @@ class DiscoverySection(ConfigModel):
 
     missing_messages: ClassVar[dict[str, str]] = {"sources": "expected a non-empty list of sources"}
 
-    fleet_file: Text | None = Field(default=None, description="the fleet file discovery writes, relative to the YAML; null: `<yaml name>.fleet.json` beside it")
+    fleet_file: Text | None = Field(default=None, description="the fleet file discovery writes, relative to the YAML")
     schedule: Annotated[str | None, AfterValidator(_schedule)] = Field(default="@hourly", description="the schedule of the DAG `delta_maintenance__discovery`")
     sources: Annotated[list[SourceEntry], Field(min_length=1)] = Field(description="where tables come from")
     overrides: list[OverrideEntry] | None = Field(default=None, description="settings for matching discovered tables, in file order (later wins)")

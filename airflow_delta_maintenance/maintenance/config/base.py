@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, GetJsonSchemaHandler, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, GetJsonSchemaHandler, WithJsonSchema, model_validator
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
+from pydantic_core import CoreSchema, PydanticUseDefault
 
-__all__ = ["ConfigModel", "Section", "StringList", "StringMapping", "section_shorthand"]
+__all__ = ["ConfigModel", "OptInSection", "Section", "StringList", "StringMapping", "section_shorthand"]
 
 
 class ConfigModel(BaseModel):
@@ -25,15 +25,30 @@ class ConfigModel(BaseModel):
 
 
 def section_shorthand(value: Any) -> Any:
-    """``false`` disables a section; ``true`` or null (``sensor:`` with nothing after it) take its
-    defaults; a mapping sets some of its keys."""
-    if value is False:
-        return {"enabled": False}
-    if value is None or value is True:
-        return {}
+    """``false`` disables a section, ``true`` enables it; null (``sensor:`` with nothing after it)
+    takes its defaults; a mapping sets some of its keys."""
+    if value is None:
+        raise PydanticUseDefault()
+    if isinstance(value, bool):
+        return {"enabled": value}
     if not isinstance(value, Mapping | BaseModel):
         raise ValueError(f"expected a mapping or false, got {value!r}")
     return value
+
+
+class OptInSection(ConfigModel):
+    """A section that is off unless the table asks for it (``optimize:``, ``vacuum:``): given as
+    ``true`` or as a mapping of some of its keys without ``enabled``, it is on; absent, null or
+    ``{}``, off."""
+
+    enabled: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _given_means_enabled(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data and "enabled" not in data:
+            return {**data, "enabled": True}
+        return data
 
 
 class _SectionJsonSchema:

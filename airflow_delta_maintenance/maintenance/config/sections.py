@@ -4,8 +4,9 @@
 A new section (``optimize:``, ``vacuum:``, ``checksums:``) is one more model here (or in a module
 of its own) and one field of ``TableConfig``: the defaults, a discovery source's ``settings:``,
 an override, the JSON schema and the docs' reference all follow from the model. A section given
-as ``false`` is ``enabled: false``; ``true`` or null takes its defaults (``base.Section``). Each
-field's ``description`` is its line in the reference.
+as ``false`` is ``enabled: false``, ``true`` is ``enabled: true``, null takes its defaults
+(``base.Section``); a section that is off unless asked for derives from ``base.OptInSection``.
+Each field's ``description`` is its line in the reference.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ class CheckpointConfig(ConfigModel):
     enabled: bool = Field(default=True, description="`false`: no checkpoint task")
     interval: PositiveInt | None = Field(default=None, description="commits between checkpoints; null: the table's `delta.checkpointInterval`")
     engine: Literal["spark", "local", "auto"] = Field(
-        default="spark", description="where the checkpoint is written: `spark` (a Spark job), `local` (the worker) or `auto` (chosen by the table's size)"
+        default="spark",
+        description="where the checkpoint is written: `spark` (a Spark job) or `local` (the worker); `auto`, the choice by the table's size, is accepted "
+        "here but not yet made by the checkpoint task, which fails with it",
     )
     spark_conn_id: str = Field(default="spark_default", description="the Spark connection")
     spark_conf: StringMapping = Field(default_factory=dict, description="extra Spark conf (values become strings)")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from airflow_delta_maintenance.demo.sample_table import create_sample_table
 
-HEAVY = ("pyarrow", "fsspec", "numpy", "pandas", "airflow_delta_maintenance.deltalog.replay.snapshot", "airflow_delta_maintenance.maintenance.spark.submit")
+HEAVY = ("pyarrow", "fsspec", "numpy", "pandas", "pydantic", "yaml", "airflow_delta_maintenance.deltalog.replay.snapshot", "airflow_delta_maintenance.maintenance.spark.submit")
 
 
 def _fresh(code: str) -> dict:

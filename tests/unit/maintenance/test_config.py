@@ -106,3 +106,35 @@ def test_each_table_is_validated_on_its_own() -> None:
     assert "schedule" in str(bad[0].error) and "tables[3]: expected a mapping" in str(bad[1].error)
     with pytest.raises(ConfigError, match="table 'b': schedule"):
         parse_config(data, "t.yaml")  # the strict form stops at the first
+
+
+def test_a_section_given_as_true_false_null_or_a_mapping() -> None:
+    """``false`` disables, ``true`` enables, null takes the defaults; an opt-in section (the shape
+    of optimize:/vacuum:) is on when given as a mapping without ``enabled``, off when absent."""
+    from pydantic import create_model
+
+    from airflow_delta_maintenance.maintenance.config.base import ConfigModel, OptInSection, Section
+
+    class Compact(OptInSection):
+        target: int = 1
+
+    model = create_model("T", __base__=ConfigModel, optimize=(Section[Compact], Compact()))
+    assert not model().optimize.enabled and not model(optimize=None).optimize.enabled  # type: ignore[attr-defined]
+    assert model(optimize=True).optimize.enabled and model.model_validate({"optimize": {"target": 5}}).optimize == Compact(enabled=True, target=5)  # type: ignore[attr-defined]
+    assert not model.model_validate({"optimize": {"target": 5, "enabled": False}}).optimize.enabled  # type: ignore[attr-defined]
+    (t,) = parse_config({**GOOD, "tables": [{**GOOD["tables"][0], "sensor": False, "checkpoint": None, "compaction": True}]})
+    assert not t.sensor.enabled and t.checkpoint.interval is None and t.compaction.enabled
+
+
+def test_every_mistake_of_a_table_is_reported_and_rules_skip_keys_that_are_wrong() -> None:
+    """Field mistakes and the rules between keys in one error; a rule that would only repeat a
+    wrong key (publish needs a coordinator, when the coordinator itself is wrong) is not added."""
+    data = {"tables": [{"name": "t", "uri": "/t", "coordinator": "redis://x", "retries": -1, "sensor": {"mode": "x", "zz": 1}, "pool": "auto"}]}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "t.yaml")
+    assert [p.key for p in err.value.problems] == ["coordinator", "sensor.mode", "sensor.zz", "retries"], str(err.value)
+    assert len(str(err.value).splitlines()) == 4 and all(line.startswith("t.yaml: table 't': ") for line in str(err.value).splitlines())
+    data = {"tables": [{"name": "t", "uri": "/t", "retries": "x", "pool": "auto", "schedule": "watch"}]}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, "t.yaml")
+    assert [p.key for p in err.value.problems] == ["retries", "schedule", "pool", "publish"], str(err.value)
