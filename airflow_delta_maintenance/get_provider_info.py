@@ -1,105 +1,53 @@
 """Provider metadata for Airflow's ProvidersManager (entry point ``apache_airflow_provider``).
 
-A plain dict; imports nothing, so listing providers stays cheap.
+The declaration is ``provider.yaml`` beside this module (shipped in the wheel as package data),
+read when Airflow asks — once per process — rather than generated into a module at build time: one
+file to edit, nothing to regenerate, no generated copy that an editable install would leave stale.
+Reading it costs one small YAML parse with PyYAML, which Airflow itself has imported by then; this
+module imports nothing else of the package but ``__version__`` (the package root imports nothing).
+
+Two things are added to the declaration, so that each is written once: ``versions`` is
+``__version__``; each extra connection field's placeholder is its first example.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+from pathlib import Path
 from typing import Any
 
+__all__ = ["connection_type", "get_provider_info"]
 
-def _field(label: str, description: str, example: str) -> dict[str, Any]:
-    return {"label": label, "description": description, "schema": {"type": ["string", "null"], "examples": [example]}}
+DECLARATION = Path(__file__).with_name("provider.yaml")
+
+
+@functools.lru_cache(maxsize=1)
+def _declared() -> dict[str, Any]:
+    import yaml
+
+    from . import __version__
+
+    info: dict[str, Any] = yaml.safe_load(DECLARATION.read_text(encoding="utf-8"))
+    info["versions"] = [__version__]
+    for conn in info.get("connection-types", []):
+        behaviour = conn.setdefault("ui-field-behaviour", {})
+        placeholders = behaviour.setdefault("placeholders", {})
+        for name, field in conn.get("conn-fields", {}).items():
+            examples = field.get("schema", {}).get("examples") or []
+            if examples:
+                placeholders.setdefault(name, examples[0])
+    return info
 
 
 def get_provider_info() -> dict[str, Any]:
-    return {
-        "package-name": "airflow-delta-maintenance",
-        "name": "Delta Lake log maintenance",
-        "description": "Ratified-version sensor, ordered publishing of coordinated commits, Spark checkpoints and "
-        "log compaction, and retention-gated metadata cleanup for Delta Lake tables.",
-        "versions": ["0.1.0"],
-        "integrations": [
-            {
-                "integration-name": "Delta Lake maintenance",
-                "external-doc-url": "https://github.com/delta-io/delta/blob/master/PROTOCOL.md",
-                "tags": ["software"],
-            }
-        ],
-        "operators": [
-            {
-                "integration-name": "Delta Lake maintenance",
-                "python-modules": [
-                    "airflow_delta_maintenance.operators.publish",
-                    "airflow_delta_maintenance.operators.checkpoint",
-                    "airflow_delta_maintenance.operators.log_compaction",
-                    "airflow_delta_maintenance.operators.log_cleanup",
-                    "airflow_delta_maintenance.operators.fleet_discovery",
-                ],
-            }
-        ],
-        "sensors": [{"integration-name": "Delta Lake maintenance", "python-modules": ["airflow_delta_maintenance.sensors.ratified_version"]}],
-        "triggers": [{"integration-name": "Delta Lake maintenance", "python-modules": ["airflow_delta_maintenance.triggers.ratified_version"]}],
-        "notifications": ["airflow_delta_maintenance.notifications.health.DeltaHealthNotifier"],
-        "hooks": [
-            {
-                "integration-name": "Delta Lake maintenance",
-                "python-modules": ["airflow_delta_maintenance.hooks.storage", "airflow_delta_maintenance.hooks.coordinator"],
-            }
-        ],
-        "connection-types": [
-            {
-                "hook-class-name": "airflow_delta_maintenance.hooks.storage.DeltaStorageHook",
-                "hook-name": "Delta Lake storage",
-                "connection-type": "delta_storage",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["host", "schema", "port", "extra"],
-                    "relabeling": {"login": "Access key ID", "password": "Secret access key"},
-                    "placeholders": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "us-east-1", "storage_options": '{"anon": false}'},
-                },
-                # Airflow 3 renders extra fields from these; the example goes in the description
-                # (shown under the field) and in "examples" (offered while typing)
-                "conn-fields": {
-                    "endpoint_url": _field("Endpoint URL", "S3-compatible endpoint, e.g. http://127.0.0.1:9000; empty for AWS", "http://127.0.0.1:9000"),
-                    "region_name": _field("Region", "e.g. us-east-1", "us-east-1"),
-                    "role_arn": _field(
-                        "Role ARN to assume",
-                        "assumed with STS, its keys refreshed before they expire, e.g. arn:aws:iam::123456789012:role/delta-maintenance",
-                        "arn:aws:iam::123456789012:role/delta-maintenance",
-                    ),
-                    "aws_conn_id": _field(
-                        "AWS connection to reuse",
-                        "an Airflow aws connection whose keys, session token, region, endpoint and role are used "
-                        "unless set here, e.g. aws_default",
-                        "aws_default",
-                    ),
-                    "test_location": _field(
-                        "Location listed by Test",
-                        "what the Test button lists (a table's _delta_log, or any prefix), e.g. s3://lake/tables/orders; "
-                        "empty: the bucket list",
-                        "s3://lake/tables/orders",
-                    ),
-                    "storage_options": _field("Extra fsspec storage options (JSON)", 'merged last, e.g. {"anon": false}', '{"anon": false}'),
-                },
-            },
-            {
-                "hook-class-name": "airflow_delta_maintenance.hooks.coordinator.DeltaCoordinatorHook",
-                "hook-name": "Delta commit coordinator",
-                "connection-type": "delta_coordinator",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "port", "extra"],
-                    "relabeling": {"host": "Coordinator spec", "login": "AWS access key ID (DynamoDB)", "password": "Token / secret"},
-                    "placeholders": {
-                        "host": "local:///data/coordinator.db | dynamodb://table?region=us-east-1 | unity-catalog://host:8080/cat.sch.tbl"
-                    },
-                },
-                "conn-fields": {
-                    "aws_conn_id": _field(
-                        "AWS connection to reuse (DynamoDB)",
-                        "an Airflow aws connection for DynamoDB credentials (keys, session token, role), e.g. aws_default",
-                        "aws_default",
-                    ),
-                },
-            },
-        ],
-    }
+    """The provider's metadata: ``provider.yaml`` with its version and derived placeholders."""
+    return copy.deepcopy(_declared())
+
+
+def connection_type(conn_type: str) -> dict[str, Any]:
+    """The declaration of one connection type (``delta_storage``, ``delta_coordinator``)."""
+    for conn in _declared()["connection-types"]:
+        if conn["connection-type"] == conn_type:
+            return copy.deepcopy(conn)
+    raise KeyError(f"no connection type {conn_type!r} in {DECLARATION}")

@@ -13,6 +13,7 @@ from ..maintenance.table.coordinator_discovery import AUTO
 from ..maintenance.table.maintained import MaintainedTable, open_table
 from ..version_compat import BaseHook
 from ._aws import aws_access
+from ._forms import connection_form_widgets, declared_hook_name, ui_field_behaviour
 
 __all__ = ["DeltaCoordinatorHook"]
 
@@ -36,7 +37,7 @@ class DeltaCoordinatorHook(BaseHook):
     conn_name_attr = "delta_coordinator_conn_id"
     default_conn_name = "delta_coordinator_default"
     conn_type = "delta_coordinator"
-    hook_name = "Delta commit coordinator"
+    hook_name = declared_hook_name("delta_coordinator")
 
     def __init__(self, delta_coordinator_conn_id: str | None = default_conn_name, spec: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -45,22 +46,11 @@ class DeltaCoordinatorHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": ["schema", "port", "extra"],
-            "relabeling": {"host": "Coordinator spec", "login": "AWS access key ID (DynamoDB)", "password": "Token / secret"},
-            "placeholders": {
-                "host": "local:///data/coordinator.db | dynamodb://table?region=us-east-1 | unity-catalog://host:8080/cat.sch.tbl",
-                "aws_conn_id": "aws_default",
-            },
-        }
+        return ui_field_behaviour(cls.conn_type)
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-        from flask_babel import lazy_gettext
-        from wtforms import StringField
-
-        return {"aws_conn_id": StringField(lazy_gettext("AWS connection to reuse (DynamoDB)"), widget=BS3TextFieldWidget())}
+        return connection_form_widgets(cls.conn_type)
 
     @cached_property
     def _connection(self) -> tuple[str | None, dict[str, Any]]:

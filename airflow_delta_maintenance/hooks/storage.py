@@ -8,11 +8,10 @@ from typing import Any
 
 from ..version_compat import BaseHook
 from ._aws import AwsAccess, aws_access
+from ._forms import connection_form_widgets, declared_hook_name, ui_field_behaviour
 
 __all__ = ["DeltaStorageHook"]
 
-# Named form fields stored in the connection's extra (Airflow 3 conn-fields).
-STORAGE_FIELDS = ("endpoint_url", "region_name", "role_arn", "aws_conn_id", "test_location", "storage_options")
 _LOCAL_SCHEMES = ("file", "memory")
 
 
@@ -34,7 +33,7 @@ class DeltaStorageHook(BaseHook):
     conn_name_attr = "delta_storage_conn_id"
     default_conn_name = "delta_storage_default"
     conn_type = "delta_storage"
-    hook_name = "Delta Lake storage"
+    hook_name = declared_hook_name("delta_storage")
 
     def __init__(self, delta_storage_conn_id: str | None = default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -42,33 +41,11 @@ class DeltaStorageHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": ["host", "schema", "port", "extra"],
-            "relabeling": {"login": "Access key ID", "password": "Secret access key"},
-            "placeholders": {
-                "endpoint_url": "http://127.0.0.1:9000",
-                "region_name": "us-east-1",
-                "role_arn": "arn:aws:iam::123456789012:role/delta-maintenance",
-                "aws_conn_id": "aws_default",
-                "test_location": "s3://lake/tables/orders",
-                "storage_options": '{"anon": false}',
-            },
-        }
+        return ui_field_behaviour(cls.conn_type)
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-        from flask_babel import lazy_gettext
-        from wtforms import StringField
-
-        return {
-            "endpoint_url": StringField(lazy_gettext("Endpoint URL"), widget=BS3TextFieldWidget()),
-            "region_name": StringField(lazy_gettext("Region"), widget=BS3TextFieldWidget()),
-            "role_arn": StringField(lazy_gettext("Role ARN to assume"), widget=BS3TextFieldWidget()),
-            "aws_conn_id": StringField(lazy_gettext("AWS connection to reuse"), widget=BS3TextFieldWidget()),
-            "test_location": StringField(lazy_gettext("Location listed by Test"), widget=BS3TextFieldWidget()),
-            "storage_options": StringField(lazy_gettext("Extra fsspec storage options (JSON)"), widget=BS3TextFieldWidget()),
-        }
+        return connection_form_widgets(cls.conn_type)
 
     @cached_property
     def _connection(self) -> Any:

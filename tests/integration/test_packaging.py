@@ -4,6 +4,7 @@ path. The DAG file and the demo ship in it; the [spark] extra adds no pyspark.""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -77,6 +78,17 @@ def test_the_wheel_ships_the_top_level_dags_folder_as_it_is(wheel: Path) -> None
     assert shipped == ours, sorted(shipped)
     assert {"delta_maintenance.py", "delta_fleet_health.py", "tables.yaml"} <= set(ours)
     assert not [n for n in names if n.split("/")[0] in ("dags", "tests", "docker", "benchmarks")], names
+
+
+def test_the_wheel_ships_provider_yaml_and_the_installed_provider_info_is_read_from_it(wheel: Path, installed: Path, tmp_path: Path) -> None:
+    """provider.yaml is package data: the installed package's provider info is the checkout's."""
+    from airflow_delta_maintenance.get_provider_info import get_provider_info
+
+    with zipfile.ZipFile(wheel) as zf:
+        assert zf.read("airflow_delta_maintenance/provider.yaml") == (REPO / "airflow_delta_maintenance" / "provider.yaml").read_bytes()
+    code = "import json; from airflow_delta_maintenance.get_provider_info import get_provider_info; print(json.dumps(get_provider_info()))"
+    out = run([str(installed / "python"), "-c", code], env=clean_env(installed, tmp_path), cwd=tmp_path)
+    assert json.loads(out.stdout) == get_provider_info()
 
 
 def test_init_dags_and_validate_config_from_the_wheel(installed: Path, tmp_path: Path) -> None:

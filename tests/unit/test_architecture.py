@@ -25,7 +25,7 @@ def test_package_root_imports_nothing_from_airflow() -> None:
 
 PACKAGE = ROOT / "airflow_delta_maintenance"
 MAX_LINES = 500
-ROOT_FILES = {"__init__.py", "get_provider_info.py", "version_compat.py"}
+ROOT_FILES = {"__init__.py", "get_provider_info.py", "version_compat.py", "provider.yaml"}
 
 
 def test_no_module_is_over_500_lines() -> None:
@@ -36,8 +36,8 @@ def test_no_module_is_over_500_lines() -> None:
 
 
 def test_the_package_root_holds_only_the_package_files() -> None:
-    """Every concern lives in a folder; at the root only the version, the provider info and the
-    Airflow version compatibility module."""
+    """Every concern lives in a folder; at the root only the version, the provider info (and its
+    declaration, provider.yaml) and the Airflow version compatibility module."""
     files = {p.name for p in PACKAGE.iterdir() if p.is_file() and p.suffix != ".so"}
     assert files == ROOT_FILES, sorted(files - ROOT_FILES)
     assert all((p / "__init__.py").is_file() for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"), "every folder is a package"
