@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
@@ -52,34 +52,22 @@ def _text(value: str) -> str:
 Text = Annotated[str, AfterValidator(_text)]
 
 
-def _globs(value: Any) -> Any:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ValueError(f"expected a glob or a non-empty list of globs, got {value!r}")
+def _one_or_more(expected: str, *, empty_strings: bool) -> Callable[[Any], Any]:
+    """A check of a string or a non-empty list of strings (kept as a tuple), as YAML lets one
+    write either."""
+
+    def check(value: Any) -> Any:
+        values = [value] if isinstance(value, str) else value
+        if isinstance(values, list | tuple) and values and all(isinstance(v, str) and (v or empty_strings) for v in values):
+            return tuple(values)
+        raise ValueError(f"expected {expected}, got {value!r}")
+
+    return check
 
 
-Globs = Annotated[
-    tuple[str, ...],
-    BeforeValidator(_globs),
-    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}),
-]
-
-
-def _schemas(value: Any) -> Any:
-    if isinstance(value, str) and value:
-        return (value,)
-    if isinstance(value, list | tuple) and value and all(isinstance(s, str) and s for s in value):
-        return tuple(value)
-    raise ValueError(f"expected a schema name or a non-empty list of them, got {value!r}")
-
-
-Schemas = Annotated[
-    tuple[str, ...],
-    BeforeValidator(_schemas),
-    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]}),
-]
+_ONE_OR_MORE = WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]})
+Globs = Annotated[tuple[str, ...], BeforeValidator(_one_or_more("a glob or a non-empty list of globs", empty_strings=True)), _ONE_OR_MORE]
+Schemas = Annotated[tuple[str, ...], BeforeValidator(_one_or_more("a schema name or a non-empty list of them", empty_strings=False)), _ONE_OR_MORE]
 
 
 def _spec(value: str) -> CoordinatorSpec:

@@ -94,6 +94,21 @@ def test_the_placeholder_task_fails_with_the_error(tmp_path: Path) -> None:
         task.execute({})
 
 
+def test_a_placeholder_shows_every_mistake_of_its_table(tmp_path: Path) -> None:
+    from airflow.providers.common.compat.sdk import AirflowFailException
+
+    from airflow_delta_maintenance.dag_builders.maintenance_dag import build_dags
+
+    config = tmp_path / "tables.yaml"
+    config.write_text("defaults: {publish: false}\ntables:\n  - {name: x, uri: /t/x, schedule: every hour, retries: -1, sensor: {mode: sleep}}\n")
+    dag = build_dags(config)["delta_maintenance__x"]
+    assert dag.description.startswith("INVALID CONFIGURATION: schedule: ") and dag.description.endswith(" (+2 more)"), dag.description
+    for needle in ("schedule: 'every hour'", "sensor.mode: expected poke or reschedule, got 'sleep'", "retries: must be >= 0, got -1"):
+        assert needle in dag.doc_md, dag.doc_md
+    with pytest.raises(AirflowFailException, match="sensor.mode: expected poke or reschedule"):
+        dag.get_task("invalid_configuration").execute({})
+
+
 FLEET = r"""
 import json, socket, sys, time
 def no_network(*a, **k):
