@@ -105,7 +105,7 @@ def test_a_placeholder_shows_every_mistake_of_its_table(tmp_path: Path) -> None:
     assert dag.description.startswith("INVALID CONFIGURATION: schedule: ") and dag.description.endswith(" (+2 more)"), dag.description
     for needle in ("schedule: 'every hour'", "sensor.mode: expected poke or reschedule, got 'sleep'", "retries: must be >= 0, got -1"):
         assert needle in dag.doc_md, dag.doc_md
-    with pytest.raises(AirflowFailException, match="sensor.mode: expected poke or reschedule"):
+    with pytest.raises(AirflowFailException, match=r"sensor\.mode: expected poke or reschedule"):
         dag.get_task("invalid_configuration").execute({})
 
 
