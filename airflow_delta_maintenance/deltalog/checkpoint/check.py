@@ -8,7 +8,6 @@ back to an older checkpoint, as delta-spark does when a checkpoint fails to load
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from ..errors import CorruptLogError, DeltaLogError, IncompleteCheckpointError, 
 from ..log_segment.last_checkpoint import LastCheckpointHint
 from ..log_segment.listing import CheckpointGroup
 from ..model.paths import SIDECAR_DIR, LogFileType
+from ..model.validation import loads_action
 from ..storage import LogStore
 
 __all__ = ["CheckpointCheck", "verify_checkpoint", "newest_readable_checkpoint"]
@@ -90,7 +90,7 @@ def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
                         out.sidecars += [s for s in col.to_pylist() if s]
     except FileNotFoundError:
         raise IncompleteCheckpointError(f"{store.display(name)} is listed but cannot be opened", path=name) from None
-    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, ValueError, OSError) as exc:  # ValueError: a footer whose names are not UTF-8
         raise CorruptLogError(f"{store.display(name)}: not a readable Parquet file ({exc})", path=name) from None
     if out.rows != pf.metadata.num_rows:
         raise CorruptLogError(f"{store.display(name)}: read {out.rows} rows, the footer says {pf.metadata.num_rows}", path=name)
@@ -106,13 +106,7 @@ def _json_actions(store: LogStore, name: str) -> list[dict[str, Any]]:
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        try:
-            action = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CorruptLogError(f"{store.display(name)}: line {number} is not valid JSON ({exc})", path=name, line=number) from None
-        if not isinstance(action, dict) or len(action) != 1:
-            raise CorruptLogError(f"{store.display(name)}: line {number} is not exactly one action", path=name, line=number)
-        out.append(action)
+        out.append(loads_action(raw, store.display(name), number))
     if not out:
         raise CorruptLogError(f"{store.display(name)}: empty checkpoint", path=name)
     return out

@@ -10,7 +10,6 @@ fewer rows than written is refused with a typed error naming the file.
 from __future__ import annotations
 
 import io
-import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError, IncompleteCheckpointError, MissingSidecarError
 from ..model.paths import SIDECAR_DIR
+from ..model.validation import loads_action
 from ..storage import LogStore
 
 __all__ = ["CheckpointReadBack", "parquet_footer", "parquet_sidecars", "read_back_checkpoint"]
@@ -113,10 +113,7 @@ def read_back_checkpoint(store: LogStore, names: Sequence[str], *, expected_acti
             rows = []
             for i, line in enumerate(store.read(name).split(b"\n"), start=1):
                 if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as exc:
-                        raise CorruptLogError(f"{store.display(name)}:{i}: not JSON", path=name, line=i) from exc
+                    rows.append(loads_action(line, store.display(name), i))
             found = [r["sidecar"] for r in rows if isinstance(r, dict) and r.get("sidecar")]
             actions += len(rows) - len(found)
         else:

@@ -460,7 +460,7 @@ def checkpoint_num_rows(store: LogStore, files: Sequence[Any]) -> int:
             data = store.read(f.name)
             try:
                 total += pq.ParquetFile(io.BytesIO(data)).metadata.num_rows
-            except (pa.ArrowInvalid, OSError) as exc:
+            except (pa.ArrowException, ValueError, OSError) as exc:
                 raise CorruptLogError(f"{store.display(f.name)}: not a readable Parquet checkpoint ({exc})", path=f.name) from None
     return total
 

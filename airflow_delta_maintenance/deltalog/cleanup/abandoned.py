@@ -9,15 +9,17 @@ times and the real clock and owner not proven alive. Another live run's files ar
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import DeltaLogError
 from ..log_segment.listing import list_log_files
 from ..model.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
+from ..model.validation import loads_action
 from ..storage import FileStat, LogStore
 from ..storage.run_identity import STAGING_DIR, RunIdentity, find_run_tag, is_abandoned
 
@@ -75,7 +77,7 @@ def referenced_sidecars(store: LogStore, checkpoints: Iterable[ParsedLogPath]) -
         if c.extension == "json":
             for line in store.read(c.name).split(b"\n"):
                 if line.strip() and b'"sidecar"' in line:
-                    action = json.loads(line)
+                    action = loads_action(line, store.display(c.name), None)
                     if "sidecar" in action:
                         names.add(action["sidecar"]["path"].rsplit("/", 1)[-1])
             continue
@@ -104,7 +106,10 @@ def abandoned_sidecars(store: LogStore) -> list[Leftover]:
         return []
     lowest = min(v for _, _, v in candidates)
     checkpoints = [c for c in list_log_files(store).checkpoints if c.version >= lowest]
-    referenced = referenced_sidecars(store, checkpoints)
+    try:
+        referenced = referenced_sidecars(store, checkpoints)
+    except (DeltaLogError, pa.ArrowException, ValueError, KeyError, TypeError, AttributeError, OSError):
+        return []  # a checkpoint that cannot be read may reference any of them: none is a leftover
     return [Leftover(s.name, "sidecar", s.size, s.modification_time, run) for s, run, _ in candidates if s.filename not in referenced]
 
 

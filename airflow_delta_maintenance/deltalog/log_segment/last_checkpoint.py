@@ -92,21 +92,40 @@ class LastCheckpointHint:
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
-def parse_last_checkpoint(data: bytes) -> LastCheckpointHint | None:
-    """Parse the hint; ``None`` when it is corrupt, has a wrong checksum or lacks required fields.
+_LONG_MAX = 2**63 - 1
 
-    Callers fall back to listing, so a bad hint is never an error (delta-rs #2258, kernel-rs #582).
+
+def _count(value: Any, *, optional: bool = False) -> int | None:
+    """A non-negative 64-bit integer (never a float, a string or a boolean); -1 for an optional
+    field that is present but not one, None for a required one that is missing or not one."""
+    if value is None:
+        return 0 if optional else None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _LONG_MAX:
+        return -1 if optional else None
+    return value
+
+
+def parse_last_checkpoint(data: bytes) -> LastCheckpointHint | None:
+    """Parse the hint; ``None`` when it is corrupt, has a wrong checksum or lacks required fields,
+    or when ``version``, ``size``, ``parts``, ``sizeInBytes`` or ``numOfAddFiles`` is not a
+    non-negative 64-bit integer (``1e400``, ``"3"``, ``true``, ``-1``), or it nests too deep.
+
+    Callers fall back to listing, so a bad hint is never an error (delta-rs #2258, kernel-rs #582,
+    delta-spark's "corrupted-last-checkpoint" golden table): it is ignored, and rewritten by the
+    next checkpoint.
     """
     try:
         obj = json.loads(data, object_pairs_hook=_no_duplicate_keys)
         if not isinstance(obj, dict):
             return None
-        version, size = int(obj["version"]), int(obj["size"])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-        return None
-    checksum = obj.get("checksum")
-    if checksum is not None and checksum != json_checksum(obj):
-        return None
+        version, size = _count(obj.get("version")), _count(obj.get("size"))
+        if version is None or size is None or not all(_count(obj.get(k), optional=True) != -1 for k in ("parts", "sizeInBytes", "numOfAddFiles")):
+            return None
+        checksum = obj.get("checksum")
+        if checksum is not None and checksum != json_checksum(obj):
+            return None
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError, OverflowError):
+        return None  # RecursionError: nested past the limit; OverflowError: a number like 1e400
     known = {"version", "size", "parts", "sizeInBytes", "numOfAddFiles", "checkpointSchema", "tags", "v2Checkpoint", "checksum"}
     return LastCheckpointHint(
         version=version,

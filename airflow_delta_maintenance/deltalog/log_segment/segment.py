@@ -9,7 +9,7 @@ from ..errors import IncompleteCheckpointError, MissingCommitError, TableNotFoun
 from ..model.paths import ParsedLogPath, commit_name
 from .listing import CheckpointGroup, LogSegmentFiles
 
-__all__ = ["CatalogCommit", "LogSegment", "build_log_segment"]
+__all__ = ["CatalogCommit", "JsonSource", "LogSegment", "build_log_segment", "is_single_commit"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,11 @@ class CatalogCommit:
 
 # A JSON source of actions in replay order: a published commit or compaction file, or a catalog commit.
 JsonSource = ParsedLogPath | CatalogCommit
+
+
+def is_single_commit(source: JsonSource) -> bool:
+    """A commit (published or from the catalog), not a compaction of several."""
+    return isinstance(source, CatalogCommit) or source.end_version == source.version
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,27 @@ NON_FILE_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "commitInfo
 
 
 def _tuple_or_none(value: Any) -> tuple[str, ...] | None:
-    return None if value is None else tuple(value)
+    return None if value is None else _strings(value, "feature list")
+
+
+def _strings(value: Any, what: str) -> tuple[str, ...]:
+    """A list of strings as a tuple; anything else is refused, never coerced (a string would
+    otherwise become the tuple of its characters)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{what} must be a list of strings, got {value!r:.80}")
+    return tuple(value)
+
+
+def _integer(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} must be an integer, got {value!r:.80}")
+    return value
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string, got {value!r:.80}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -39,8 +59,8 @@ class Protocol:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Protocol:
         return cls(
-            int(d["minReaderVersion"]),
-            int(d["minWriterVersion"]),
+            _integer(d["minReaderVersion"], "minReaderVersion"),
+            _integer(d["minWriterVersion"], "minWriterVersion"),
             _tuple_or_none(d.get("readerFeatures")),
             _tuple_or_none(d.get("writerFeatures")),
         )
@@ -75,10 +95,11 @@ class Metadata:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Metadata:
         fmt = d.get("format") or {}
+        columns = d.get("partitionColumns")
         return cls(
-            id=str(d["id"]),
-            schema_string=d.get("schemaString") or "",
-            partition_columns=tuple(d.get("partitionColumns") or ()),
+            id=_text(d["id"], "metaData.id"),
+            schema_string=_text(d.get("schemaString") or "", "metaData.schemaString"),
+            partition_columns=() if columns is None else _strings(columns, "metaData.partitionColumns"),
             configuration=dict(_pairs(d.get("configuration"))),
             name=d.get("name"),
             description=d.get("description"),
@@ -123,7 +144,7 @@ class Txn:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Txn:
-        return cls(str(d["appId"]), int(d["version"]), d.get("lastUpdated"))
+        return cls(_text(d["appId"], "txn.appId"), _integer(d["version"], "txn.version"), d.get("lastUpdated"))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"appId": self.app_id, "version": self.version}
@@ -140,7 +161,7 @@ class DomainMetadata:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DomainMetadata:
-        return cls(str(d["domain"]), d.get("configuration") or "", bool(d.get("removed") or False))
+        return cls(_text(d["domain"], "domainMetadata.domain"), _text(d.get("configuration") or "", "domainMetadata.configuration"), d.get("removed") is True)
 
     def to_dict(self) -> dict[str, Any]:
         return {"domain": self.domain, "configuration": self.configuration, "removed": self.removed}

@@ -107,7 +107,7 @@ def _json_map(conf: Mapping[str, str], key: str) -> dict[str, str]:
         return {}
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise InvalidTablePropertyError(f"{key}: not a JSON object: {raw!r}", key=key) from None
     if not isinstance(value, dict):
         raise InvalidTablePropertyError(f"{key}: not a JSON object: {raw!r}", key=key)

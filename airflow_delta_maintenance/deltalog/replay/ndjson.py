@@ -1,63 +1,35 @@
 """The vectorised reader of NDJSON log files (commits, compactions, JSON checkpoints) into Arrow.
 
 File actions (the bulk of a log) never go through a Python loop: the lines of all JSON files of a
-segment are split and routed with Arrow compute, and ``add``/``remove`` lines are parsed by
-pyarrow's JSON reader in one call. The few other actions (protocol, metadata, commitInfo, txn,
-domain metadata) are parsed with ``json.loads``. Errors name the file and the 1-based line.
+segment are split and routed with numpy, and ``add``/``remove`` lines are parsed by pyarrow's JSON
+reader under a complete explicit schema, all adds in one call and all removes in another, and
+checked column by column (``strict_actions``). The few other actions (protocol, metadata,
+commitInfo, txn, domain metadata) are parsed and validated one by one (``model.validation``).
+Lines that do not fit the fast path are validated one by one too, so every error names the file,
+the 1-based line and the key.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.json as pj
 
 from ..errors import CorruptLogError
 from ..model.action_types import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS
+from ..model.validation import CommitRules, loads_action
 from .ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
-from .parsed_actions import ParsedActions, empty_file_actions, file_action_table, first_nameless
+from .parsed_actions import ParsedActions, empty_file_actions, file_action_table
+from .strict_actions import first_commit_rule_broken, known_tag_keys, learn_tag_keys, read_lines, read_schema, rules_hold, take_keys
 
 __all__ = ["parse_ndjson"]
 
-_FILE_ACTION_PREFIXES = ('{"add":', '{"remove":')
-_JSON_SCHEMA = pa.schema(
-    [
-        pa.field("add", pa.struct([f for f in ADD_FIELDS if f.name not in ("partitionValues", "tags")])),
-        pa.field("remove", pa.struct([f for f in REMOVE_FIELDS if f.name not in ("partitionValues", "tags")])),
-    ]
-)
-
-# Only what reconciliation needs: the file key and the tombstone time. Everything else is skipped
-# by the JSON reader (users that emit the original lines, like compaction, need nothing more).
-_KEY_FIELDS = ("path", "deletionVector", "deletionTimestamp", "size")
-_JSON_KEYS_SCHEMA = pa.schema(
-    [
-        pa.field("add", pa.struct([f for f in ADD_FIELDS if f.name in _KEY_FIELDS])),
-        pa.field("remove", pa.struct([f for f in REMOVE_FIELDS if f.name in _KEY_FIELDS])),
-    ]
-)
-
-
-def _locate_bad_line(sources: Sequence[tuple[str, bytes]]) -> CorruptLogError:
-    for name, data in sources:
-        for number, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                return CorruptLogError(f"{name}: line {number} is not valid JSON ({exc})", path=name, line=number)
-            if not isinstance(obj, dict):
-                return CorruptLogError(f"{name}: line {number} is not a JSON object", path=name, line=number)
-    return CorruptLogError("log files hold actions of the wrong type: " + ", ".join(n for n, _ in sources))
-
 
 def _python_file_actions(rows: list[tuple[int, dict[str, Any]]], key: str, fields: Sequence[pa.Field]) -> pa.Table:
-    """Rare path for file-action lines that are not in the canonical ``{"add":`` form."""
+    """Validated file actions that the columnar path cannot take (another partitioning, too many
+    tag keys, lines not in the canonical ``{"add":`` form) as a table, through Python."""
     names = [f.name for f in fields]
     records = []
     for _, action in rows:
@@ -71,43 +43,6 @@ def _python_file_actions(rows: list[tuple[int, dict[str, Any]]], key: str, field
         records.append(rec)
     struct = pa.array(records, type=pa.struct(list(fields)))
     return file_action_table(struct, fields, np.array([o for o, _ in rows], dtype=np.int64))
-
-
-# Top-level action names: a file-action line is read with these as empty structs beside its own
-# action, so a line holding two actions shows as a row with two valid columns.
-_ACTION_NAMES = ("add", "remove", "metaData", "protocol", "commitInfo", "txn", "domainMetadata", "cdc", "sidecar", "checkpointMetadata")
-
-
-def _read_schema(schema: pa.Schema, kind: str, keys_only: bool) -> pa.Schema:
-    """The read schema of one file-action kind. Reading keys only, unexpected keys are ignored, so
-    the other actions are declared to show up; otherwise the reader infers any other key as a
-    column of its own, and declaring nine empty structs would only cost a null per row for each
-    (a third of the read's time)."""
-    if not keys_only:
-        return pa.schema([schema.field(kind)])
-    return pa.schema([schema.field(kind), *(pa.field(n, pa.struct([])) for n in _ACTION_NAMES if n != kind)])
-
-
-def _two_actions(name: str, line: int, action: dict[str, Any]) -> CorruptLogError:
-    keys = ", ".join(sorted(action))
-    return CorruptLogError(f"{name}: line {line} holds more than one action ({keys}); one action per line", path=name, line=line)
-
-
-def _require_one_action(table: pa.Table, idx: np.ndarray, source_index: np.ndarray, first_line: np.ndarray, sources: Sequence[tuple[str, bytes]]) -> None:
-    """Every row of a file-action read must have exactly one valid top-level column."""
-    if table.num_columns == 1:
-        return
-    valid = np.zeros(table.num_rows, dtype=np.int64)
-    for column in table.columns:
-        if column.null_count != len(column):
-            valid += np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=np.int64)
-    bad = np.flatnonzero(valid > 1)
-    if len(bad):
-        i = int(idx[bad[0]])
-        s = int(source_index[i])
-        line = i - int(first_line[s]) + 1
-        name = sources[s][0]
-        raise CorruptLogError(f"{name}: line {line} holds more than one action; one action per line", path=name, line=line)
 
 
 def _require_utf8(sources: Sequence[tuple[str, bytes]], text: np.ndarray) -> None:
@@ -127,52 +62,6 @@ def _require_utf8(sources: Sequence[tuple[str, bytes]], text: np.ndarray) -> Non
                 raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise CorruptLogError(f"{name}: line {number} is not valid UTF-8 ({exc.reason} at byte {exc.start})", path=name, line=number) from None
-
-
-def _json_schema(partition_columns: Sequence[str]) -> pa.Schema:
-    """Explicit schema with ``partitionValues`` as a struct of string columns: left to inference,
-    pyarrow would turn values such as ``2023-12-22`` into timestamps."""
-    pv = pa.field("partitionValues", pa.struct([pa.field(c, pa.string()) for c in partition_columns]))
-    return pa.schema(
-        [pa.field(k, pa.struct([*_JSON_SCHEMA.field(k).type, pv])) for k in ("add", "remove")]
-    )
-
-
-def _only_strings(struct_type: pa.DataType, allowed: Sequence[str] | None) -> bool:
-    if not pa.types.is_struct(struct_type):
-        return bool(pa.types.is_null(struct_type))
-    for f in struct_type:
-        if not (pa.types.is_string(f.type) or pa.types.is_null(f.type)):
-            return False
-        if allowed is not None and f.name not in allowed:
-            return False
-    return True
-
-
-def _faithful(struct_type: pa.DataType, partition_columns: Sequence[str]) -> bool:
-    """True unless inference changed a map's values (non-string types) or a file's partition
-    keys differ from the table's; then the slower exact path is used."""
-    names = [f.name for f in struct_type]
-    if "partitionValues" in names and not _only_strings(struct_type.field("partitionValues").type, partition_columns):
-        return False
-    return not ("tags" in names and not _only_strings(struct_type.field("tags").type, None))
-
-
-def _read_json_lines(data: np.ndarray, schema: pa.Schema, keys_only: bool) -> pa.Table | None:
-    """One JSON read of newline-separated objects; None when pyarrow cannot (types clash)."""
-    size = len(data)
-    buffer = pa.py_buffer(data)
-    # Blocks let pyarrow parse in parallel; a single block is the retry for cross-block type trouble.
-    for block_size in (max(1 << 20, size // 8 + 1), size + 1):
-        try:
-            return pj.read_json(
-                pa.BufferReader(buffer),
-                read_options=pj.ReadOptions(block_size=block_size),
-                parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore" if keys_only else "infer"),
-            )
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            continue
-    return None
 
 
 # Line masks run over slices of this size: a comparison over a whole large buffer would allocate
@@ -223,6 +112,7 @@ def parse_ndjson(
     keys_only: bool = False,
     partition_columns: Sequence[str] = (),
     keep_lines: bool = True,
+    single_commit: Sequence[bool] | None = None,
 ) -> ParsedActions:
     """Parse NDJSON log files given in replay order as ``(display name, bytes)``.
 
@@ -232,7 +122,10 @@ def parse_ndjson(
     ``json.loads``; ``remove`` lines are gathered into their own buffer. So pyarrow parses all
     adds in one call and all removes in another, every row valid: no per-line work and no filter.
     ``keep_lines`` keeps the original bytes of every line (for ``original_lines``).
+    ``single_commit`` says per source whether it is one commit, to which the one-action-per-file
+    rules apply (default: every source is; a compaction is checked for repeats by its reader).
     """
+    single_commit = list(single_commit) if single_commit is not None else [True] * len(sources)
     total = sum(len(d) + 1 for _, d in sources)
     buf = np.empty(total + 16, dtype=np.uint8)
     buf[total:] = 32  # padding so prefix checks never read past the end
@@ -261,6 +154,7 @@ def parse_ndjson(
     odd_adds: list[tuple[int, dict[str, Any]]] = []
     odd_removes: list[tuple[int, dict[str, Any]]] = []
     odd_lines: dict[int, bytes] = {}
+    rules = [CommitRules(name) for name, _ in sources]  # non-file actions; file actions below, by column
     partition_sets: set[tuple[str, ...]] = {tuple(sorted(partition_columns))} if partition_columns else set()
     for i in other_idx:
         s = int(source_index[i])
@@ -268,26 +162,20 @@ def parse_ndjson(
         if not raw.strip():
             continue
         line_number = int(i - first_line[s]) + 1
-        name = sources[s][0]
-        try:
-            action = json.loads(raw)
-        except ValueError as exc:
-            raise CorruptLogError(f"{name}: line {line_number} is not valid JSON ({exc})", path=name, line=line_number) from None
-        if not isinstance(action, dict):
-            raise CorruptLogError(f"{name}: line {line_number} is not a JSON object", path=name, line=line_number)
-        if len(action) > 1:
-            raise _two_actions(name, line_number, action)
+        action = loads_action(raw, sources[s][0], line_number)
+        kind = next(iter(action))
         order = int(i) + base_order
-        if "add" in action:
+        if kind == "add":
             odd_adds.append((order, action))
             odd_lines[int(i)] = raw.rstrip(b"\r") + b"\n"
-        elif "remove" in action:
+        elif kind == "remove":
             odd_removes.append((order, action))
             odd_lines[int(i)] = raw.rstrip(b"\r") + b"\n"
         else:
+            rules[s].feed(kind, action[kind], line_number)
             others.append((order, s, line_number, action))
-            if "metaData" in action:
-                partition_sets.add(tuple(sorted((action["metaData"] or {}).get("partitionColumns") or ())))
+            if kind == "metaData":
+                partition_sets.add(tuple(sorted(action["metaData"].get("partitionColumns") or ())))
         buf[starts[i] : ends[i]] = 32  # blank it for the JSON reader
 
     lines = None
@@ -304,63 +192,57 @@ def parse_ndjson(
     add_idx, remove_idx = np.flatnonzero(is_add), np.flatnonzero(is_remove)
     kinds: list[tuple[str, np.ndarray, np.ndarray, list[pa.Field]]] = []
     if len(remove_idx):
-        # `text` backs `lines` when they are kept, so removes stay in it: they come out as null
-        # adds, dropped below. Otherwise they are blanked so that every add row is valid.
+        # Removes are gathered into their own buffer; when `text` backs `lines` the adds are too
+        # (the strict read accepts no other action), otherwise removes are blanked in `text`.
         blank = bool(len(add_idx)) and not keep_lines
         kinds.append(("remove", remove_idx, _gather_lines(text, starts, lengths, is_remove, blank=blank), REMOVE_FIELDS))
         if len(add_idx):
-            kinds.insert(0, ("add", np.flatnonzero(is_add | is_remove) if keep_lines else add_idx, text, ADD_FIELDS))
+            add_text = text if blank else _gather_lines(text, starts, lengths, is_add, blank=False)
+            kinds.insert(0, ("add", add_idx, add_text, ADD_FIELDS))
     elif len(add_idx):
         kinds.append(("add", add_idx, text, ADD_FIELDS))
 
+    def locate(order: int) -> tuple[str, int]:
+        i = order - base_order
+        s_ = int(source_index[i])
+        return sources[s_][0], int(i - first_line[s_]) + 1
+
+    def validated(kind: str, idx: np.ndarray, kind_text: np.ndarray) -> list[tuple[int, dict[str, Any]]]:
+        """Each line of ``kind`` parsed and validated on its own: the precise error, or the actions."""
+        raws = [buf[starts[i] : ends[i]].tobytes() for i in idx] if kind_text is text else _line_bytes(kind_text, lengths[idx])
+        return [(int(i) + base_order, loads_action(raw, *locate(int(i) + base_order))) for i, raw in zip(idx, raws, strict=True)]
+
     adds = [empty_file_actions(ADD_FIELDS)]
     removes = [empty_file_actions(REMOVE_FIELDS)]
-    parsed: dict[str, pa.Table] = {}
-    exact = False
-    for kind, idx, kind_text, _ in kinds:
-        schema = _read_schema(_JSON_KEYS_SCHEMA if keys_only else _json_schema(seen_partitions), kind, keys_only)
-        table = _read_json_lines(kind_text, schema, keys_only)
-        if table is None or table.num_rows != len(idx):
-            bad = _locate_bad_line(sources)
-            if bad.line is not None:
-                raise bad
-            exact = True
-        else:
-            _require_one_action(table, idx, source_index, first_line, sources)
-            if not keys_only and (repartitioned or not _faithful(table.schema.field(kind).type, seen_partitions)):
-                exact = True  # inference would alter values
-            else:
-                parsed[kind] = table
-    if exact:
-        # Types clash (e.g. a string size) or inference would alter values: convert through Python.
-        try:
-            for kind, idx, kind_text, fields in kinds:
-                kind_lines = _line_bytes(kind_text, lengths[idx]) if kind == "remove" else [buf[starts[i] : ends[i]].tobytes() for i in idx]
-                rows = []
-                for i, raw in zip(idx, kind_lines, strict=True):
-                    a = json.loads(raw)
-                    if len(a) > 1:
-                        s_ = int(source_index[i])
-                        raise _two_actions(sources[s_][0], int(i - first_line[s_]) + 1, a)
-                    if kind in a:
-                        rows.append((int(i) + base_order, a))
-                (adds if kind == "add" else removes).append(_python_file_actions(rows, kind, fields))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
-            raise CorruptLogError(f"file action of the wrong type in {', '.join(n for n, _ in sources)}: {exc}") from None
-    else:
-        for kind, idx, _, fields in kinds:
-            (adds if kind == "add" else removes).append(file_action_table(parsed[kind].column(kind), fields, idx + base_order))
+    for kind, idx, kind_text, fields in kinds:
+        table = None if repartitioned else read_lines(kind_text, read_schema(kind, seen_partitions, known_tag_keys()))
+        if table is not None and (table.num_rows != len(idx) or not rules_hold(table.column(kind), kind)):
+            table = None
+        rows: list[tuple[int, dict[str, Any]]] | None = None
+        if table is None:
+            # Off the fast path: validate line by line (a real error is raised here, naming its
+            # line), then read again declaring the tag keys found, or convert through Python.
+            rows = validated(kind, idx, kind_text)
+            pv_keys = {k for _, a in rows for k in (a[kind].get("partitionValues") or {})}
+            tag_keys = {k for _, a in rows for k in (a[kind].get("tags") or {})}
+            if not repartitioned and pv_keys <= set(seen_partitions) and learn_tag_keys(tag_keys):
+                table = read_lines(kind_text, read_schema(kind, seen_partitions, known_tag_keys()), unknown="ignore")
+                if table is not None and (table.num_rows != len(idx) or not rules_hold(table.column(kind), kind)):
+                    table = None
+        target = adds if kind == "add" else removes
+        if table is None:
+            target.append(_python_file_actions(rows or [], kind, fields))
+            continue
+        column = table.column(kind)
+        del table
+        struct = pa.chunked_array(take_keys(column), None) if keys_only else column
+        target.append(file_action_table(struct, fields, idx + base_order))
     if odd_adds:
         adds.append(_python_file_actions(odd_adds, "add", ADD_FIELDS))
     if odd_removes:
         removes.append(_python_file_actions(odd_removes, "remove", REMOVE_FIELDS))
     adds_table, removes_table = pa.concat_tables(adds), pa.concat_tables(removes)
-    for kind, t in (("add", adds_table), ("remove", removes_table)):
-        if (nameless := first_nameless(t)) is not None:
-            order = nameless - base_order
-            s_ = int(source_index[order])
-            line = order - int(first_line[s_]) + 1
-            raise CorruptLogError(f"{sources[s_][0]}: line {line}: {kind} action without a path", path=sources[s_][0], line=line)
+    first_commit_rule_broken(adds_table, removes_table, locate, lambda order: single_commit[int(source_index[order - base_order])])
     return ParsedActions(
         adds_table, removes_table, others, lines, odd_lines, [int(x) for x in first_line], len(starts)
     )

@@ -14,15 +14,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
-from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment
+from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, is_single_commit
 from ..model.actions import DomainMetadata, Metadata, NonFileState, Protocol, Txn
 from ..model.paths import SIDECAR_DIR, LogFileType, ParsedLogPath
+from ..model.validation import require_commit_content
 from ..stats.pipeline import StatsPipeline, slice_rows, stats_plan_for
 from ..storage import LogStore
 from . import file_keys
 from .ndjson import parse_ndjson
 from .parquet import read_parquet_actions
 from .parsed_actions import ORDER, PLACEHOLDER_ORDER, ParsedActions
+from .strict_actions import canonical_paths
+from .tail_check import mark_validated
 from .version_facts import in_commit_timestamp  # noqa: F401  (moved to the light module; re-exported)
 
 __all__ = ["UnreconciledCompactionError", "UnreadableCheckpointError", "ReplayResult", "replay_actions", "file_action_keys", "reconcile_file_actions", "DV_ID"]
@@ -57,14 +60,6 @@ def file_action_keys(table: pa.Table) -> pa.Array:
     offset = pc.struct_field(dv, "offset").cast(pa.string())
     suffix = pc.if_else(pc.is_null(offset), "", pc.binary_join_element_wise("@", offset, ""))
     return pc.binary_join_element_wise(storage, path, suffix, "")
-
-
-def canonical_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """Key form of file paths: ``file:/x`` and ``file:///x`` name the same file as ``/x``
-    (delta-spark canonicalises paths before reconciling; golden tables canonicalized-paths-*)."""
-    if len(paths) == 0 or not pc.any(pc.starts_with(paths, "file:")).as_py():
-        return paths
-    return pc.replace_substring_regex(paths, pattern="^file:(?://)?/", replacement="/")
 
 
 def _codes(values: pa.ChunkedArray) -> tuple[np.ndarray, int]:
@@ -253,7 +248,10 @@ def _read_deltas(store: LogStore, deltas: list[JsonSource]) -> list[tuple[str, b
             out.append((store.display(d.source_name) if d.file_name else d.source_name, data))
         else:
             out.append((store.display(d.name), contents.pop(d.name)))
+        if is_single_commit(d):
+            require_commit_content(*out[-1])
     return out
+
 
 
 def _parse_deltas(
@@ -279,10 +277,12 @@ def _parse_deltas(
     # Original lines are taken by random index later: one batch keeps them in one buffer.
     for batch in _delta_batches(segment, sys.maxsize if keep_lines else batch_bytes):
         sources = _read_deltas(store, batch)
-        part = parse_ndjson(sources, base_order=base + offset, keys_only=keys_only, partition_columns=partition_columns, keep_lines=keep_lines)
+        part = parse_ndjson(sources, base_order=base + offset, keys_only=keys_only, partition_columns=partition_columns, keep_lines=keep_lines,
+                            single_commit=[is_single_commit(d) for d in batch])
         first_source = len(names)
         names.extend(name for name, _ in sources)
         del sources
+        mark_validated(store, batch)
         if on_part is not None:
             on_part(part)
         adds.append(part.adds)

@@ -18,7 +18,6 @@ the compaction repeats a logical file (its protocol and metadata lines are still
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,11 +28,12 @@ import pyarrow as pa
 from .._runtime.memory import uses_log_operation_memory
 from ..errors import CorruptLogError, MissingCommitError, ProtocolViolationError
 from ..log_segment.listing import LISTING_ATTEMPTS, CheckpointGroup, LogSegmentFiles, list_log_files
-from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, build_log_segment
+from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, build_log_segment, is_single_commit
 from ..model.actions import Metadata, Protocol
 from ..model.features import check_read_supported, in_commit_timestamps_enabled
 from ..model.paths import LogFileType, ParsedLogPath
 from ..model.table_properties import TableProperties
+from ..model.validation import CommitRules, loads_action, parquet_action, require_commit_content, validate_action
 from ..storage import LogStore, open_table_storage
 from .ndjson_lines import non_file_action_lines
 from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
@@ -108,16 +108,18 @@ class _Finder:
             self.metadata = metadata
 
 
-def _non_file_lines(data: bytes | memoryview, name: str) -> list[tuple[int, dict[str, Any]]]:
-    """Every action of an NDJSON file except canonical ``add``/``remove`` lines (not parsed)."""
+def _non_file_lines(data: bytes | memoryview, name: str, *, commit: bool = False) -> list[tuple[int, dict[str, Any]]]:
+    """Every action of an NDJSON file except canonical ``add``/``remove`` lines (not parsed), each
+    validated (``model.validation``); a ``commit`` must not be empty and holds at most one
+    protocol, metadata, txn per app and domain metadata per domain."""
+    if commit:
+        require_commit_content(name, data)
+    rules = CommitRules(name)
     out = []
     for number, raw in non_file_action_lines(data):
-        try:
-            action = json.loads(raw)
-        except ValueError as exc:
-            raise CorruptLogError(f"{name}: line {number} is not valid JSON ({exc})", path=name, line=number) from None
-        if not isinstance(action, dict):
-            raise CorruptLogError(f"{name}: line {number} is not a JSON object", path=name, line=number)
+        action = loads_action(raw, name, number)
+        kind = next(iter(action))
+        rules.feed(kind, action[kind], number)
         out.append((number, action))
     return out
 
@@ -157,16 +159,22 @@ def _parquet_pm(
                         for column in wanted:
                             col = batch.column(column)
                             if col.null_count < len(col):
-                                found.extend((batch_base + i, {column: v}) for i, v in enumerate(col.to_pylist()) if v is not None)
+                                found.extend((batch_base + i, _checked_row(name, batch_base + i, column, v)) for i, v in enumerate(col.to_pylist()) if v is not None)
                         batch_base += batch.num_rows
                     row_base += meta.num_rows
             finder.bytes_read += counted.bytes_read
     except FileNotFoundError:
         raise  # gone since the listing (another cleanup): the caller lists again, not a corrupt log
-    except (pa.ArrowInvalid, OSError) as exc:
+    except (pa.ArrowException, ValueError, OSError) as exc:  # ValueError: a footer whose names are not UTF-8
         raise CorruptLogError(f"{name}: not a readable Parquet checkpoint ({exc})", path=name) from None
     found.sort(key=lambda t: t[0])
     return found
+
+
+def _checked_row(name: str, row: int, kind: str, value: Mapping[str, Any]) -> dict[str, Any]:
+    action = parquet_action(kind, value)
+    validate_action(action, f"{name}: row {row}")
+    return action
 
 
 def _may_hold(meta: pq.RowGroupMetaData, leaf: int | None) -> bool:
@@ -247,7 +255,7 @@ def segment_non_file_actions(store: LogStore, segment: LogSegment) -> Iterator[t
     scratch = bytearray()
     for source in segment.deltas:
         name, data = _source_bytes(store, source, scratch)
-        rows = _non_file_lines(data, name)
+        rows = _non_file_lines(data, name, commit=is_single_commit(source))
         del data  # a view of `scratch`, which the next read may grow
         yield from ((source.version, a) for _, a in rows if any(a.get(k) is not None for k in NON_FILE_KINDS))
 
@@ -340,7 +348,7 @@ def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, no
             break
         name, data = _source_bytes(store, source, scratch)
         finder.bytes_read += len(data)
-        actions = _non_file_lines(data, name)
+        actions = _non_file_lines(data, name, commit=is_single_commit(source))
         del data
         if not target_read:
             target_read = True

@@ -26,8 +26,11 @@ def in_commit_timestamp(commit_info: Mapping[str, Any] | None) -> int | None:
     if not commit_info:
         return None
     value = commit_info.get("inCommitTimestamp")
-    # numbers.Integral also covers numpy's integers (values read back through Arrow).
-    return int(value) if isinstance(value, (numbers.Integral, float)) else None
+    # numbers.Integral also covers numpy's integers (values read back through Arrow); a float
+    # (1e400 is infinite) or a boolean is not a timestamp.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not -(2**63) <= int(value) < 2**63:
+        return None
+    return int(value)
 
 
 def timestamp_at(store: LogStore, files: LogSegmentFiles, version: int, ict_from: int | None) -> int:
@@ -40,7 +43,7 @@ def timestamp_at(store: LogStore, files: LogSegmentFiles, version: int, ict_from
         first_line = store.read(commit.name).split(b"\n", 1)[0]
         try:
             ict = in_commit_timestamp(json.loads(first_line).get("commitInfo"))
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             ict = None
         if ict is not None:
             return ict

@@ -74,7 +74,7 @@ def _json_object(configuration: Mapping[str, str], key: str, table_uri: str) -> 
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):
         raise CoordinatorMismatchError(f"{table_uri}: table property {key} is not a JSON object: {raw[:80]!r}", path=key)

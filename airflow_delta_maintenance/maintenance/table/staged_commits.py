@@ -118,7 +118,7 @@ def validate_commit_bytes(store: LogStore, commit: RatifiedCommit, data: bytes) 
             continue
         try:
             action = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise StagedCommitError(
                 f"{store.display(name)}: line {number} of ratified commit {commit.version} is not JSON ({exc})",
                 version=commit.version,

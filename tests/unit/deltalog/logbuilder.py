@@ -32,12 +32,21 @@ def protocol(reader: int = 1, writer: int = 2, reader_features: Sequence[str] | 
     return {"protocol": p}
 
 
+def schema_string(partition_columns: Sequence[str] = ()) -> str:
+    """The builder's schema (``x: long``) plus a string column per partition column (a valid
+    metaData names its partition columns among the schema's fields)."""
+    if not partition_columns:
+        return SCHEMA_STRING
+    extra = [{"name": c, "type": "string", "nullable": True, "metadata": {}} for c in partition_columns if c != "x"]
+    return json.dumps({"type": "struct", "fields": [*json.loads(SCHEMA_STRING)["fields"], *extra]})
+
+
 def metadata(configuration: Mapping[str, str] | None = None, partition_columns: Sequence[str] = (), table_id: str = "tbl-1") -> dict:
     return {
         "metaData": {
             "id": table_id,
             "format": {"provider": "parquet", "options": {}},
-            "schemaString": SCHEMA_STRING,
+            "schemaString": schema_string(partition_columns),
             "partitionColumns": list(partition_columns),
             "configuration": dict(configuration or {}),
             "createdTime": 1,

@@ -61,7 +61,7 @@ def build(spec: dict) -> tuple[LogBuilder, dict[int, int]]:
         if v == 0:
             actions += [proto, metadata(conf)]
         for i, op in enumerate(spec["ops"][v]):
-            if op == "remove" and live:
+            if op == "remove" and live and not live[0].startswith(f"v{v}-"):  # one commit never adds and removes a file
                 actions.append(remove(live.pop(0), NOW))
             else:
                 live.append(f"v{v}-{i}")

@@ -111,10 +111,14 @@ def test_newest_protocol_and_metadata_win_across_commits_and_checkpoint(log: Log
     log.commit(2, [metadata({"k": "2"})])  # metadata in a commit, protocol only in the checkpoint
     log.commit(3, [add("b")])
     log.commit(4, [protocol(1, 4), add("c")])
-    log.commit(5, [metadata({"k": "5a"}), metadata({"k": "5b"})])  # two in one commit: the last wins
+    log.commit(5, [metadata({"k": "5a"})])
     assert_same_at_every_version(5)
-    assert load_table_state(ROOT).metadata.configuration == {"k": "5b"}
+    assert load_table_state(ROOT).metadata.configuration == {"k": "5a"}
     assert load_table_state(ROOT, 3).protocol.min_writer_version == 2
+    log.commit(6, [metadata({"k": "6a"}), metadata({"k": "6b"})])  # two in one commit: no reader may pick one
+    for load in (load_table_state, load_snapshot):
+        with pytest.raises(E.CorruptLogError, match=r"00000000000000000006\.json: line 2: holds more than one metaData"):
+            load(ROOT)
 
 
 def test_multipart_checkpoint_with_actions_in_any_part(log: LogBuilder) -> None:
@@ -213,12 +217,12 @@ def test_a_big_checkpoint_is_read_by_column_projection_only(log: LogBuilder, cou
     """The add column of a checkpoint is never read: a 60,000-file checkpoint costs its footer and
     the protocol/metaData chunks, and row groups whose statistics say "no protocol" are skipped."""
     n = 60_000
-    adds = pa.array([{"path": f"part-{i:06d}-{'x' * 40}.parquet", "size": i, "modificationTime": 1, "dataChange": False} for i in range(n)], cs.ADD_TYPE)
+    adds = pa.array([{"path": f"part-{i:06d}-{'x' * 40}.parquet", "partitionValues": [], "size": i, "modificationTime": 1, "dataChange": False} for i in range(n)], cs.ADD_TYPE)
     rows = n + 2
     columns = {
         "protocol": pa.array([{"minReaderVersion": 1, "minWriterVersion": 2}] + [None] * (rows - 1), cs.PROTOCOL_TYPE),
         "metaData": pa.array(
-            [None, {"id": "t", "format": {"provider": "parquet", "options": []}, "schemaString": "{}", "partitionColumns": [], "configuration": [("k", "v")]}]
+            [None, {"id": "t", "format": {"provider": "parquet", "options": []}, "schemaString": '{"type":"struct","fields":[]}', "partitionColumns": [], "configuration": [("k", "v")]}]
             + [None] * (rows - 2),
             cs.METADATA_TYPE,
         ),
