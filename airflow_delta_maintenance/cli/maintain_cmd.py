@@ -123,6 +123,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
         outcome = CheckpointOutcome(table.uri, decision, args.engine)
         if (decision.due or decision.last_checkpoint_version == decision.version) and args.engine == "spark":
             started = time.monotonic()
+            plan.check_tail(table)
             settings = _spark_settings(args)
             job = checkpoint_job(table.uri, decision.version, _job_storage_options(table, settings), conf=_spark_conf(args))
             reported = json.loads(run_spark_submit(job, settings, **_spark_output(args)).strip().splitlines()[-1])

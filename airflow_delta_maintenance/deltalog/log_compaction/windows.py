@@ -31,7 +31,17 @@ from ..replay.table_state import load_table_state
 from ..storage import LogStore
 from .lines import winning_lines
 
-__all__ = ["check_compaction_supported", "compaction_head", "CompactionResult", "CompactionWindow", "plan_compaction_windows", "write_compaction"]
+__all__ = [
+    "check_compaction_supported",
+    "compaction_head",
+    "CompactionResult",
+    "CompactionWindow",
+    "PreparedCompaction",
+    "plan_compaction_windows",
+    "prepare_compaction",
+    "write_prepared",
+    "write_compaction",
+]
 
 
 @dataclass(frozen=True)
@@ -127,7 +137,8 @@ def compaction_head(
 @uses_log_operation_memory
 def _compaction_plan(store: LogStore, files: LogSegmentFiles, start: int, end: int) -> tuple[bytes, tuple[JsonSource, ...], np.ndarray]:
     """The compaction's non-file lines, its commits, and the positions of its winning file-action
-    lines (to stream): reconciliation reads only keys, the lines are read a second time."""
+    lines (to stream): reconciliation keeps only keys (every field is validated, then dropped),
+    the lines are read a second time."""
     commits = {c.version: c for c in files.commits}
     present = sorted(v for v in commits if start <= v <= end)
     if len(present) != end - start + 1:  # found from the files present, never by walking the range
@@ -153,7 +164,71 @@ def _compaction_plan(store: LogStore, files: LogSegmentFiles, start: int, end: i
     return head, segment.deltas, wanted
 
 
+@dataclass(frozen=True)
+class PreparedCompaction:
+    """A window read and reconciled (its commits validated in full), ready to be written."""
+
+    start: int
+    end: int
+    head: bytes = b""
+    deltas: tuple[JsonSource, ...] = ()
+    wanted: np.ndarray | None = None
+    existed: bool = False
+    started: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return compaction_name(self.start, self.end)
+
+
 @uses_log_operation_memory
+def prepare_compaction(
+    store: LogStore,
+    start: int,
+    end: int,
+    *,
+    files: LogSegmentFiles | None = None,
+    published_version: int | None = None,
+    check_features: bool = True,
+) -> PreparedCompaction:
+    """Read and reconcile the window ``[start, end]``, validating every commit of it in full; an
+    existing compaction of the window is noted, not read. Nothing is written."""
+    started = time.monotonic()
+    files = files if files is not None else list_log_files(store)
+    if check_features:
+        check_compaction_supported(store, files, published_version)
+    if published_version is not None and end > published_version:
+        raise UnpublishedVersionError(
+            f"{store.uri}: cannot compact [{start}, {end}]: versions above {published_version} are not published",
+            version=published_version + 1,
+        )
+    if any(c.version == start and c.end_version == end for c in files.compactions):
+        return PreparedCompaction(start, end, existed=True, started=started)
+    head, deltas, wanted = _compaction_plan(store, files, start, end)
+    return PreparedCompaction(start, end, head, deltas, wanted, started=started)
+
+
+@uses_log_operation_memory
+def write_prepared(store: LogStore, prepared: PreparedCompaction) -> CompactionResult:
+    """Write a prepared window create-if-absent; an existing file is a no-op."""
+    p = prepared
+    if p.existed or p.wanted is None:
+        return CompactionResult(store.uri, p.start, p.end, p.name, existed=True, seconds=round(time.monotonic() - p.started, 6))
+    wanted = p.wanted
+    num_actions = p.head.count(b"\n") + len(wanted)
+
+    def write(sink: Any) -> None:
+        sink.write(p.head)
+        for chunk in prefetched(winning_lines(store, p.deltas, wanted)):  # the next batch is read while this one is written
+            sink.write(chunk)
+
+    try:
+        size = store.put_if_absent_stream(p.name, write)
+    except LogFileExistsError:
+        return CompactionResult(store.uri, p.start, p.end, p.name, existed=True, seconds=round(time.monotonic() - p.started, 6))
+    return CompactionResult(store.uri, p.start, p.end, p.name, False, num_actions, size, round(time.monotonic() - p.started, 6))
+
+
 def write_compaction(
     store: LogStore,
     start: int,
@@ -166,29 +241,6 @@ def write_compaction(
     """Write ``<start>.<end>.compacted.json`` create-if-absent; an existing one is a no-op.
 
     The table's features go through the shared write gate first (``check_features=False`` only
-    for callers that already passed it with this listing)."""
-    started = time.monotonic()
-    name = compaction_name(start, end)
-    files = files if files is not None else list_log_files(store)
-    if check_features:
-        check_compaction_supported(store, files, published_version)
-    if published_version is not None and end > published_version:
-        raise UnpublishedVersionError(
-            f"{store.uri}: cannot compact [{start}, {end}]: versions above {published_version} are not published",
-            version=published_version + 1,
-        )
-    if any(c.version == start and c.end_version == end for c in files.compactions):
-        return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    head, deltas, wanted = _compaction_plan(store, files, start, end)
-    num_actions = head.count(b"\n") + len(wanted)
-
-    def write(sink: Any) -> None:
-        sink.write(head)
-        for chunk in prefetched(winning_lines(store, deltas, wanted)):  # the next batch is read while this one is written
-            sink.write(chunk)
-
-    try:
-        size = store.put_if_absent_stream(name, write)
-    except LogFileExistsError:
-        return CompactionResult(store.uri, start, end, name, existed=True, seconds=round(time.monotonic() - started, 6))
-    return CompactionResult(store.uri, start, end, name, False, num_actions, size, round(time.monotonic() - started, 6))
+    for callers that already passed it with this listing). Every line copied was validated first."""
+    prepared = prepare_compaction(store, start, end, files=files, published_version=published_version, check_features=check_features)
+    return write_prepared(store, prepared)

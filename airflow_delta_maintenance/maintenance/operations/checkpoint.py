@@ -11,7 +11,8 @@ from ...deltalog.log_segment.listing import CheckpointGroup, LogSegmentFiles
 from ...deltalog.model.features import check_write_supported
 from ...deltalog.model.paths import LogFileType
 from ...deltalog.replay.snapshot import load_snapshot
-from ..table.catalog_view import CatalogView, ratified_state
+from ...deltalog.replay.table_state import TableState
+from ..table.catalog_view import CatalogView, ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from .summary import JSONValue, Progress, TaskReport, human_bytes
 
@@ -70,6 +71,12 @@ def decide_checkpoint(
 class CheckpointPlan:
     view: CatalogView
     decision: CheckpointDecision
+    state: TableState  # the latest ratified state the gates came from
+
+    def check_tail(self, table: MaintainedTable) -> None:
+        """Every commit up to the catalog's head reads and validates in full (before a Spark job
+        is submitted; the local engine checks what its own replay did not read)."""
+        validate_ratified_tail(table, self.state)
 
 
 def plan_checkpoint(
@@ -82,13 +89,15 @@ def plan_checkpoint(
     check_write_supported(state.protocol, operation=f"checkpoint of {table.uri}", path=table.uri)
     every = state.properties.checkpoint_interval if interval is None else interval
     decision = decide_checkpoint(view.files, interval=every, published_version=view.published_version, version=version, force=force)
-    return CheckpointPlan(view, decision)
+    return CheckpointPlan(view, decision, state)
 
 
 def run_local_checkpoint(table: MaintainedTable, plan: CheckpointPlan, *, progress: Progress | None = None) -> CheckpointResult:
-    """Single-node checkpoint of a published version (read from published files only)."""
+    """Single-node checkpoint of a published version (read from published files only), written
+    only once every commit up to the catalog's head has been read and validated."""
     files = plan.view.files
     snapshot = load_snapshot(table.store, plan.decision.version, files=files)
+    plan.check_tail(table)  # what the replay above did not read: commits above the version, pending ones
     return write_checkpoint(table.store, snapshot, files=files, progress=progress)
 
 

@@ -6,7 +6,7 @@ from ...deltalog.cleanup.plan import CleanupPlan, CleanupResult, check_cleanup_c
 from ...deltalog.log_segment.listing import LogSegmentFiles, list_log_files
 from ...deltalog.model.table_properties import DAY_MS
 from ..errors import MaintenanceError
-from ..table.catalog_view import ratified_state
+from ..table.catalog_view import ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from .summary import JSONValue, Progress, TaskReport, human_bytes, iso_utc
 
@@ -33,7 +33,8 @@ def run_metadata_cleanup(
     """Plan the cleanup of the table as its catalog sees it and, unless ``dry_run``, execute it.
 
     Gates and retention come from the latest *ratified* state (a pending commit that disables
-    cleanup, lengthens retention or protects checkpoints counts); only durably published versions
+    cleanup, lengthens retention or protects checkpoints counts), whose every commit is first read
+    and validated in full (a corrupt one stops the run: nothing is deleted); only durably published versions
     at or below the catalog's head are considered. When the anchor checkpoint is UUID-named only,
     a classic-named V2 checkpoint is written at the same version first (as delta-spark does), so
     old clients can still read the protocol. A ``now_ms`` later than the real clock needs
@@ -43,6 +44,7 @@ def run_metadata_cleanup(
     store = table.store
     view = table.catalog_view()
     state = ratified_state(table, view, now_ms=now_ms)
+    validate_ratified_tail(table, state)  # gates from a head nobody can read would delete on its word
     table_retention = state.properties.log_retention_ms
     if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
         raise RetentionTooShortError(

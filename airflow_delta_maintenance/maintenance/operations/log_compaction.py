@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...deltalog.errors import UnpublishedVersionError
-from ...deltalog.log_compaction.windows import CompactionResult, plan_compaction_windows, write_compaction
+from ...deltalog.log_compaction.windows import CompactionResult, plan_compaction_windows, prepare_compaction, write_prepared
 from ...deltalog.model.features import check_write_supported
-from ..table.catalog_view import CatalogView, ratified_state
+from ...deltalog.replay.table_state import TableState
+from ..table.catalog_view import CatalogView, ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from .summary import JSONValue, TaskReport, human_bytes, version_range
 
@@ -63,28 +64,37 @@ class CompactionRunResult:
                           to_version=last, count=len(new), bytes=size, duration_s=duration, details=details)
 
 
-def _checked_view(table: MaintainedTable) -> CatalogView:
+def _checked_view(table: MaintainedTable) -> tuple[CatalogView, TableState]:
     view = table.catalog_view()
     state = ratified_state(table, view)
     check_write_supported(state.protocol, operation=f"log compaction of {table.uri}", path=table.uri)
-    return view
+    return view, state
 
 
 def check_compaction_window(table: MaintainedTable, start: int, end: int) -> CatalogView:
-    """A single window [start, end] may be compacted: published, ratified, features supported."""
-    view = _checked_view(table)
+    """A single window [start, end] may be compacted: published, ratified, features supported,
+    and every commit up to the catalog's head reads and validates in full (before a Spark job)."""
+    view, state = _checked_view(table)
+    _require_published(table, view, end)
+    validate_ratified_tail(table, state)
+    return view
+
+
+def _require_published(table: MaintainedTable, view: CatalogView, end: int) -> None:
     if end > view.published_version:
         raise UnpublishedVersionError(
             f"{table.uri}: version {end} is not durably published (published through {view.published_version}, "
             f"latest ratified {view.latest_ratified_version})",
             version=end,
         )
-    return view
 
 
 def compact_window(table: MaintainedTable, start: int, end: int) -> CompactionResult:
-    view = check_compaction_window(table, start, end)
-    return write_compaction(table.store, start, end, files=view.files, published_version=view.published_version, check_features=False)
+    view, state = _checked_view(table)
+    _require_published(table, view, end)
+    prepared = prepare_compaction(table.store, start, end, files=view.files, published_version=view.published_version, check_features=False)
+    validate_ratified_tail(table, state)  # the rest of the tail: what the window's own read did not cover
+    return write_prepared(table.store, prepared)
 
 
 # Writes one window [start, end] another way (a Spark job) and reports it like the local writer.
@@ -99,11 +109,12 @@ def run_log_compaction(
     ``writer`` (the Spark engine) writes each window instead of this process; the gates, the
     catalog view and the window plan are the same either way."""
     started = time.monotonic()
-    view = _checked_view(table)
+    view, state = _checked_view(table)
     files, published = view.files, view.published_version
     written: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     exists = 0
+    todo = []
     for w in plan_compaction_windows(files, interval, published_version=published, max_window_bytes=max_window_bytes):
         if w.skip_reason:
             if w.skip_reason != "exists":
@@ -111,10 +122,17 @@ def run_log_compaction(
             else:
                 exists += 1
             continue
-        if writer is not None:
-            written.append(writer(w.start, w.end))
-            continue
-        result: CompactionResult = write_compaction(table.store, w.start, w.end, files=files, published_version=published, check_features=False)
+        todo.append(w)
+    # Nothing is written before every commit up to the catalog's head has been read and validated:
+    # the local engine reads (and so validates) its windows first, the rest of the tail after.
+    prepared = [] if writer is not None else [
+        prepare_compaction(table.store, w.start, w.end, files=files, published_version=published, check_features=False) for w in todo
+    ]
+    validate_ratified_tail(table, state)
+    if writer is not None:
+        written.extend(writer(w.start, w.end) for w in todo)
+    for p in prepared:
+        result: CompactionResult = write_prepared(table.store, p)
         written.append({"start": result.start, "end": result.end, "file": result.file, "existed": result.existed,
                         "num_actions": result.num_actions, "size_bytes": result.size_in_bytes})
     return CompactionRunResult(table.uri, written, skipped, interval, published, exists, round(time.monotonic() - started, 6))

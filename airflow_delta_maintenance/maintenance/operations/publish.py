@@ -15,7 +15,9 @@ from typing import Any
 from ...coordinators.base import CommitsResponse, RatifiedCommit
 from ...deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError, MissingCommitError
 from ...deltalog.log_segment.listing import list_log_files
+from ...deltalog.log_segment.segment import CatalogCommit
 from ...deltalog.model.paths import commit_name
+from ...deltalog.replay.tail_check import validate_sources
 from ...deltalog.storage import LogStore
 from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
 from ..table.catalog_view import CatalogView
@@ -176,6 +178,8 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
         prefetched = {}  # read one by one below, so a missing file gets its typed error
     # Every commit is verified before the first copy: an altered one publishes nothing at all.
     verified = [(c, read_ratified_commit(store, c, listing, prefetched)) for c in todo]
+    # ... and reads as a valid commit: a corrupt one is not copied into the published log.
+    validate_sources(store, [CatalogCommit(c.version, c.file_name, data) for c, data in verified])
     copied_bytes = 0
     for c, data in verified:
         if _copy(store, c, data):

@@ -6,8 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...deltalog.cleanup.plan import plan_log_cleanup
+from ...deltalog.errors import DeltaLogError
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR
-from ..table.catalog_view import CatalogView, ratified_state
+from ..table.catalog_view import CatalogView, ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from ..table.staged_commits import StagedListing, list_staged
 
@@ -112,12 +113,20 @@ def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableS
     entries = [*store.list_dir(), *store.list_dir(STAGED_DIR), *store.list_dir(LEGACY_STAGED_DIR), *store.list_dir(SIDECAR_DIR)]
     published = view.published_version
     reason: str | None
-    if versions.problems:
+    problems = list(versions.problems)
+    if problems:
         candidates, size, reason = 0, 0, "the coordinator is inconsistent (see problems); cleanup would not run"
     else:
         state = ratified_state(table, view, now_ms=now_ms)
-        plan = plan_log_cleanup(store, state, now_ms=state.now_ms, latest_published_version=view.released_version, files=files)
-        candidates, size, reason = len(plan.deletions), plan.bytes, plan.skip_reason
+        try:
+            validate_ratified_tail(table, state)
+        except DeltaLogError as exc:
+            problems.append(f"the log cannot be read up to the catalog's head: {' '.join(str(exc).split())}")
+        if problems:
+            candidates, size, reason = 0, 0, "a commit up to the head cannot be read (see problems); no writer or cleanup would run"
+        else:
+            plan = plan_log_cleanup(store, state, now_ms=state.now_ms, latest_published_version=view.released_version, files=files)
+            candidates, size, reason = len(plan.deletions), plan.bytes, plan.skip_reason
     return TableStatus(
         table_uri=store.uri,
         latest_ratified_version=view.latest_ratified_version if view.coordinated else None,
@@ -131,5 +140,5 @@ def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableS
         cleanup_candidates=candidates,
         cleanup_bytes=size,
         cleanup_skipped_reason=reason,
-        problems=versions.problems,
+        problems=problems,
     )

@@ -7,6 +7,7 @@ version are dropped from the view with a warning naming them — nothing above t
 ever acted on — and ``published_version`` is the highest version v such that v and every earlier
 version are durably published. ``ratified_state`` reads protocol, metadata and properties from the
 published files plus the verified pending commits: gates never come from a stale snapshot.
+``validate_ratified_tail`` reads every commit of that state in full before a writer acts on it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ...deltalog.errors import DeltaLogError
 from ...deltalog.log_segment.listing import LogSegmentFiles
 from ...deltalog.log_segment.segment import CatalogCommit, build_log_segment
 from ...deltalog.replay.table_state import TableState, load_table_state
+from ...deltalog.replay.tail_check import validate_tail
 from ...deltalog.storage import LogStore
 from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError
 from .coordinator_discovery import read_table_coordination
@@ -39,6 +41,7 @@ __all__ = [
     "ratified_state",
     "check_view_coordination",
     "load_ratified_snapshot",
+    "validate_ratified_tail",
 ]
 
 
@@ -176,6 +179,13 @@ def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | N
     )
     check_view_coordination(table, view, state)
     return state
+
+
+def validate_ratified_tail(table: MaintainedTable, state: TableState) -> None:
+    """Read and validate in full every commit the ratified state is built from (after its
+    checkpoint, up to the catalog's head, pending commits included): a writer acts on nothing that
+    cannot be read. Files this process already validated (a checkpoint's own replay) are skipped."""
+    validate_tail(table.store, state.segment, state.metadata.partition_columns)
 
 
 def _identity_state_if_same(
