@@ -20,6 +20,7 @@ __all__ = [
     "NonMonotonicTimestampError",
     "SymlinkInLogError",
     "InvalidOptionError",
+    "DataPathError",
 ]
 
 
@@ -125,3 +126,8 @@ class InvalidOptionError(DeltaLogError, ValueError):
     def __init__(self, message: str, *, option: str) -> None:
         super().__init__(message, path=None)
         self.option = option
+
+
+class DataPathError(DeltaLogError):
+    """A data file path of the log does not name a file below the table root (``../x``,
+    ``/etc/shadow``, another store), or names one ambiguously; ``path`` is the path as logged."""
