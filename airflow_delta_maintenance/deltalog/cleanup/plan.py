@@ -11,7 +11,8 @@
    published staged commits at or below it, then sidecars no remaining checkpoint references and
    whose storage mtime is over a day before the real clock (never the caller's ``now``: a V2
    checkpoint being written has sidecars that nothing references yet). Commits go before
-   checkpoints (checkpointProtection rule d).
+   checkpoints (checkpointProtection rule d). Last, on a local file system, the Hadoop checksum
+   shadows (``.<name>.crc``) of those files and orphaned ones of files already gone (``shadows``).
 
 Inputs are not trusted: in-commit timestamps must strictly increase from their enablement version
 on (else ``NonMonotonicTimestampError``), the table's features must be supported (the shared write
@@ -43,12 +44,13 @@ from ..errors import CorruptLogError, DeltaLogError, InvalidOptionError, NonMono
 from ..log_segment.last_checkpoint import LastCheckpointHint, parse_last_checkpoint
 from ..log_segment.listing import CheckpointGroup, LogSegmentFiles, list_log_files
 from ..model.features import check_write_supported, is_catalog_managed
-from ..model.paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath
+from ..model.paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath, parse_log_path
 from ..model.table_properties import DAY_MS
 from ..replay.table_state import TableState, referenced_sidecar_names
 from ..replay.version_facts import in_commit_timestamp
 from ..storage import FileStat, LogStore
 from .abandoned import Leftover, abandoned_sidecars, find_abandoned, remove_leftovers
+from .shadows import SHADOW_KIND, shadows_to_delete
 
 if TYPE_CHECKING:
     from ..replay.snapshot import Snapshot
@@ -177,7 +179,7 @@ def adjusted_commit_timestamps(commits: Sequence[ParsedLogPath]) -> dict[int, in
 def _ict(store: LogStore, name: str, first: bytes) -> int:
     try:
         ict = in_commit_timestamp(json.loads(first).get("commitInfo"))
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         ict = None
     if ict is None:
         raise CorruptLogError(f"{store.display(name)}: in-commit timestamps are enabled but the first action has none", path=name, line=1)
@@ -297,23 +299,25 @@ def plan_log_cleanup(
     checkpoints = [c for c in files.checkpoints if c.version < cp]
     crcs = [c for c in files.crcs if c.version < cp]
     compactions = [c for c in files.compactions if c.version <= cp]
+    listed = {d: store.list_dir(d) for d in (STAGED_DIR, LEGACY_STAGED_DIR, SIDECAR_DIR)}  # one LIST each
+    parsed = {d: [p for s in stats if (p := parse_log_path(s.name, s.size, s.modification_time)) is not None] for d, stats in listed.items()}
     staged = [
         s
         for d in (STAGED_DIR, LEGACY_STAGED_DIR)
-        for s in store.list_log(d)
+        for s in parsed[d]
         if s.type is LogFileType.STAGED_COMMIT and s.version <= cp and s.version <= published
     ]
     remaining = [c for c in files.checkpoints if c.version >= cp]
     referenced = _referenced_sidecars(store, remaining)
     # The storage's mtimes against the real clock: a future `now` must not age a fresh sidecar.
     sidecar_cutoff = int(time.time() * 1000) - DAY_MS
-    listed_sidecars = store.list_log(SIDECAR_DIR)
     sidecars = (
         []
         if referenced is None
-        else [s for s in listed_sidecars if s.filename not in referenced and s.modification_time < sidecar_cutoff]
+        else [s for s in parsed[SIDECAR_DIR] if s.filename not in referenced and s.modification_time < sidecar_cutoff]
     )
     ordered = [*commits, *checkpoints, *crcs, *compactions, *staged, *sidecars]
+    shadows = _shadows(store, files, listed, parsed, ordered, cp, published) if store.is_local else []
     counts = {
         "commits": len(commits),
         "checkpoints": len(checkpoints),
@@ -321,17 +325,36 @@ def plan_log_cleanup(
         "compactions": len(compactions),
         "staged_commits": len(staged),
         "sidecars": len(sidecars),
+        **({"crc_shadows": len(shadows)} if shadows else {}),
     }
     return CleanupPlan(
         **base,
         cutoff_commit=cutoff_commit,
         cutoff_checkpoint=cp,
-        deletions=tuple(Deletion(p.name, _KIND[p.type], p.size) for p in ordered),
-        bytes=sum(p.size for p in ordered),
+        deletions=(*(Deletion(p.name, _KIND[p.type], p.size) for p in ordered), *(Deletion(n, SHADOW_KIND, size) for n, size in shadows)),
+        bytes=sum(p.size for p in ordered) + sum(size for _, size in shadows),
         counts=counts,
         needs_compat_checkpoint=bool(checkpoints) and not anchor_has_classic,
         unreadable_checkpoints=tuple(f"{e.path}: {e}" for e in unreadable),
     )
+
+
+def _shadows(
+    store: LogStore,
+    files: LogSegmentFiles,
+    listed: dict[str, list[FileStat]],
+    parsed: dict[str, list[ParsedLogPath]],
+    ordered: Sequence[ParsedLogPath],
+    anchor: int,
+    published: int,
+) -> list[tuple[str, int]]:
+    """Hadoop checksum shadows to delete (local file systems): those of the planned files, and
+    orphaned ones of files below the anchor (see ``shadows``)."""
+    top_hidden = files.hidden if files.hidden is not None else [s for s in store.list_dir() if s.name.startswith(".")]
+    hidden = {"": top_hidden, **{d: [s for s in stats if s.name.rpartition("/")[2].startswith(".")] for d, stats in listed.items()}}
+    top = [*files.commits, *files.checkpoints, *files.compactions, *files.crcs]
+    present = {p.name for p in top} | {p.name for ps in parsed.values() for p in ps}
+    return shadows_to_delete(hidden, {p.name for p in ordered}, present, anchor, published)
 
 
 _KIND = {t: t.value for t in LogFileType}  # an Enum's .value is a descriptor call: one per planned file

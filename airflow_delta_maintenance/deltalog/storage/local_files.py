@@ -11,16 +11,48 @@ import time
 from collections.abc import Callable, Container, Sequence
 from typing import Any
 
-from ..errors import AtomicWriteUnsupportedError, LogFileExistsError, SymlinkInLogError
+from ..errors import AtomicWriteUnsupportedError, CorruptLogError, LogFileExistsError, SymlinkInLogError
 from .run_identity import new_run
 
-__all__ = ["scan_local_dir", "link_create", "replace_file", "fsync_dir", "temp_path_for", "unlink_batches", "ignore_missing"]
+__all__ = [
+    "scan_local_dir",
+    "link_create",
+    "replace_file",
+    "fsync_dir",
+    "temp_path_for",
+    "unlink_batches",
+    "ignore_missing",
+    "checksum_shadow",
+    "drop_checksum_shadow",
+]
 
 
-def scan_local_dir(directory: str, prefix: str, known: Container[str], display: Callable[[str], str]) -> list[tuple[str, int, int]]:
+def checksum_shadow(name: str) -> str:
+    """The name of Hadoop's checksum file beside ``name`` (``dir/x`` → ``dir/.x.crc``).
+
+    On a local file system Hadoop (delta-spark) writes ``.<name>.crc`` next to each file it writes
+    and verifies it on every read: a shadow left beside a replaced file fails that check (delta-spark
+    then falls back to listing the log), one left beside a deleted file is clutter, and one left
+    from an older file of the same name fails the read of the new one. So every write and delete
+    of ours removes the shadow with the file."""
+    directory, _, base = name.rpartition("/")
+    return f"{directory}/.{base}.crc" if directory else f".{base}.crc"
+
+
+def drop_checksum_shadow(path: str) -> None:
+    try:
+        os.unlink(checksum_shadow(path))
+    except FileNotFoundError:
+        pass
+
+
+def scan_local_dir(
+    directory: str, prefix: str, known: Container[str], display: Callable[[str], str], refuse_dir: Callable[[str], bool] = lambda name: False
+) -> list[tuple[str, int, int]]:
     """``(prefix + name, size, mtime ms)`` of the files of a local directory in listing order;
     names in ``known`` are not stat'ed (size and mtime -1). ``SymlinkInLogError`` for a symbolic
-    link (``display`` names it); a missing directory is empty."""
+    link (``display`` names it), ``CorruptLogError`` for a directory whose name ``refuse_dir``
+    (a log file's name: it would be read as one); a missing directory is empty."""
     # os.scandir: one directory read plus a stat per entry (fsspec's ls is ~3x slower), through
     # a descriptor of the directory: each stat is an fstatat relative to it, not a walk of the
     # whole path again (a third of a 20,000-file listing). Nothing is followed: a symbolic
@@ -40,6 +72,8 @@ def scan_local_dir(directory: str, prefix: str, known: Container[str], display: 
                             path=prefix + entry.name,
                         )
                     if not entry.is_file(follow_symlinks=False):
+                        if entry.is_dir(follow_symlinks=False) and refuse_dir(prefix + entry.name):
+                            raise CorruptLogError(f"{display(prefix + entry.name)} is a directory, not a log file", path=prefix + entry.name)
                         continue
                     if prefix + entry.name in known:
                         out.append((prefix + entry.name, -1, -1))
@@ -83,6 +117,7 @@ def link_create(path: str, content: bytes | Callable[[Any], None], name: str, di
                 ) from exc
             raise
         fsync_dir(directory)
+        drop_checksum_shadow(path)  # a stale one (of an earlier file of this name) would fail Hadoop's read
         return size
     finally:
         try:
@@ -93,8 +128,11 @@ def link_create(path: str, content: bytes | Callable[[Any], None], name: str, di
 
 def replace_file(path: str, data: bytes) -> None:
     """Replace ``path`` atomically (readers see the old or the new bytes): a private temp file,
-    fsynced, renamed over it, then the directory fsynced."""
+    fsynced, renamed over it, then the directory fsynced. Hadoop's checksum shadow of the old
+    bytes goes first: a reader between the two sees the old bytes unchecked, never the new ones
+    checked against the old checksum."""
     directory = os.path.dirname(path)
+    drop_checksum_shadow(path)
     os.makedirs(directory, exist_ok=True)
     tmp = temp_path_for(path)
     with open(tmp, "wb") as f:

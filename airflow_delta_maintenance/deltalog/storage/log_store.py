@@ -24,16 +24,19 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
+from ..errors import AtomicWriteUnsupportedError, CorruptLogError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
 from ..model.paths import LOG_DIR, ParsedLogPath, parse_log_path
 from .fsspec_files import is_local_fs, is_memory_fs, is_precondition_failure, mtime_ms
-from .local_files import fsync_dir, ignore_missing, link_create, replace_file, scan_local_dir, unlink_batches
+from .local_files import drop_checksum_shadow, fsync_dir, ignore_missing, link_create, replace_file, scan_local_dir, unlink_batches
 from .run_identity import STAGING_DIR
 
 if TYPE_CHECKING:
     import fsspec
 
 __all__ = ["LogStore", "FileStat", "DELETE_BATCH"]
+
+# Files per deletion request (S3's DeleteObjects limit); also the step of cleanup's progress lines.
+DELETE_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class FileStat:
@@ -62,6 +65,8 @@ class LogStore:
         self.uri = uri or self.table_root
         self.log_dir = posixpath.join(self.table_root, LOG_DIR)
         self.allow_unsafe_writes = allow_unsafe_writes
+        # (name, size, mtime) of log files read and validated in full here (never rewritten in place)
+        self.validated_files: set[tuple[str, int, int]] = set()
 
     def __repr__(self) -> str:
         return f"LogStore({self.uri!r})"
@@ -113,6 +118,8 @@ class LogStore:
             if info.get("islink") or info.get("type") == "link":
                 raise SymlinkInLogError(f"{self.display(prefix + base)} is a symbolic link; refusing to follow it out of the table", path=prefix + base)
             if info.get("type") == "directory":
+                if parse_log_path(prefix + base) is not None:  # would be taken for a corrupt log file
+                    raise CorruptLogError(f"{self.display(prefix + base)} is a directory, not a log file", path=prefix + base)
                 continue
             out.append(FileStat(prefix + base, int(info.get("size") or 0), mtime_ms(self.fs, info)))
         out.sort(key=lambda s: s.name)
@@ -129,7 +136,8 @@ class LogStore:
             self._refuse_local_links(subdir, include_last=True)
         directory = self.path(subdir) if subdir else self.log_dir
         prefix = "" if not subdir else subdir + "/"
-        return scan_local_dir(directory, prefix, known, self.display)
+        # a directory named like a log file (commit, checkpoint, sidecar ...) is refused, not skipped
+        return scan_local_dir(directory, prefix, known, self.display, lambda n: parse_log_path(n) is not None)
 
     def _refuse_local_links(self, name: str, *, include_last: bool) -> None:
         """``lstat`` every directory of ``name`` below ``_delta_log`` (and the file itself with
@@ -407,6 +415,7 @@ class LogStore:
             except FileExistsError as exc:
                 raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
             fsync_dir(os.path.dirname(self.path(name)))
+            drop_checksum_shadow(self.path(name))
             return
         self.put_if_absent(name, self.read(source))
 
@@ -483,12 +492,9 @@ class LogStore:
                 os.unlink(self.path(name))
             except FileNotFoundError:
                 pass
+            drop_checksum_shadow(self.path(name))
             return
         try:
             self.fs.rm_file(self.path(name))
         except FileNotFoundError:
             pass
-
-
-# Files per deletion request (S3's DeleteObjects limit); also the step of cleanup's progress lines.
-DELETE_BATCH = 1000
