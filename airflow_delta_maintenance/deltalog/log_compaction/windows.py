@@ -156,7 +156,10 @@ def _compaction_plan(store: LogStore, files: LogSegmentFiles, start: int, end: i
         published_version=end,
         files=files,
     )
-    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True)
+    # the partitioning before the window: the strict reader declares its columns (a window's own
+    # metaData, if any, says otherwise for the rest)
+    columns = load_table_state(store, start, files=files).metadata.partition_columns
+    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True, partition_columns=columns)
     head = compaction_head(result.protocol, result.metadata, result.txns.values(), result.domains.values())
     wanted = np.sort(np.concatenate([t.column(ORDER).to_numpy() for t in (result.adds, result.removes)]).astype(np.int64))
     del result

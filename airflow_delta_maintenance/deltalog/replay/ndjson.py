@@ -22,7 +22,7 @@ from ..model.action_types import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS
 from ..model.validation import CommitRules, loads_action
 from .ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
 from .parsed_actions import ParsedActions, empty_file_actions, file_action_table
-from .strict_actions import first_commit_rule_broken, known_tag_keys, learn_tag_keys, read_lines, read_schema, rules_hold, take_keys
+from .strict_actions import first_commit_rule_broken, known_tag_keys, learn_tag_keys, read_lines, read_schema, read_strict, rules_hold, take_keys
 
 __all__ = ["parse_ndjson"]
 
@@ -215,9 +215,7 @@ def parse_ndjson(
     adds = [empty_file_actions(ADD_FIELDS)]
     removes = [empty_file_actions(REMOVE_FIELDS)]
     for kind, idx, kind_text, fields in kinds:
-        table = None if repartitioned else read_lines(kind_text, read_schema(kind, seen_partitions, known_tag_keys()))
-        if table is not None and (table.num_rows != len(idx) or not rules_hold(table.column(kind), kind)):
-            table = None
+        table = None if repartitioned else read_strict(kind_text, kind, len(idx), seen_partitions)
         rows: list[tuple[int, dict[str, Any]]] | None = None
         if table is None:
             # Off the fast path: validate line by line (a real error is raised here, naming its

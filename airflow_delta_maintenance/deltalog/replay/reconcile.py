@@ -310,6 +310,7 @@ def replay_actions(
     keys_only: bool = False,
     keep_lines: bool = False,
     parse_stats: bool = False,
+    partition_columns: Sequence[str] = (),
 ) -> ReplayResult:
     """Reconcile the checkpoint (with its sidecars) and the deltas of ``segment``.
 
@@ -317,12 +318,14 @@ def replay_actions(
     columns are null); for callers that only need which actions won, like compaction.
     ``keep_lines`` keeps the original bytes of the JSON lines in ``ReplayResult.deltas``.
     ``parse_stats`` also returns the live files' statistics typed (``ReplayResult.stats_parsed``),
-    parsed on a thread pool while the replay goes on.
+    parsed on a thread pool while the replay goes on. ``partition_columns``: the table's, when the
+    segment has neither a checkpoint nor a metaData to say (a compaction window): the strict reader
+    declares them.
     """
     if not parse_stats or keys_only:
-        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, None)
+        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, None, partition_columns)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="delta-stats") as pool:
-        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, StatsPipeline(pool))
+        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, StatsPipeline(pool), partition_columns)
 
 
 def _feed(pipeline: StatsPipeline | None, part: ParsedActions) -> None:
@@ -339,6 +342,7 @@ def _replay(
     keys_only: bool,
     keep_lines: bool,
     pipeline: StatsPipeline | None,
+    known_partition_columns: Sequence[str] = (),
 ) -> ReplayResult:
     parts: list[ParsedActions] = []
     base = 0
@@ -352,7 +356,7 @@ def _replay(
             _feed(pipeline, part)
     partition_columns = {
         c for part in parts for _, _, _, a in part.others if a.get("metaData") for c in (a["metaData"].get("partitionColumns") or ())
-    }
+    } or set(known_partition_columns)
     deltas, names = _parse_deltas(
         store,
         segment,

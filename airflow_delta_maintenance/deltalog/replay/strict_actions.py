@@ -8,9 +8,10 @@ with ``model.validation`` — which names the file, line and key of a real error
 again knowing their tag keys. Inference is avoided on purpose: pyarrow infers nested values
 recursively (a tag nested 100,000 levels deep crashes the process; 4,000 levels take 12 s).
 
-Tags have free-form keys, so the schema declares the keys seen so far (``known_tag_keys``, seeded
-with the ones delta-spark and Databricks write); a table with other keys pays the line-by-line
-pass once per process, then reads at full speed.
+Tags have free-form keys, so the schema declares the keys seen so far in this process
+(``known_tag_keys``; none at first: every declared key costs a column of nulls in a table without
+tags). A read that fails is tried once more with the keys Databricks writes (``SEED_TAG_KEYS``),
+then a table with other keys pays the line-by-line pass once per process, then reads at full speed.
 """
 
 from __future__ import annotations
@@ -28,12 +29,24 @@ from ..model.validation import CommitRules, canonical_path
 from . import file_keys
 from .parsed_actions import ORDER
 
-__all__ = ["read_schema", "read_lines", "rules_hold", "canonical_paths", "known_tag_keys", "learn_tag_keys", "first_commit_rule_broken", "take_keys", "KEY_FIELDS"]
+__all__ = [
+    "read_schema",
+    "read_lines",
+    "read_strict",
+    "rules_hold",
+    "canonical_paths",
+    "known_tag_keys",
+    "learn_tag_keys",
+    "first_commit_rule_broken",
+    "take_keys",
+    "KEY_FIELDS",
+    "SEED_TAG_KEYS",
+]
 
 # What reconciliation needs of a file action (``keys_only`` readers drop the rest after validation).
 KEY_FIELDS = ("path", "deletionVector", "deletionTimestamp", "size")
 
-_SEED_TAGS = (
+SEED_TAG_KEYS = (
     "INSERTION_TIME",
     "MIN_INSERTION_TIME",
     "MAX_INSERTION_TIME",
@@ -45,7 +58,7 @@ _SEED_TAGS = (
 )
 _MAX_TAG_KEYS = 256  # beyond this a table's tags are read line by line (each declared key costs a column)
 _tags_lock = threading.Lock()
-_tag_keys: tuple[str, ...] = _SEED_TAGS
+_tag_keys: tuple[str, ...] = ()
 
 
 def known_tag_keys() -> tuple[str, ...]:
@@ -92,6 +105,21 @@ def read_lines(data: np.ndarray, schema: pa.Schema, *, unknown: str = "error") -
 
 
 _THREADED_BYTES = 4 << 20
+
+
+def read_strict(data: np.ndarray, kind: str, rows: int, partition_columns: Sequence[str]) -> pa.Table | None:
+    """The fast path: ``rows`` lines of ``kind`` read under the complete schema with the tag keys
+    known so far (and, failing that, with Databricks' tag keys too), every rule holding; None when
+    some line needs the line-by-line pass."""
+    for keys in (known_tag_keys(), (*known_tag_keys(), *(k for k in SEED_TAG_KEYS if k not in known_tag_keys()))):
+        table = read_lines(data, read_schema(kind, partition_columns, keys))
+        if table is not None and table.num_rows == rows and rules_hold(table.column(kind), kind):
+            if keys != known_tag_keys():
+                learn_tag_keys(keys)
+            return table
+        if table is not None or set(SEED_TAG_KEYS) <= set(known_tag_keys()):
+            return None  # read, but a rule is broken (or the seed keys are known already): line by line
+    return None
 _REQUIRED = {"add": ("path", "partitionValues", "size", "modificationTime", "dataChange"), "remove": ("path", "dataChange")}
 _NON_NEGATIVE = ("size", "baseRowId", "defaultRowCommitVersion")
 _DV_REQUIRED = ("storageType", "pathOrInlineDv", "sizeInBytes", "cardinality")

@@ -1,4 +1,4 @@
-"""Nothing acted on that cannot be read (issue 28): every command, driven as a user types it, on a
+"""Nothing acted on that cannot be read: every command, driven as a user types it, on a
 table whose newest commits are damaged — a typed one-line error naming the file, and nothing
 deleted or written; malformed metadata is never rewritten into different metadata; damaged input
 that used to end in a traceback ends in a typed error. The ``deltalake`` wheel is the independent
