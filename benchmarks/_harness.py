@@ -75,11 +75,24 @@ class Runs:
         }
 
 
-def compile_package() -> None:
+def compile_package(root: str = ROOT) -> None:
     """Compile ``airflow_delta_maintenance`` to ``__pycache__`` as a wheel install does."""
     import compileall
 
-    compileall.compile_dir(os.path.join(ROOT, "airflow_delta_maintenance"), quiet=1)
+    compileall.compile_dir(os.path.join(root, "airflow_delta_maintenance"), quiet=1)
+
+
+# The installed command's entry point, run from another checkout's package (``--baseline-root``):
+# the same ``console_script`` the ``delta-maintenance`` script calls.
+BASELINE_CLI = "import sys; sys.argv[0] = 'delta-maintenance'; from airflow_delta_maintenance.cli import console_script; sys.exit(console_script())"
+
+
+def baseline_env(root: str) -> dict[str, str]:
+    """The environment of a process that imports the package of checkout ``root`` (an earlier
+    commit, for a before/after comparison in one run) instead of this one."""
+    if not os.path.isdir(os.path.join(root, "airflow_delta_maintenance")):
+        raise SystemExit(f"--baseline-root {root}: no airflow_delta_maintenance package there")
+    return {**os.environ, "PYTHONPATH": os.path.abspath(root)}
 
 
 def load1() -> float:

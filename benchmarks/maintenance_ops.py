@@ -19,8 +19,12 @@ peak RSS of the process itself (``/usr/bin/time``), and the 1-minute load averag
 (see ``_harness.py``). What each side wrote is printed too (checkpoint columns and rows,
 compaction lines, files deleted), so that the comparison is seen to be like for like.
 
+``--baseline-root DIR`` adds ``ours-before``: the same command from the package of another checkout
+(an earlier commit, e.g. a ``git worktree`` of main with its C accelerators built), interleaved with
+the others in the same run, so a change's cost is measured against the code before it.
+
     python benchmarks/maintenance_ops.py [--files 200000 2000000] [--cleanup-commits 20000] [--repeat 3]
-                                         [--ops checkpoint compaction cleanup] [--workdir DIR] [--json]
+                                         [--ops checkpoint compaction cleanup] [--workdir DIR] [--baseline-root DIR] [--json]
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import CLI, PYTHON, Runs, build_log_in_subprocess, compile_package, in_subprocess, interleaved, ratio_line, run_measured
+from _harness import BASELINE_CLI, CLI, PYTHON, Runs, baseline_env, build_log_in_subprocess, compile_package, in_subprocess, interleaved, ratio_line, run_measured
 
 # Both writers put the same columns in a checkpoint: stats as JSON and as a struct, and typed
 # partition values (delta-rs writes the struct forms only when the table asks for them).
@@ -77,14 +81,22 @@ print(json.dumps(out))
 """
 
 
+BASELINE_ROOT: str | None = None  # --baseline-root
+
+
 def command(op: str, engine: str, path: str, commits: int) -> list[str]:
-    if engine == "ours":
+    if engine.startswith("ours"):
         extra = {"checkpoint": [], "compaction": ["--start", "1", "--end", str(commits - 1)], "cleanup": ["--execute"]}[op]
-        return [CLI, {"checkpoint": "checkpoint", "compaction": "compact-log", "cleanup": "cleanup"}[op], path, "--json", *extra]
+        cli = [CLI] if engine == "ours" else [PYTHON, "-c", BASELINE_CLI]
+        return [*cli, {"checkpoint": "checkpoint", "compaction": "compact-log", "cleanup": "cleanup"}[op], path, "--json", *extra]
     return [PYTHON, "-c", WHEEL, op, path, "1", str(commits - 1)]
 
 
-def measure(op: str, source: str, work: str, commits: int, repeat: int, engines: tuple[str, ...] = ("ours", "delta-rs")) -> tuple[dict[str, Runs], dict[str, dict]]:
+def engines() -> tuple[str, ...]:
+    return ("ours", "delta-rs") + (("ours-before",) if BASELINE_ROOT else ())
+
+
+def measure(op: str, source: str, work: str, commits: int, repeat: int) -> tuple[dict[str, Runs], dict[str, dict]]:
     described: dict[str, dict] = {}
     before = len(os.listdir(os.path.join(source, "_delta_log")))
 
@@ -92,7 +104,8 @@ def measure(op: str, source: str, work: str, commits: int, repeat: int, engines:
         copy = os.path.join(work, f"{op}-{engine}-{i}")
         shutil.copytree(source, copy)
         try:
-            result = run_measured(command(op, engine, copy, commits))
+            env = baseline_env(BASELINE_ROOT) if engine == "ours-before" and BASELINE_ROOT else None
+            result = run_measured(command(op, engine, copy, commits), env=env)
             if engine not in described:
                 d = json.loads(in_subprocess(DESCRIBE, op, copy))
                 d["deleted"] = before - d["log_files"] if op == "cleanup" else None
@@ -101,7 +114,7 @@ def measure(op: str, source: str, work: str, commits: int, repeat: int, engines:
         finally:
             shutil.rmtree(copy, ignore_errors=True)
 
-    return interleaved(list(engines), repeat, one), described
+    return interleaved(list(engines()), repeat, one), described
 
 
 def age_log(path: str, days: int) -> None:
@@ -119,9 +132,14 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--ops", nargs="+", default=["checkpoint", "compaction", "cleanup"])
     ap.add_argument("--workdir", default=None, help="where the copies live (default: the system temp dir, i.e. the disk)")
+    ap.add_argument("--baseline-root", default=None, help="also run the command from this checkout's package (ours-before)")
     ap.add_argument("--json", action="store_true")
     ns = ap.parse_args()
+    global BASELINE_ROOT
+    BASELINE_ROOT = ns.baseline_root
     compile_package()
+    if BASELINE_ROOT:
+        compile_package(BASELINE_ROOT)
     work = tempfile.mkdtemp(prefix="bench-maint-", dir=ns.workdir)
     rows: list[tuple[str, int, dict[str, Runs], dict[str, dict]]] = []
     try:
@@ -153,6 +171,8 @@ def main() -> int:
     for op, size, runs, described in rows:
         for engine in (e for e in runs if e != "delta-rs"):
             print(ratio_line(f"{op} {size}" + ("" if engine == "ours" else f" ({engine})"), runs[engine], runs["delta-rs"]))
+        if "ours-before" in runs:
+            print(ratio_line(f"{op} {size} (ours after / ours before)", runs["ours"], runs["ours-before"]))
         for engine, d in described.items():
             print(f"    {engine:<8} wrote: {json.dumps(d)}")
     return 0

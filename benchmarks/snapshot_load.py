@@ -28,7 +28,10 @@ beside its CPU time (all threads; on a machine loaded above its cores the wall t
 the scheduler shared them, the CPU time what each engine spent). Peak RSS is each
 process's own (``/usr/bin/time``); "load RSS" is the growth of the peak during the timed load.
 
-    python benchmarks/snapshot_load.py [--files 200000] [--commits 200] [--repeat 5] [--strings] [--json]
+``--baseline-root DIR`` adds ``ours-before``: the same load from the package of another checkout (an
+earlier commit, with its C accelerators built), interleaved in the same run.
+
+    python benchmarks/snapshot_load.py [--files 200000] [--commits 200] [--repeat 5] [--strings] [--baseline-root DIR] [--json]
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import PYTHON, Runs, build_log_in_subprocess, fmt, in_subprocess, interleaved, run_measured
+from _harness import PYTHON, Runs, baseline_env, build_log_in_subprocess, compile_package, fmt, in_subprocess, interleaved, run_measured
 
 # The measured code, in a fresh process: prints {"inner_seconds", "inner_cpu_seconds" (all threads),
 # "files", "maxrss_kb", "base_kb"}.
@@ -57,7 +60,7 @@ if which.startswith("ours"):
         from airflow_delta_maintenance.deltalog._runtime.memory import own_process_allocator
         own_process_allocator()
     def load(p):
-        snap = load_snapshot(p, parse_stats=which != "ours-strings")
+        snap = load_snapshot(p, parse_stats=which != "ours-strings")  # ours-before: another checkout's, as ours
         if which != "ours-strings":  # the statistics and partition values typed, as delta-rs returns them
             assert snap.parsed_stats() is not None and snap.parsed_partition_values() is not None
         return snap.num_files
@@ -133,11 +136,16 @@ def build_log(root: str, commits: int, files: int, seed: int = 7, configuration:
             f.write("\n".join(lines) + "\n")
 
 
-def measure(layouts: dict[str, str], warmup: str, repeat: int, engines: list[str]) -> dict[str, dict[str, Runs]]:
+def measure(layouts: dict[str, str], warmup: str, repeat: int, engines: list[str], baseline_root: str | None = None) -> dict[str, dict[str, Runs]]:
     out = {}
     for layout, path in layouts.items():
         print(f"  {layout}", file=sys.stderr, flush=True)
-        out[layout] = interleaved(engines, repeat, lambda e, i, path=path: run_measured([PYTHON, "-c", CHILD, e, path, warmup]))
+
+        def one(e: str, i: int, path: str = path) -> tuple[float, float, dict]:
+            env = baseline_env(baseline_root) if e == "ours-before" and baseline_root else None
+            return run_measured([PYTHON, "-c", CHILD, e, path, warmup], env=env)
+
+        out[layout] = interleaved(engines, repeat, one)
     return out
 
 
@@ -149,8 +157,12 @@ def main() -> int:
     ap.add_argument("--strings", action="store_true", help="also time ours without parsing the stats")
     ap.add_argument("--embedded", action="store_true",
                     help="also time ours as a library inside a host process (an Airflow worker): glibc's malloc thresholds untouched")
+    ap.add_argument("--baseline-root", default=None, help="also load with this checkout's package (ours-before)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    compile_package()
+    if args.baseline_root:
+        compile_package(args.baseline_root)
 
     work = tempfile.mkdtemp(prefix="bench-snapshot-")
     try:
@@ -166,7 +178,8 @@ def main() -> int:
         half = args.commits // 2  # a checkpoint halfway, written by delta-rs itself; the commits after it remain
         in_subprocess("import sys, deltalake; deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2])).create_checkpoint()", checkpointed, str(half))
         engines = ["ours", "delta-rs"] + (["ours-strings"] if args.strings else []) + (["ours-embedded"] if args.embedded else [])
-        results = measure({"commits only": table, f"checkpoint at {half}": checkpointed}, warmup, args.repeat, engines)
+        engines += ["ours-before"] if args.baseline_root else []
+        results = measure({"commits only": table, f"checkpoint at {half}": checkpointed}, warmup, args.repeat, engines, args.baseline_root)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -193,6 +206,11 @@ def main() -> int:
         c = _inner(ours, "inner_cpu_seconds")["median"] / _inner(peer, "inner_cpu_seconds")["median"]
         m = ours.to_dict()["peak_mib"]["median"] / peer.to_dict()["peak_mib"]["median"]
         print(f"{layout:<20} parsed stats on both sides: time ours/delta-rs = {t:.2f}   CPU ratio = {c:.2f}   peak-RSS ratio = {m:.2f}")
+        if "ours-before" in r:
+            before = r["ours-before"]
+            tb = _inner(before)["median"] / _inner(peer)["median"]
+            print(f"{layout:<20} ours-before/delta-rs = {tb:.2f}   ours after/before: time {_inner(ours)['median'] / _inner(before)['median']:.2f}   "
+                  f"CPU {_inner(ours, 'inner_cpu_seconds')['median'] / _inner(before, 'inner_cpu_seconds')['median']:.2f}")
     return 0
 
 
