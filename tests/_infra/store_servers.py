@@ -20,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import socket
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -170,6 +172,26 @@ def _wait_until_ready(url: str, timeout: float) -> None:
         time.sleep(0.1)
 
 
+# MinIO refuses every write ("XMinioStorageFull") once its drive has under ~1 GiB free or is 99% full
+# (hasFreeSpace in cmd/xl-storage.go), which a busy CI disk can be while the suite still has room.
+MINIO_MIN_FREE = 2 << 30
+
+
+def _minio_drive(workdir: Path) -> Path:
+    """The drive directory on whichever of the session's temp dir and /dev/shm has more room."""
+    candidates = [workdir]
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        candidates.append(shm)
+    best = max(candidates, key=lambda p: shutil.disk_usage(p).free)
+    free = shutil.disk_usage(best).free
+    if free < MINIO_MIN_FREE:
+        raise RuntimeError(f"MinIO needs {MINIO_MIN_FREE >> 30} GiB free for its drive; the most any of {[str(c) for c in candidates]} has is {free >> 20} MiB")
+    if best == workdir:
+        return workdir / "data"
+    return Path(tempfile.mkdtemp(prefix="minio-drive-", dir=best))  # removed by the fixture
+
+
 @pytest.fixture(scope="session")
 def minio(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[ObjectStore]:
     """MinIO server, one drive in a temp directory, console off.
@@ -189,13 +211,14 @@ def minio(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config)
         MINIO_UPDATE="off",
         HOME=str(workdir),  # its config dir (~/.minio) stays in the session's temp directory
     )
+    data = _minio_drive(workdir)
     for _ in range(20):
         port = free_port()
         held = _hold_ipv6_loopback(port)
         if held is not None or not socket.has_ipv6:
             break
     address = f"127.0.0.1:{port}"
-    cmd = ["sh", "-c", 'echo "LISTENING $1"; shift; exec "$@"', "sh", address, str(binary), "server", "--address", address, str(workdir / "data")]
+    cmd = ["sh", "-c", 'echo "LISTENING $1"; shift; exec "$@"', "sh", address, str(binary), "server", "--address", address, str(data)]
     try:
         with serving(pytestconfig, "minio", f"MinIO server ({what})", cmd, workdir / "server.log", 120, env, workdir) as server:
             _wait_until_ready(f"{server.endpoint}/minio/health/ready", 60)
@@ -205,6 +228,8 @@ def minio(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config)
     finally:
         if held is not None:
             held.close()
+        if not data.is_relative_to(workdir):
+            shutil.rmtree(data, ignore_errors=True)
 
 
 @pytest.fixture
