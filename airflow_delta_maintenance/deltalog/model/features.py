@@ -10,6 +10,7 @@ __all__ = [
     "SUPPORTED_WRITER_FEATURES",
     "check_read_supported",
     "check_write_supported",
+    "check_data_rewrite_supported",
     "is_catalog_managed",
     "is_coordinated",
     "in_commit_timestamps_enabled",
@@ -128,3 +129,25 @@ def in_commit_timestamps_enabled(protocol: Protocol, configuration: dict[str, st
         protocol.has_writer_feature("inCommitTimestamp")
         and str(configuration.get("delta.enableInCommitTimestamps", "false")).lower() == "true"
     )
+
+
+# Writer features a rewrite of data files (OPTIMIZE) cannot honour yet, though log writers can: the
+# files it writes would break their rules. Refused by name, on top of ``check_write_supported``.
+DATA_REWRITE_REFUSED = {
+    "icebergCompatV1": "Iceberg-compatible data files (field ids everywhere, no deletion vectors) are not written yet",
+    "icebergCompatV2": "Iceberg-compatible data files (field ids everywhere, no deletion vectors) are not written yet",
+    "variantShredding-preview": "shredded variant columns are not rewritten yet",
+    "collations-preview": "statistics of collated string columns are not collected yet",
+    "collations": "statistics of collated string columns are not collected yet",
+    "geospatial": "geometry and geography columns are not rewritten yet",
+}
+
+
+def check_data_rewrite_supported(protocol: Protocol, *, operation: str, path: str | None = None) -> None:
+    """The gate of operations that rewrite data files: ``check_write_supported``, then the features
+    whose data-file rules are not implemented, by name."""
+    check_write_supported(protocol, operation=operation, path=path)
+    refused = sorted(f for f in DATA_REWRITE_REFUSED if protocol.has_writer_feature(f) or protocol.has_reader_feature(f))
+    if refused:
+        reasons = "; ".join(f"{f}: {DATA_REWRITE_REFUSED[f]}" for f in refused)
+        raise UnsupportedFeatureError(f"{operation}: refused, {reasons}", features=refused, path=path)

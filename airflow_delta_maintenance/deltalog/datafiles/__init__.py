@@ -1,0 +1,1 @@
+"""Data files: paths, deletion vectors, reading with DVs applied, writing with delta-spark's statistics."""

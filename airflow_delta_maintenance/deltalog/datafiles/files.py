@@ -1,0 +1,93 @@
+"""Data-file I/O below one table root: open, read a range, create, stat — never outside the root.
+
+Local tables are served through ``os`` (a path whose real location leaves the root through a
+symbolic link is refused); other stores through the table's fsspec file system. Names are
+file-system paths relative to the root (``paths.relative_data_path`` turns an ``add.path`` into one).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidLogPathError, SymlinkInLogError
+from ..storage import LogStore
+
+__all__ = ["DataFiles", "WrittenDataFile"]
+
+
+@dataclass(frozen=True)
+class WrittenDataFile:
+    relative_path: str
+    size: int
+    modification_time: int  # epoch ms
+
+
+class DataFiles:
+    """The data files of the table whose log ``store`` serves."""
+
+    def __init__(self, store: LogStore) -> None:
+        self.store = store
+        self.root = store.table_root
+        self.is_local = store.is_local
+        self._real_root = os.path.realpath(self.root) if self.is_local else None
+
+    def path(self, relative: str) -> str:
+        parts = relative.split("/")
+        if not relative or relative.startswith("/") or any(p in ("", ".", "..") for p in parts) or parts[0] == "_delta_log":
+            raise InvalidLogPathError(f"data file {relative!r} escapes the table root {self.store.uri}", path=relative)
+        full = posixpath.join(self.root, relative)
+        if self._real_root is not None:
+            real = os.path.realpath(full)
+            if not real.startswith(self._real_root.rstrip("/") + "/"):
+                raise SymlinkInLogError(f"data file {relative!r} of {self.store.uri} leads out of the table through a symbolic link", path=relative)
+        return full
+
+    def open_input(self, relative: str) -> Any:
+        """A seekable binary file for pyarrow (a local file or an fsspec file)."""
+        full = self.path(relative)
+        if self.is_local:
+            return open(full, "rb")
+        return self.store.fs.open(full, "rb")
+
+    def read_range(self, relative: str, offset: int, length: int) -> bytes:
+        with self.open_input(relative) as f:
+            f.seek(offset)
+            data: bytes = f.read(length)
+            return data
+
+    def open_output(self, relative: str) -> Any:
+        """A new file for writing; its directory is created. The name is unique (a UUID), so the
+        file is visible to no reader until a commit references it."""
+        full = self.path(relative)
+        if self.is_local:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            return os.fdopen(fd, "wb")
+        return self.store.fs.open(full, "wb")
+
+    def finish(self, relative: str, handle: Any) -> WrittenDataFile:
+        """Close ``handle`` (durably for local files) and stat the file."""
+        if self.is_local:
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+            st = os.stat(self.path(relative))
+            return WrittenDataFile(relative, st.st_size, int(st.st_mtime * 1000))
+        handle.close()
+        info = self.store.fs.info(self.path(relative))
+        from ..storage.fsspec_files import mtime_ms
+
+        return WrittenDataFile(relative, int(info.get("size") or 0), mtime_ms(self.store.fs, info))
+
+    def delete_quietly(self, relative: str) -> None:
+        """Best effort removal of a file this run wrote and will not commit."""
+        try:
+            if self.is_local:
+                os.unlink(self.path(relative))
+            else:
+                self.store.fs.rm_file(self.path(relative))
+        except (OSError, InvalidLogPathError):
+            pass

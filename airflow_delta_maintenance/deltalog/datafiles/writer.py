@@ -1,0 +1,194 @@
+"""Rewrite a bin of data files as one new file: the seam both engines share.
+
+``BinTask`` is everything one task needs (plain, picklable values: a Spark executor receives it as
+is); ``write_bin`` reads the bin's files one row group at a time with their deletion vectors
+applied, writes one Parquet file with a ``DelayedCommitProtocol`` name into the partition's
+directory, collects delta-spark's statistics on the way, and returns the ``add`` action as the
+task's commit message (``None`` when every row of the bin was deleted: the bin is only removed).
+Nothing is visible until the driver commits; a failed task's file is referenced by no version.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .files import DataFiles
+from .paths import encode_add_path, new_data_file_path
+from .reader import SourceFile, iter_live_rows
+from .schema import data_schema
+from .stats import StatsCollector, StatsConfig, stats_leaves
+
+__all__ = ["BinTask", "RowTracking", "write_bin", "ROW_GROUP_ROWS", "ROW_GROUP_BYTES"]
+
+ROW_GROUP_ROWS = 1 << 20
+ROW_GROUP_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class RowTracking:
+    """Row tracking's materialised columns: each kept row keeps its row id and row commit version."""
+
+    row_id_column: str
+    commit_version_column: str
+    base_row_id: int  # the new file's baseRowId (the table's high-water mark + 1)
+
+
+@dataclass(frozen=True)
+class BinTask:
+    """One output file's worth of work (see the module docstring)."""
+
+    sources: tuple[SourceFile, ...]
+    partition_values: Mapping[str, str | None]
+    table_schema: Mapping[str, Any]  # the metaData's schema (JSON)
+    partition_columns: tuple[str, ...]
+    column_mapping_mode: str = "none"
+    codec: str = "snappy"
+    stats: StatsConfig = field(default_factory=StatsConfig)
+    materialize_partition_columns: bool = False
+    row_tracking: RowTracking | None = None
+    split: int = 0
+    row_group_rows: int = ROW_GROUP_ROWS
+    row_group_bytes: int = ROW_GROUP_BYTES
+
+
+def _partition_array(value: str | None, typ: pa.DataType, n: int) -> pa.Array:
+    if value is None or value == "":
+        return pa.nulls(n, typ)
+    if pa.types.is_timestamp(typ):
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if typ.tz is not None and parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=timezone.utc)
+        scalar = pa.scalar(parsed, type=typ)
+    else:
+        scalar = pa.scalar(value).cast(typ)
+    return pa.repeat(scalar, n) if n else pa.array([], typ)
+
+
+def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
+    ds = data_schema(task.table_schema, task.partition_columns, task.column_mapping_mode)
+    read_target = ds.without_partitions()
+    part_fields = [f for f in ds.schema if f.name in ds.partition_columns]
+    {logical: ds.logical_to_physical[logical] for logical in task.partition_columns}
+    out_fields = list(read_target)
+    rt = task.row_tracking
+    if rt is not None:
+        out_fields += [pa.field(rt.row_id_column, pa.int64()), pa.field(rt.commit_version_column, pa.int64())]
+    if task.materialize_partition_columns:
+        out_fields += part_fields
+    out_schema = pa.schema(out_fields)
+    stats = StatsCollector(stats_leaves(task.table_schema, task.partition_columns, task.stats), task.stats)
+    types = {c: ds.types.get(c) for c in task.partition_columns}
+    rel = new_data_file_path(
+        task.partition_columns, task.partition_values, codec=task.codec, split=task.split,
+        column_mapping=task.column_mapping_mode != "none", types={k: v for k, v in types.items() if isinstance(v, str)},
+    )
+    handle = None
+    writer: pq.ParquetWriter | None = None
+    buffer: list[pa.Table] = []
+    buffered_rows = buffered_bytes = 0
+
+    def flush() -> None:
+        nonlocal writer, handle, buffer, buffered_rows, buffered_bytes
+        if not buffer:
+            return
+        if writer is None:
+            handle = files.open_output(rel)
+            writer = pq.ParquetWriter(
+                handle, out_schema, compression=task.codec if task.codec != "uncompressed" else "none",
+                version="2.6", coerce_timestamps="us", allow_truncated_timestamps=False, store_schema=False,
+                write_statistics=True,
+            )
+        writer.write_table(pa.concat_tables(buffer), row_group_size=task.row_group_rows)
+        buffer, buffered_rows, buffered_bytes = [], 0, 0
+
+    try:
+        for src in task.sources:
+            extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
+            for live in iter_live_rows(files, src, read_target, match_by_id=ds.match_by_id, with_row_index=rt is not None, extra_columns=extra):
+                table = live.table
+                if rt is not None:
+                    table = _materialise_row_tracking(table, live.row_index, src, rt)
+                if task.materialize_partition_columns:
+                    for f, logical in zip(part_fields, task.partition_columns, strict=True):
+                        table = table.append_column(f, _partition_array(task.partition_values.get(logical), f.type, table.num_rows))
+                table = table.cast(out_schema) if table.schema != out_schema else table
+                stats.update(table)
+                buffer.append(table)
+                buffered_rows += table.num_rows
+                buffered_bytes += table.nbytes
+                if buffered_rows >= task.row_group_rows or buffered_bytes >= task.row_group_bytes:
+                    flush()
+        flush()
+        if writer is None:
+            return None  # every row of the bin was deleted
+        writer.close()
+        written = files.finish(rel, handle)
+    except BaseException:
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the original error is what matters
+                pass
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # noqa: BLE001
+                pass
+            files.delete_quietly(rel)
+        raise
+    add: dict[str, Any] = {
+        "path": encode_add_path(rel),
+        "partitionValues": dict(task.partition_values),
+        "size": written.size,
+        "modificationTime": written.modification_time or int(time.time() * 1000),
+        "dataChange": False,
+        "stats": stats.to_json(),
+    }
+    if rt is not None:
+        add["baseRowId"] = rt.base_row_id
+    return add
+
+
+def _materialise_row_tracking(table: pa.Table, row_index: np.ndarray | None, src: SourceFile, rt: RowTracking) -> pa.Table:
+    """Fill the materialised row-tracking columns where the file left them null: row id =
+    ``baseRowId`` + physical row index, commit version = ``defaultRowCommitVersion``."""
+    from ..errors import CorruptLogError
+
+    assert row_index is not None
+    ids = table.column(rt.row_id_column)
+    versions = table.column(rt.commit_version_column)
+    if ids.null_count:
+        if src.base_row_id is None:
+            raise CorruptLogError(f"row tracking: {src.path} has rows without a materialised row id and no baseRowId", path=src.path)
+        fallback = pa.array(row_index.astype(np.int64) + np.int64(src.base_row_id))
+        ids = pa.chunked_array([pa.compute.coalesce(ids.combine_chunks(), fallback)])
+    if versions.null_count:
+        if src.default_row_commit_version is None:
+            raise CorruptLogError(f"row tracking: {src.path} has rows without a row commit version and no defaultRowCommitVersion", path=src.path)
+        versions = pa.chunked_array([pa.compute.fill_null(versions.combine_chunks(), pa.scalar(int(src.default_row_commit_version), pa.int64()))])
+    i, j = table.schema.get_field_index(rt.row_id_column), table.schema.get_field_index(rt.commit_version_column)
+    table = table.set_column(i, pa.field(rt.row_id_column, pa.int64()), ids.cast(pa.int64()))
+    return table.set_column(j, pa.field(rt.commit_version_column, pa.int64()), versions.cast(pa.int64()))
+
+
+def stats_json_num_records(stats: str | None) -> int | None:
+    if not stats:
+        return None
+    try:
+        value = json.loads(stats).get("numRecords")
+    except ValueError:
+        return None
+    return None if value is None else int(value)
+
+
+def partition_key(values: Mapping[str, str | None], columns: Sequence[str]) -> tuple[str | None, ...]:
+    return tuple(values.get(c) for c in columns)

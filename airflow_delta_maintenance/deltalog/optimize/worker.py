@@ -1,0 +1,58 @@
+"""The worker engine: bins rewritten by ``datafiles.writer.write_bin`` on a few local threads.
+
+The same ``BinTask`` → ``add`` seam a Spark engine maps over its executors. Parquet decoding,
+encoding and compression release the GIL, so a couple of threads keep both cores busy; each holds
+at most one row group buffer (``ROW_GROUP_BYTES``), which bounds the engine's memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any
+
+from ..datafiles.files import DataFiles
+from ..datafiles.writer import BinTask, write_bin
+
+__all__ = ["WorkerEngine", "BinFailedError"]
+
+
+class BinFailedError(RuntimeError):
+    """A bin's task failed; ``written`` holds the files the batch's other tasks wrote (unreferenced)."""
+
+    def __init__(self, message: str, written: Sequence[str]) -> None:
+        super().__init__(message)
+        self.written = tuple(written)
+
+
+class WorkerEngine:
+    name = "local"
+
+    def __init__(self, files: DataFiles, max_workers: int | None = None) -> None:
+        self.files = files
+        self.max_workers = max_workers or max(1, min(4, os.cpu_count() or 1))
+
+    def run(self, tasks: Sequence[BinTask]) -> list[Mapping[str, Any] | None]:
+        """One ``add`` (or None: every row deleted) per task, in order. If any task fails, the
+        others are cancelled or finished, and ``BinFailedError`` names the files they wrote."""
+        if self.max_workers == 1 or len(tasks) == 1:
+            results: list[Mapping[str, Any] | None] = []
+            for task in tasks:
+                try:
+                    results.append(write_bin(self.files, task))
+                except Exception as exc:
+                    raise BinFailedError(f"bin of {len(task.sources)} file(s) failed: {exc}", [r["path"] for r in results if r]) from exc
+            return results
+        with ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="optimize") as pool:
+            futures = [pool.submit(write_bin, self.files, t) for t in tasks]
+            _done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f.done() and f.exception() is not None), None)
+            if failed is not None:
+                for f in futures:
+                    f.cancel()
+                wait(futures)
+                written = [r["path"] for f in futures if not f.cancelled() and f.exception() is None and (r := f.result())]
+                cause = failed.exception()
+                raise BinFailedError(f"a bin failed: {cause}", written) from cause
+            return [f.result() for f in futures]
