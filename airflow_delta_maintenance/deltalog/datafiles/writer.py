@@ -77,7 +77,7 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
     ds = data_schema(task.table_schema, task.partition_columns, task.column_mapping_mode)
     read_target = ds.without_partitions()
     part_fields = [f for f in ds.schema if f.name in ds.partition_columns]
-    {logical: ds.logical_to_physical[logical] for logical in task.partition_columns}
+    physical_of = {logical: ds.logical_to_physical[logical] for logical in task.partition_columns}
     out_fields = list(read_target)
     rt = task.row_tracking
     if rt is not None:
@@ -119,7 +119,7 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
                     table = _materialise_row_tracking(table, live.row_index, src, rt)
                 if task.materialize_partition_columns:
                     for f, logical in zip(part_fields, task.partition_columns, strict=True):
-                        table = table.append_column(f, _partition_array(task.partition_values.get(logical), f.type, table.num_rows))
+                        table = table.append_column(f, _partition_array(task.partition_values.get(physical_of[logical]), f.type, table.num_rows))
                 table = table.cast(out_schema) if table.schema != out_schema else table
                 stats.update(table)
                 buffer.append(table)

@@ -183,15 +183,21 @@ def plan_optimize(
     partition_columns: Sequence[str],
     configuration: Mapping[str, str],
     options: OptimizeOptions,
+    partition_keys: Sequence[str] | None = None,
 ) -> OptimizePlan:
-    """Bins for the live files ``adds`` (``add`` actions, maps as dicts) of ``version``."""
+    """Bins for the live files ``adds`` (``add`` actions, maps as dicts) of ``version``.
+
+    ``partition_keys`` are the keys of ``partitionValues`` for ``partition_columns`` (their
+    physical names under column mapping; default the column names). A bin keeps its files'
+    ``partitionValues`` exactly as the log spells them."""
     minimum, target = file_sizes_for(options, configuration)
+    keys = list(partition_keys or partition_columns)
     by_partition: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     values_of: dict[tuple[Any, ...], Mapping[str, str | None]] = {}
     considered = clustered = 0
     for add in adds:
         pv = add.get("partitionValues") or {}
-        if options.predicate is not None and not options.predicate.matches(pv):
+        if options.predicate is not None and not options.predicate.matches({c: pv.get(k) for c, k in zip(partition_columns, keys, strict=True)}):
             continue
         considered += 1
         if add.get("clusteringProvider"):
@@ -199,12 +205,12 @@ def plan_optimize(
             continue
         size = int(add.get("size") or 0)
         if size < minimum or _purges_enough(add, options.max_deleted_rows_ratio):
-            key = tuple(pv.get(c) for c in partition_columns)
+            key = tuple(pv.get(k) for k in keys)
             by_partition.setdefault(key, []).append(add)
-            values_of[key] = {c: pv.get(c) for c in partition_columns}
+            values_of.setdefault(key, dict(pv))
     candidates = sum(len(v) for v in by_partition.values())
     bins: list[Bin] = []
-    for key in sorted(by_partition, key=lambda k: _sort_key(values_of[k], partition_columns)):
+    for key in sorted(by_partition, key=lambda k: _sort_key(values_of[k], keys)):
         files = sorted(by_partition[key], key=lambda a: (int(a.get("size") or 0), a["path"]))
         groups: list[list[Mapping[str, Any]]] = []
         current: list[Mapping[str, Any]] = []

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from ...coordinators.errors import CommitConflictError
 from ...deltalog.datafiles.files import DataFiles
+from ...deltalog.datafiles.schema import data_schema
 from ...deltalog.datafiles.writer import BinTask
 from ...deltalog.errors import LogFileExistsError
 from ...deltalog.model.features import check_data_rewrite_supported, in_commit_timestamps_enabled, is_catalog_managed, is_coordinated
@@ -134,7 +135,10 @@ def run_optimize(
     snapshot = load_ratified_snapshot(table)
     adds = live_adds(snapshot.files)
     skip = _gate(table, snapshot, catalog_permits_optimize)
-    plan = plan_optimize(table.uri, snapshot.version, adds, snapshot.metadata.partition_columns, snapshot.metadata.configuration, options)
+    meta = snapshot.metadata
+    physical = data_schema(meta.schema, meta.partition_columns, snapshot.properties.column_mapping_mode).logical_to_physical
+    plan = plan_optimize(table.uri, snapshot.version, adds, meta.partition_columns, meta.configuration, options,
+                         partition_keys=[physical.get(c, c) for c in meta.partition_columns])
     result = OptimizeResult(plan, dry_run, engine.name if engine else "local", skip_reason=skip,
                             files_before=len(adds), bytes_before=sum(int(a.get("size") or 0) for a in adds))
     if skip is not None:

@@ -1,0 +1,244 @@
+"""Data files: delta-spark's paths, the deletion-vector formats, statistics, and old files read
+with the table's current schema. Expected strings are what delta-spark 4.4 wrote (zoo captures)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyroaring import BitMap64
+
+from airflow_delta_maintenance.deltalog.datafiles.deletion_vectors import (
+    PORTABLE_MAGIC,
+    DeletionVectorDescriptor,
+    DeletionVectorError,
+    dv_file_path,
+    load_deleted_rows,
+    parse_bitmap,
+)
+from airflow_delta_maintenance.deltalog.datafiles.paths import (
+    encode_add_path,
+    new_data_file_path,
+    partition_directory,
+    relative_data_path,
+)
+from airflow_delta_maintenance.deltalog.datafiles.schema import conform_table, data_schema
+from airflow_delta_maintenance.deltalog.datafiles.stats import StatsCollector, StatsConfig, stats_leaves, truncate_max_string, truncate_min_string
+from airflow_delta_maintenance.deltalog.errors import InvalidLogPathError
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def z85_encode(data: bytes) -> str:
+    out = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i : i + 4], "big")
+        chunk = []
+        for _ in range(5):
+            value, r = divmod(value, 85)
+            chunk.append(_Z85[r])
+        out.append("".join(reversed(chunk)))
+    return "".join(out)
+
+
+# ---- paths ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("columns", "values", "types", "add_path_dir"),
+    [
+        # delta-spark 4.4's own add.path directories (tests/_infra/delta_reference captures)
+        (["p", "q"], {"p": "%2F literal", "q": None}, {}, "p=%25252F%20literal/q=__HIVE_DEFAULT_PARTITION__"),
+        (["p", "q"], {"p": "日本語", "q": "1"}, {}, "p=日本語/q=1"),
+        (["pntz", "pts"], {"pntz": "2024-01-01 10:30:00.25", "pts": "1999-12-31T23:59:59.999000Z"},
+         {"pntz": "timestamp_ntz", "pts": "timestamp"}, "pntz=2024-01-01%2010%253A30%253A00.25/pts=1999-12-31%2023%253A59%253A59.999"),
+        (["pntz"], {"pntz": None}, {}, "pntz=__HIVE_DEFAULT_PARTITION__"),
+        (["region", "year"], {"region": "eu", "year": "2020"}, {}, "region=eu/year=2020"),
+        (["s"], {"s": "a=b/c d%e"}, {}, "s=a%253Db%252Fc%20d%2525e"),
+        (["s"], {"s": ""}, {}, "s=__HIVE_DEFAULT_PARTITION__"),
+    ],
+)
+def test_partition_directories_and_add_paths_are_spelled_as_delta_spark_spells_them(columns, values, types, add_path_dir) -> None:
+    assert encode_add_path(partition_directory(columns, values, types)) == add_path_dir
+    assert relative_data_path(add_path_dir + "/f.parquet", "/t") == partition_directory(columns, values, types) + "/f.parquet"
+
+
+def test_new_file_names_follow_delayed_commit_protocol() -> None:
+    part = new_data_file_path(["p"], {"p": "a"}, codec="snappy", split=3)
+    assert part.startswith("p=a/part-00003-") and part.endswith(".c000.snappy.parquet")
+    flat = new_data_file_path([], {}, codec="zstd")
+    assert flat.startswith("part-00000-") and flat.endswith("-c000.zstd.parquet")
+    mapped = new_data_file_path(["p"], {"p": "a"}, codec="snappy", column_mapping=True)
+    prefix, name = mapped.split("/")
+    assert len(prefix) == 2 and prefix.isalnum() and name.endswith(".c000.snappy.parquet")
+
+
+@pytest.mark.parametrize("bad", ["../x.parquet", "a/../../x.parquet", "/elsewhere/x.parquet", "s3://other/t/x.parquet",
+                                 "_delta_log/00000000000000000000.json", "file:/t/../u/x.parquet", "a//b.parquet"])
+def test_paths_that_leave_the_table_are_refused(bad: str) -> None:
+    with pytest.raises(InvalidLogPathError):
+        relative_data_path(bad, "/t")
+
+
+def test_absolute_paths_inside_the_table_are_made_relative() -> None:
+    assert relative_data_path("file:///t/a%20b/x.parquet", "/t") == "a b/x.parquet"
+    assert relative_data_path("s3://bucket/t/p=1/x.parquet", "bucket/t") == "p=1/x.parquet"
+
+
+# ---- deletion vectors ----------------------------------------------------------------------------
+
+
+def _serialized(rows: list[int]) -> bytes:
+    return struct.pack("<i", PORTABLE_MAGIC) + BitMap64(rows).serialize()
+
+
+def test_inline_deletion_vector() -> None:
+    rows = [0, 5, 7, 2**32 + 1]
+    data = _serialized(rows)
+    padded = data + b"\0" * (-len(data) % 4)
+    dv = DeletionVectorDescriptor("i", z85_encode(padded), len(data), len(rows))
+    assert load_deleted_rows(dv, "/t", lambda *_: b"").tolist() == rows
+
+
+def _dv_file(tmp_path: Path, payloads: list[bytes], prefix: str = "ab") -> tuple[str, list[int]]:
+    file_uuid = uuid.uuid4()
+    blob, offsets = bytearray(b"\x01"), []
+    for p in payloads:
+        offsets.append(len(blob))
+        blob += struct.pack(">i", len(p)) + p + struct.pack(">I", zlib.crc32(p))
+    target = tmp_path / prefix / f"deletion_vector_{file_uuid}.bin"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(bytes(blob))
+    return prefix + z85_encode(file_uuid.bytes), offsets
+
+
+def _reader(root: Path):
+    def read(rel: str, offset: int, length: int) -> bytes:
+        with open(root / rel, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+    return read
+
+
+def test_on_disk_deletion_vectors_at_offsets_with_their_checksums(tmp_path: Path) -> None:
+    a, b = _serialized([1, 2, 3]), _serialized([10])
+    encoded, offsets = _dv_file(tmp_path, [a, b])
+    dv_b = DeletionVectorDescriptor("u", encoded, len(b), 1, offset=offsets[1])
+    assert dv_file_path(dv_b, str(tmp_path)).startswith("ab/deletion_vector_")
+    assert load_deleted_rows(dv_b, str(tmp_path), _reader(tmp_path)).tolist() == [10]
+    dv_a = DeletionVectorDescriptor("u", encoded, len(a), 3, offset=offsets[0])
+    assert load_deleted_rows(dv_a, str(tmp_path), _reader(tmp_path)).tolist() == [1, 2, 3]
+    absolute = DeletionVectorDescriptor("p", "file://" + str(tmp_path / dv_file_path(dv_a, str(tmp_path))), len(a), 3, offset=offsets[0])
+    assert load_deleted_rows(absolute, str(tmp_path), _reader(tmp_path)).tolist() == [1, 2, 3]
+
+
+def test_a_corrupt_or_mismatched_deletion_vector_is_refused_naming_the_file(tmp_path: Path) -> None:
+    a = _serialized([1, 2, 3])
+    encoded, offsets = _dv_file(tmp_path, [a])
+    wrong_count = DeletionVectorDescriptor("u", encoded, len(a), 4, offset=offsets[0])
+    with pytest.raises(DeletionVectorError, match="holds 3 rows, its descriptor says 4"):
+        load_deleted_rows(wrong_count, str(tmp_path), _reader(tmp_path), data_file="p=a/f.parquet")
+    path = tmp_path / dv_file_path(wrong_count, str(tmp_path))
+    raw = bytearray(path.read_bytes())
+    raw[offsets[0] + 6] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DeletionVectorError, match="checksum"):
+        load_deleted_rows(DeletionVectorDescriptor("u", encoded, len(a), 3, offset=offsets[0]), str(tmp_path), _reader(tmp_path))
+    outside = DeletionVectorDescriptor("p", "file:///elsewhere/dv.bin", len(a), 3, offset=1)
+    with pytest.raises(InvalidLogPathError):
+        load_deleted_rows(outside, str(tmp_path), _reader(tmp_path))
+
+
+def test_the_native_bitmap_array_format_is_read_too() -> None:
+    from pyroaring import BitMap
+
+    low, high = BitMap([1, 4]), BitMap([2])
+    data = struct.pack("<ii", PORTABLE_MAGIC - 1, 2) + low.serialize() + high.serialize()
+    assert parse_bitmap(data).tolist() == [1, 4, 2**32 + 2]
+
+
+# ---- statistics ----------------------------------------------------------------------------------
+
+
+def test_string_truncation_is_delta_sparks() -> None:
+    long_ascii = "a" * 40
+    assert truncate_min_string(long_ascii) == "a" * 32
+    assert truncate_max_string(long_ascii) == "a" * 32 + "\x7f"
+    umlauts = "ü" * 40  # delta-spark 4.4 wrote max "üüü…ü" (32) + U+10FFFF for such a column
+    assert truncate_max_string(umlauts) == "ü" * 32 + "\U0010ffff"
+    emoji = "a" * 31 + "😀" + "b"  # a surrogate pair straddling the prefix stays whole
+    assert truncate_min_string(emoji) == "a" * 31 + "😀"
+    assert truncate_max_string("\U0010ffff" * 40) is None  # nothing fits within 64 units
+    assert truncate_max_string("short") == "short"
+
+
+def _schema(*fields: tuple[str, object]) -> dict:
+    return {"type": "struct", "fields": [{"name": n, "type": t, "nullable": True, "metadata": {}} for n, t in fields]}
+
+
+def test_stats_json_matches_delta_sparks_shape() -> None:
+    schema = _schema(("id", "long"), ("name", "string"), ("amount", "double"), ("flag", "boolean"), ("day", "date"),
+                     ("ts", "timestamp"), ("tags", {"type": "array", "elementType": "string", "containsNull": True}),
+                     ("info", {"type": "struct", "fields": [{"name": "a", "type": "integer", "nullable": True, "metadata": {}}]}),
+                     ("f", "float"), ("p", "string"))
+    ds = data_schema(schema, ["p"], "none")
+    import datetime as dt
+
+    table = pa.table({
+        "id": [200, 319], "name": ["name-200", None], "amount": [-0.0, float("nan")], "flag": [True, False],
+        "day": [dt.date(2020, 7, 19), dt.date(2020, 11, 15)],
+        "ts": [dt.datetime(2020, 9, 21, 20, 30, tzinfo=dt.timezone.utc), dt.datetime(2020, 9, 26, 19, 31, 59, 999999, tzinfo=dt.timezone.utc)],
+        "tags": [["x"], None], "info": [{"a": 200}, None], "f": pa.array([28.571428, 45.57143], pa.float32()),
+    }).cast(ds.without_partitions())
+    collector = StatsCollector(stats_leaves(schema, ["p"], StatsConfig()), StatsConfig())
+    collector.update(table)
+    assert collector.to_json() == (
+        '{"numRecords":2,"minValues":{"id":200,"name":"name-200","amount":-0.0,"day":"2020-07-19","ts":"2020-09-21T20:30:00.000Z",'
+        '"info":{"a":200},"f":28.571428},"maxValues":{"id":319,"name":"name-200","amount":"NaN","day":"2020-11-15",'
+        '"ts":"2020-09-26T19:31:59.999Z","info":{"a":200},"f":45.57143},"nullCount":{"id":0,"name":1,"amount":0,"flag":0,"day":0,'
+        '"ts":0,"tags":1,"info":{"a":1},"f":0}}'
+    )
+
+
+def test_indexed_columns_and_stats_columns_choose_the_leaves() -> None:
+    nested = {"type": "struct", "fields": [{"name": "x", "type": "long", "nullable": True, "metadata": {}},
+                                           {"name": "y", "type": "long", "nullable": True, "metadata": {}}]}
+    schema = _schema(("a", "long"), ("s", nested), ("b", "long"))
+    first_two = stats_leaves(schema, [], StatsConfig.from_table({"delta.dataSkippingNumIndexedCols": "2"}, supports_deletion_vectors=False))
+    assert [leaf.physical_path for leaf in first_two] == [("a",), ("s", "x")]
+    chosen = stats_leaves(schema, [], StatsConfig.from_table({"delta.dataSkippingStatsColumns": "b, `s`"}, supports_deletion_vectors=False))
+    assert [leaf.physical_path for leaf in chosen] == [("s", "x"), ("s", "y"), ("b",)]
+    assert StatsConfig.from_table({}, supports_deletion_vectors=True).tight_bounds
+
+
+# ---- old files, current schema -------------------------------------------------------------------
+
+
+def test_an_old_file_is_read_with_the_current_schema(tmp_path: Path) -> None:
+    """Type widening (int → long, float → double, date → timestamp_ntz, decimal widened), a
+    column added since (nulls), a dropped column ignored, and field ids matched in id mode."""
+    import datetime as dt
+
+    old = pa.table({"i": pa.array([1, 2], pa.int32()), "f": pa.array([1.5, 2.5], pa.float32()),
+                    "d": [dt.date(2024, 1, 1), None], "dec": pa.array([1, 2], pa.decimal128(5, 2)), "gone": ["x", "y"]})
+    schema = _schema(("i", "long"), ("f", "double"), ("d", "timestamp_ntz"), ("dec", "decimal(10,4)"), ("new", "string"))
+    target = data_schema(schema, [], "none").without_partitions()
+    out = conform_table(old, target, False, "f.parquet")
+    assert out.schema == target
+    assert out.column("i").to_pylist() == [1, 2] and out.column("new").null_count == 2
+    assert out.column("d").to_pylist() == [dt.datetime(2024, 1, 1), None]
+
+    fields = [{"name": "renamed", "type": "long", "nullable": True, "metadata": {"delta.columnMapping.id": 7, "delta.columnMapping.physicalName": "col-new"}}]
+    by_id = data_schema({"type": "struct", "fields": fields}, [], "id")
+    written = pa.table([pa.array([5, 6])], schema=pa.schema([pa.field("col-old", pa.int64(), metadata={b"PARQUET:field_id": b"7"})]))
+    pq.write_table(written, tmp_path / "x.parquet")
+    read = pq.read_table(tmp_path / "x.parquet")
+    assert conform_table(read, by_id.without_partitions(), True, "x.parquet").column("col-new").to_pylist() == [5, 6]
+    assert json.loads(json.dumps(by_id.logical_to_physical)) == {"renamed": "col-new"}
