@@ -31,6 +31,7 @@ from ..maintenance.config.tables import ConfigError, TableConfig, TableConfigErr
 from ..operators.checkpoint import DeltaCheckpointOperator
 from ..operators.log_cleanup import DeltaLogCleanupOperator
 from ..operators.log_compaction import DeltaLogCompactionOperator
+from ..operators.optimize import DeltaOptimizeOperator
 from ..operators.publish import DeltaPublishCommitsOperator
 from ..sensors.ratified_version import DeltaRatifiedVersionSensor
 from ..triggers.ratified_version import DeltaRatifiedVersionWatchTrigger
@@ -261,6 +262,27 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 allow_shorter_retention=table.cleanup.allow_shorter_retention,
                 catalog_permits_cleanup=table.cleanup.catalog_permits_cleanup,
                 # after the writers whatever they did, but never after a failure upstream
+                trigger_rule=TriggerRule.NONE_FAILED,
+            )
+        )
+    if table.optimize.enabled:
+        o = table.optimize
+        # Last, and whatever ran before it (a sensor that found nothing new only skips): OPTIMIZE
+        # is due by its own interval; a skip here (not due) leaves no task behind it skipped.
+        chain.append(
+            DeltaOptimizeOperator(
+                task_id="optimize",
+                **common,
+                **coord,
+                engine=o.engine,
+                dry_run=o.dry_run,
+                min_file_size=o.min_file_size,
+                target_file_size=o.target_file_size,
+                predicate=o.predicate,
+                max_bytes=o.max_bytes,
+                min_interval=o.interval,
+                catalog_permits_optimize=o.catalog_permits_optimize,
+                outlets=[log_asset],
                 trigger_rule=TriggerRule.NONE_FAILED,
             )
         )

@@ -18,6 +18,7 @@ compaction never undoes clustering; only not-yet-clustered files are packed toge
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from ..errors import InvalidOptionError
 from .predicate import PartitionPredicate
 
-__all__ = ["OptimizeOptions", "Bin", "OptimizePlan", "plan_optimize", "DEFAULT_FILE_SIZE", "DEFAULT_MAX_DELETED_ROWS_RATIO", "file_sizes_for"]
+__all__ = ["parse_size", "OptimizeOptions", "Bin", "OptimizePlan", "plan_optimize", "DEFAULT_FILE_SIZE", "DEFAULT_MAX_DELETED_ROWS_RATIO", "file_sizes_for"]
 
 DEFAULT_FILE_SIZE = 1 << 30  # delta-spark's optimize.minFileSize and optimize.maxFileSize
 DEFAULT_MAX_DELETED_ROWS_RATIO = 0.05  # delta-spark's optimize.maxDeletedRowsRatio
@@ -49,18 +50,31 @@ class OptimizeOptions:
             raise InvalidOptionError(f"max_deleted_rows_ratio must be within [0, 1], got {self.max_deleted_rows_ratio}", option="max_deleted_rows_ratio")
 
 
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+          "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+
+
+def parse_size(value: int | str, option: str) -> int:
+    """``134217728``, ``128MB``, ``128 MiB``, ``1g`` → bytes (binary units, as delta-spark's
+    ``delta.targetFileSize`` and Spark's byte strings); positive, else ``InvalidOptionError``."""
+    if isinstance(value, bool):
+        raise InvalidOptionError(f"{option}: expected a size in bytes, got {value!r}", option=option)
+    if isinstance(value, int):
+        size = value
+    else:
+        m = _SIZE.match(str(value).lower())
+        if not m or m.group(2) not in _UNITS:
+            raise InvalidOptionError(f"{option}: expected a size such as 134217728, 128MB or 1GiB, got {value!r}", option=option)
+        size = int(float(m.group(1)) * _UNITS[m.group(2)])
+    if size <= 0:
+        raise InvalidOptionError(f"{option}: a size must be positive, got {value!r}", option=option)
+    return size
+
+
 def _size_property(configuration: Mapping[str, str]) -> int | None:
     raw = configuration.get(TARGET_FILE_SIZE)
-    if raw is None:
-        return None
-    text = str(raw).strip().lower()
-    units = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
-    for suffix in sorted(units, key=len, reverse=True):
-        if text.endswith(suffix) and text[: -len(suffix)].strip().isdigit():
-            return int(text[: -len(suffix)].strip()) * units[suffix]
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise InvalidOptionError(f"{TARGET_FILE_SIZE}: expected a size in bytes, got {raw!r}", option=TARGET_FILE_SIZE)
+    return None if raw is None else parse_size(str(raw), TARGET_FILE_SIZE)
 
 
 def file_sizes_for(options: OptimizeOptions, configuration: Mapping[str, str]) -> tuple[int, int]:

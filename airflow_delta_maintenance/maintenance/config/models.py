@@ -19,6 +19,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, Wit
 from ...coordinators.errors import InvalidCoordinatorSpecError
 from ...coordinators.registry import AUTO, parse_coordinator_spec
 from .base import ConfigModel, Section, StringList
+from .optimize import OptimizeConfig
 from .schedule import SCHEDULE_ASSET, SCHEDULE_WATCH, parse_schedule
 from .sections import CheckpointConfig, CleanupConfig, CompactionConfig, HealthConfig, RateLimitConfig, SensorConfig
 
@@ -101,6 +102,7 @@ class TableConfig(ConfigModel):
     checkpoint: Section[CheckpointConfig] = Field(default=CheckpointConfig(), description="checkpoints")
     compaction: Section[CompactionConfig] = Field(default=CompactionConfig(), description="log compaction")
     cleanup: Section[CleanupConfig] = Field(default=CleanupConfig(), description="metadata cleanup")
+    optimize: Section[OptimizeConfig] = Field(default=OptimizeConfig(), description="data-file compaction (OPTIMIZE); off unless given")
     health: Section[HealthConfig] = Field(default=HealthConfig(), description="thresholds of the fleet health view")
     pool: str | None = Field(default=None, description="the Airflow pool of the table's tasks; `auto`: one pool per coordinator endpoint")
     pool_slots: Annotated[int, Field(ge=1)] = Field(default=16, description="slots of an `auto` pool (tables sharing a pool but not this value get the smallest)")
