@@ -1,0 +1,50 @@
+"""``delta-maintenance optimize`` as a user runs it: no flags runs (like delta-spark/delta-rs),
+``--dry-run`` plans, ``--where`` selects partitions, bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(Path(sys.executable).with_name("delta-maintenance")), *args], capture_output=True, text=True, timeout=300)
+
+
+def table(tmp_path: Path) -> str:
+    path = str(tmp_path / "t")
+    for i in range(3):
+        for region in ("us", "eu"):
+            deltalake.write_deltalake(path, pa.table({"id": [i], "region": [region]}), mode="append", partition_by=["region"])
+    return path
+
+
+def test_without_flags_it_compacts(tmp_path: Path) -> None:
+    path = table(tmp_path)
+    out = cli("optimize", path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("optimize: compacted 6 file(s)") and "files 6 → 2" in out.stdout
+    assert len(deltalake.DeltaTable(path).file_uris()) == 2 and deltalake.DeltaTable(path).version() == 6
+
+
+def test_dry_run_and_where_plan_only(tmp_path: Path) -> None:
+    path = table(tmp_path)
+    out = cli("optimize", path, "--dry-run", "--where", "region = 'us'", "--json", "--show-bins")
+    record = json.loads(out.stdout)
+    assert record["dry_run"] and record["bins"] == 1 and record["bin_list"][0]["partition"] == {"region": "us"}
+    assert record["plan"]["files_in"] == 3 and deltalake.DeltaTable(path).version() == 5
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = table(tmp_path)
+    out = cli("optimize", path, "--where", "id > 3")
+    assert out.returncode == 2 and "'id' is not a partition column" in out.stderr and len(out.stderr.splitlines()) == 1
+    out = cli("optimize", path, "--target-file-size", "big")
+    assert out.returncode == 2 and "--target-file-size" in out.stderr
+    out = cli("optimize", path, "--engine", "spark")
+    assert out.returncode == 2 and "not available yet" in out.stderr
