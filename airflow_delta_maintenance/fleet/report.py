@@ -52,7 +52,7 @@ def _row(h: TableHealth) -> str:
     head = f'<tr class="{cls}" data-table="{_e(h.name)}"><td class="name"><b>{_e(h.name)}</b><br><small>{_e(h.uri)}</small></td>'
     score = f'<td class="num">{h.lag_score:.2f}</td>'
     if h.status is None:
-        return head + score + f'<td colspan="6" class="err">{_e(h.error)}</td><td><ul>{runs}</ul></td><td></td></tr>'
+        return head + score + f'<td colspan="7" class="err">{_e(h.error)}</td><td><ul>{runs}</ul></td><td></td></tr>'
     s = h.status
     covered, total = h.compaction_coverage
     cleanup = f"{s.cleanup_candidates} / {human_bytes(s.cleanup_bytes)}" if not s.cleanup_skipped_reason else f"– ({_e(s.cleanup_skipped_reason)})"
@@ -71,10 +71,21 @@ def _row(h: TableHealth) -> str:
             f'<td class="num" data-figure="log_bytes">{human_bytes(s.log_bytes)}</td>',
             f'<td class="num">{covered}/{total}</td>',
             f"<td>{cleanup}</td>",
+            _small_cell(h, "small_files" in over),
             f"<td><ul>{runs}</ul></td>",
             f"<td><ul>{problems}</ul></td></tr>",
         ]
     )
+
+
+def _small_cell(h: TableHealth, over: bool) -> str:
+    """Small data files (OPTIMIZE's candidates): count / bytes, and the threshold when alerted."""
+    if h.small_files is None:
+        return '<td class="num" data-figure="small_files">–</td>'
+    count, size = h.small_files
+    limit = f"<small> / {h.thresholds.max_small_files}</small>" if h.thresholds.max_small_files is not None else ""
+    cls = "num over" if over else "num"
+    return f'<td class="{cls}" data-figure="small_files">{count:,} / {human_bytes(size)}{limit}</td>'
 
 
 def _chart(
@@ -139,7 +150,7 @@ def render_html(healths: Sequence[TableHealth], history: Sequence[Mapping[str, A
     )
     header = (
         "<tr><th>table</th><th>lag score</th><th>pending commits</th><th>commits since checkpoint</th><th>log files</th>"
-        "<th>log bytes</th><th>compaction coverage</th><th>cleanup candidates</th><th>last success</th><th>problems</th></tr>"
+        "<th>log bytes</th><th>compaction coverage</th><th>cleanup candidates</th><th>small files</th><th>last success</th><th>problems</th></tr>"
     )
     return "".join(
         [

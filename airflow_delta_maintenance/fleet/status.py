@@ -24,9 +24,9 @@ from ..maintenance.table.maintained import MaintainedTable
 __all__ = ["MAINTENANCE_TASKS", "WATCHED", "TableHealth", "expected_tasks", "fleet_status", "measure_table"]
 
 # The tasks of a table's maintenance DAG whose last success the health view shows.
-MAINTENANCE_TASKS = ("wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup")
+MAINTENANCE_TASKS = ("wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup", "optimize")
 # The figures with a threshold: name in the report and alerts → HealthConfig field.
-WATCHED = {"pending_commits": "max_pending_commits", "commits_since_checkpoint": "max_commits_since_checkpoint"}
+WATCHED = {"pending_commits": "max_pending_commits", "commits_since_checkpoint": "max_commits_since_checkpoint", "small_files": "max_small_files"}
 
 Opener = Callable[[TableConfig], MaintainedTable]
 
@@ -41,6 +41,7 @@ class TableHealth:
     status: TableStatus | None = None
     error: str | None = None
     last_success: Mapping[str, str | None] = field(default_factory=dict)  # task id → ISO time, None: unknown
+    small_files: tuple[int, int] | None = None  # (count, bytes) below OPTIMIZE's minimum size, when measured
 
     @property
     def figures(self) -> dict[str, int]:
@@ -48,14 +49,22 @@ class TableHealth:
         s = self.status
         if s is None:
             return {}
-        return {"pending_commits": len(s.pending_versions), "commits_since_checkpoint": s.commits_since_checkpoint}
+        out = {"pending_commits": len(s.pending_versions), "commits_since_checkpoint": s.commits_since_checkpoint}
+        if self.small_files is not None:
+            out["small_files"], out["small_file_bytes"] = self.small_files
+        return out
+
+    def _threshold(self, name: str) -> int | None:
+        field_name = WATCHED.get(name)
+        value = getattr(self.thresholds, field_name) if field_name else None
+        return None if value is None else int(value)
 
     @property
     def breaches(self) -> list[str]:
         """The watched figures above their thresholds (none when health checks are disabled)."""
         if not self.thresholds.enabled:
             return []
-        return [name for name, value in self.figures.items() if value > int(getattr(self.thresholds, WATCHED[name]))]
+        return [name for name, value in self.figures.items() if (t := self._threshold(name)) is not None and value > t]
 
     @property
     def lag_score(self) -> float:
@@ -63,7 +72,7 @@ class TableHealth:
             return 1.0
         if not self.thresholds.enabled:
             return 0.0
-        ratios = [value / int(getattr(self.thresholds, WATCHED[name])) for name, value in self.figures.items()]
+        ratios = [value / t for name, value in self.figures.items() if (t := self._threshold(name)) is not None]
         if self.status.problems:
             ratios.append(1.0)
         return round(max(ratios, default=0.0), 4)
@@ -89,6 +98,7 @@ class TableHealth:
             "breaches": self.breaches,
             "thresholds": {"max_pending_commits": self.thresholds.max_pending_commits,
                            "max_commits_since_checkpoint": self.thresholds.max_commits_since_checkpoint,
+                           "max_small_files": self.thresholds.max_small_files,
                            "enabled": self.thresholds.enabled},
             "error": self.error,
             "last_success": dict(self.last_success),
@@ -113,12 +123,25 @@ def measure_table(
     """One table's health; any error becomes the table's one-line ``error`` (never raised)."""
     runs = dict(last_success or {})
     try:
+        small = None
         with opener(table) as opened:
             status = table_status(opened, now_ms=now_ms)
+            if table.optimize.enabled or table.health.max_small_files is not None:
+                small = _small_files(opened, table)
     except Exception as exc:  # noqa: BLE001 - one table's failure is shown for that table, never fatal for the fleet
         message = " ".join(f"{type(exc).__name__}: {exc}".split())
         return TableHealth(table.name, table.uri, table.health, error=message, last_success=runs)
-    return TableHealth(table.name, table.uri, table.health, status=status, last_success=runs)
+    return TableHealth(table.name, table.uri, table.health, status=status, last_success=runs, small_files=small)
+
+
+def _small_files(opened: MaintainedTable, table: TableConfig) -> tuple[int, int]:
+    """Live files below the size OPTIMIZE would compact (its config's, else the table's default).
+    Replays the table's files: measured only for tables that configure OPTIMIZE or a threshold."""
+    from ..deltalog.optimize.plan import parse_size
+    from ..maintenance.operations.optimize import small_file_counts
+
+    o = table.optimize
+    return small_file_counts(opened, parse_size(o.min_file_size, "min_file_size") if o.min_file_size is not None else None)
 
 
 def expected_tasks(table: TableConfig) -> list[str]:
@@ -129,6 +152,7 @@ def expected_tasks(table: TableConfig) -> list[str]:
         "compact_log": table.compaction.enabled,
         "checkpoint": table.checkpoint.enabled,
         "cleanup": table.cleanup.enabled,
+        "optimize": table.optimize.enabled,
     }
     return [task for task in MAINTENANCE_TASKS if enabled[task]]
 

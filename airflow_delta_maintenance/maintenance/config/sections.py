@@ -74,6 +74,9 @@ class HealthConfig(ConfigModel):
     enabled: bool = Field(default=True, description="`false`: never alert for this table")
     max_pending_commits: PositiveInt = Field(default=20, description="ratified commits not yet published before the table lags")
     max_commits_since_checkpoint: PositiveInt = Field(default=100, description="published commits after the newest complete checkpoint before the table lags")
+    max_small_files: PositiveInt | None = Field(
+        default=None, description="live data files below OPTIMIZE's minimum size before the table lags; null: shown when `optimize:` is on, never alerted"
+    )
 
 
 class RateLimitConfig(ConfigModel):

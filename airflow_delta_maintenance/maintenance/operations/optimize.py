@@ -47,6 +47,7 @@ __all__ = [
     "OptimizeConflictError",
     "run_optimize",
     "optimize_report",
+    "small_file_counts",
     "CATALOG_MANAGED_RULE",
     "DEFAULT_COMMIT_BATCH_BYTES",
 ]
@@ -317,6 +318,20 @@ class _Committer:
             return
         data = "".join(json.dumps(a, separators=(",", ":"), ensure_ascii=False) + "\n" for a in actions).encode("utf-8")
         self.table.store.put_if_absent(commit_name(version), data)
+
+
+def small_file_counts(table: MaintainedTable, min_file_size: int | None = None) -> tuple[int, int]:
+    """(count, bytes) of the live files below OPTIMIZE's minimum size (``min_file_size``, else
+    ``delta.targetFileSize``, else 1 GiB), as the catalog sees the table: the health view's figure."""
+    import pyarrow.compute as pc
+
+    from ...deltalog.optimize.plan import file_sizes_for
+
+    snapshot = load_ratified_snapshot(table)
+    minimum, _ = file_sizes_for(OptimizeOptions(min_file_size=min_file_size), snapshot.metadata.configuration)
+    sizes = snapshot.files.column("size")
+    small = pc.filter(sizes, pc.less(sizes, minimum))
+    return len(small), int(pc.sum(small).as_py() or 0)
 
 
 def optimize_report(result: OptimizeResult) -> TaskReport:

@@ -179,3 +179,29 @@ def test_cleanup_candidates_and_compaction_coverage_figures(tmp_path: Path) -> N
     [h] = fleet_status([quiet], opener, last_success=runs)
     assert h.last_success == {"wait_for_ratified_commits": None, "publish": "2026-01-01T00:00:00+00:00", "checkpoint": None,
                               "cleanup": None, "emit_asset": "2026-01-02T00:00:00+00:00"}
+
+
+def test_small_files_are_measured_for_tables_that_optimize_and_alert_above_their_threshold(tmp_path: Path) -> None:
+    from airflow_delta_maintenance.fleet.report import render_html
+    from airflow_delta_maintenance.maintenance.config.tables import OptimizeConfig
+
+    spec, uri = _table(tmp_path)  # 25 files of 1 byte: all below any minimum size
+
+    def opener(t: TableConfig) -> MaintainedTable:
+        return open_table(t.uri, coordinator=t.coordinator)
+
+    plain = TableConfig(name="t", uri=uri, coordinator=spec)
+    [h] = fleet_status([plain], opener)
+    assert h.small_files is None and "small_files" not in h.figures  # not measured: no file is replayed
+    shown = TableConfig(name="t", uri=uri, coordinator=spec, optimize=OptimizeConfig(enabled=True))
+    [h] = fleet_status([shown], opener)
+    assert h.small_files == (25, 25) and h.figures["small_files"] == 25 and "small_files" not in h.breaches
+    watched = TableConfig(name="t", uri=uri, coordinator=spec, optimize=OptimizeConfig(enabled=True),
+                          health=HealthConfig(max_pending_commits=100, max_small_files=20))
+    [h] = fleet_status([watched], opener)
+    assert h.breaches == ["small_files"] and h.lag_score == 1.25
+    [alert] = [a for a in crossings([h], None) if a.figure == "small_files"]
+    assert "small files is 25, above its threshold 20" in alert.message()
+    assert 'data-figure="small_files">25 / 25 bytes<small> / 20</small>' in render_html([h], [], "2026-01-01T00:00:00Z")
+    with pytest.raises(ValueError, match=re.escape("health.max_small_files")):
+        parse_config({"tables": [{"name": "x", "uri": "/x", "publish": False, "health": {"max_small_files": 0}}]})
