@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,10 +70,9 @@ class DataFiles:
         return self.store.fs.open(full, "wb")
 
     def finish(self, relative: str, handle: Any) -> WrittenDataFile:
-        """Close ``handle`` (durably for local files) and stat the file."""
+        """Close ``handle`` and stat the file. A local file is not yet durable: ``sync`` the files
+        before a commit references them (the kernel writes them back meanwhile)."""
         if self.is_local:
-            handle.flush()
-            os.fsync(handle.fileno())
             handle.close()
             st = os.stat(self.path(relative))
             return WrittenDataFile(relative, st.st_size, int(st.st_mtime * 1000))
@@ -81,6 +81,32 @@ class DataFiles:
         from ..storage.fsspec_files import mtime_ms
 
         return WrittenDataFile(relative, int(info.get("size") or 0), mtime_ms(self.store.fs, info))
+
+    def sync(self, relatives: Sequence[str]) -> None:
+        """Make written local files durable (fsync each, and its directory), a few at once: a
+        commit must never reference a file a crash could truncate. Object stores: a no-op (an
+        object is durable once its upload completed)."""
+        if not self.is_local or not relatives:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(rel: str) -> str:
+            full = self.path(rel)
+            fd = os.open(full, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return os.path.dirname(full)
+
+        with ThreadPoolExecutor(max_workers=min(8, len(relatives)), thread_name_prefix="fsync") as pool:
+            directories = set(pool.map(one, relatives))
+        for directory in directories:
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def delete_quietly(self, relative: str) -> None:
         """Best effort removal of a file this run wrote and will not commit."""

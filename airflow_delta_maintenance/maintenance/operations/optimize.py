@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from ...coordinators.errors import CommitConflictError
 from ...deltalog.datafiles.files import DataFiles
+from ...deltalog.datafiles.paths import relative_data_path
 from ...deltalog.datafiles.schema import data_schema
 from ...deltalog.datafiles.writer import BinTask
 from ...deltalog.errors import LogFileExistsError
@@ -147,7 +148,8 @@ def run_optimize(
     if dry_run or skip is not None or not plan.bins:
         result.seconds = time.monotonic() - started
         return result
-    engine = engine or WorkerEngine(DataFiles(table.store))
+    data_files = DataFiles(table.store)
+    engine = engine or WorkerEngine(data_files)
     committer = _Committer(table, snapshot, plan, result, max_attempts, rng or random.Random(), sleep)
     for batch in _batches(plan.bins, commit_batch_bytes):
         batch = committer.still_valid(batch)
@@ -158,6 +160,12 @@ def run_optimize(
             outputs = engine.run(tasks)
         except BinFailedError as exc:
             _delete_files(table, exc.written)
+            raise
+        written = [a["path"] for a in outputs if a]
+        try:
+            data_files.sync([relative_data_path(p, table.store.uri) for p in written])
+        except OSError:
+            _delete_files(table, written)
             raise
         if progress is not None:
             progress(f"rewrote {len(batch)} bin(s) ({human_bytes(sum(b.bytes_in for b in batch))}); committing")
@@ -191,8 +199,6 @@ def _batches(bins: Sequence[Bin], batch_bytes: int) -> list[list[Bin]]:
 def _delete_files(table: MaintainedTable, add_paths: Sequence[str]) -> None:
     """Files this run wrote and will never commit (the version they were meant for went to
     another writer): removed now, VACUUM's job otherwise."""
-    from ...deltalog.datafiles.paths import relative_data_path
-
     files = DataFiles(table.store)
     for path in add_paths:
         files.delete_quietly(relative_data_path(path, table.store.uri))
