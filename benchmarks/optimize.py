@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import CLI, PYTHON, compile_package, in_subprocess, interleaved, ratio_line, run_measured  # noqa: E402
+from _harness import CLI, PYTHON, compile_package, in_subprocess, interleaved, ratio_line, run_measured
 
 BUILD = r"""
 import json, os, sys, uuid
