@@ -31,7 +31,7 @@ from .stats import StatsCollector, StatsConfig, stats_leaves
 __all__ = ["BinTask", "RowTracking", "write_bin", "ROW_GROUP_ROWS", "ROW_GROUP_BYTES"]
 
 ROW_GROUP_ROWS = 1 << 20
-ROW_GROUP_BYTES = 64 << 20
+ROW_GROUP_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ class WorkerEngine:
 
     def __init__(self, files: DataFiles, max_workers: int | None = None) -> None:
         self.files = files
-        self.max_workers = max_workers or max(1, min(4, os.cpu_count() or 1))
+        self.max_workers = max_workers or max(1, min(4, (os.cpu_count() or 1) + 1))
 
     def run(self, tasks: Sequence[BinTask]) -> list[Mapping[str, Any] | None]:
         """One ``add`` (or None: every row deleted) per task, in order. If any task fails, the
