@@ -55,7 +55,7 @@ class OptimizeConfig(OptInSection):
 
     enabled: bool = Field(default=False, description="on when the section is given (`optimize: true` or a mapping); `false`: no optimize task")
     interval: Duration = Field(default="1d", description="run at most this often (a duration: `12h`, `1d`); null: on every DAG run")
-    engine: Literal["local", "spark"] = Field(default="local", description="`local` rewrites on the worker (pyarrow); `spark` submits a PySpark job")
+    engine: Literal["local", "spark"] = Field(default="local", description="`local` rewrites on the worker (pyarrow); `spark` is not available yet and fails the task saying so")
     dry_run: bool = Field(default=False, description="plan only: log and return the bins, write nothing")
     min_file_size: Size = Field(
         default=None, description="files below this size are compacted (bytes or `128MB`, `1GiB`); null: `delta.targetFileSize`, else `target_file_size`, else 1 GiB"

@@ -57,6 +57,7 @@ from pydantic import ValidationError
 from .errors import ConfigError, TableConfigError
 from .messages import key_path, mistakes
 from .models import NAME_PATTERN, POOL_AUTO, RULES_APART, TableConfig, given, table_rules
+from .optimize import OptimizeConfig
 from .schedule import SCHEDULE_ASSET, SCHEDULE_WATCH, parse_schedule
 from .sections import CheckpointConfig, CleanupConfig, CompactionConfig, HealthConfig, RateLimitConfig, SensorConfig
 
@@ -69,6 +70,7 @@ __all__ = [
     "CheckpointConfig",
     "CompactionConfig",
     "CleanupConfig",
+    "OptimizeConfig",
     "HealthConfig",
     "RateLimitConfig",
     "FILE_KEYS",

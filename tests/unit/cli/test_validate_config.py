@@ -114,3 +114,25 @@ def test_check_tables_reads_each_table(tmp_path: Path) -> None:
     assert "coordinator database does not exist" in rows["nodb"]["problems"][0]
     assert "shorter than the table's delta.logRetentionDuration (30 days)" in rows["short"]["problems"][0]
     assert not (tmp_path / "other.db").exists()
+
+
+def test_every_mistake_of_an_optimize_section_is_listed_and_a_good_one_passes(tmp_path: Path) -> None:
+    """The ``optimize:`` section as a user writes it: off when absent, on when given; its sizes,
+    engine and interval checked at validation, not when the task first runs."""
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "defaults: {publish: false}\n"
+        "tables:\n  - {name: a, uri: /t/a, optimize: {engine: flink, target_file_size: 12XB, interval: '@daily', max_bytes: 0}}\n"
+        "  - {name: b, uri: /t/b, optimize: {target_file_size: 128MB, predicate: \"day >= '2026-01-01'\"}}\n"
+    )
+    out = validate(config)
+    assert out.returncode == 2, out
+    text = out.stdout
+    for key, words in [
+        ("optimize.engine", "local or spark"),
+        ("optimize.target_file_size", "128MB or 1GiB, got '12XB'"),
+        ("optimize.interval", "a duration such as 12h or 1d, got '@daily'"),
+        ("optimize.max_bytes", "must be positive"),
+    ]:
+        assert any(key in line and words in line for line in text.splitlines()), (key, text)
+    assert "ok       b: DAG delta_maintenance__b" in text and "4 problem(s) in all" in text, text

@@ -38,6 +38,8 @@ def test_the_example_tables_yaml_and_a_discovery_file_are_valid(schema: dict) ->
 defaults: {coordinator: 'local:///c.db', sensor: false, checkpoint: {engine: auto, spark_conf: {spark.executor.cores: 2}}, tags: [a]}
 tables:
   - {name: orders, uri: s3://lake/orders, cleanup: {mode: delete, retention_days: 7.5}, rate_limit: {calls_per_second: 2}}
+  - {name: events, uri: s3://lake/events, optimize: {engine: spark, target_file_size: 256MB, max_bytes: 10737418240, interval: 12h}}
+  - {name: clicks, uri: s3://lake/clicks, optimize: true, health: {max_small_files: 500}}
 discovery:
   fleet_file: fleet.json
   sources:
@@ -53,6 +55,10 @@ discovery:
     "tables: [{name: t, uri: /t, retries: '3'}]",
     "tables: [{name: t, uri: /t, sensor: {zz: 1}}]",
     "tables: [{name: t, uri: /t, sensor: 'on'}]",
+    "tables: [{name: t, uri: /t, optimize: {engine: flink}}]",
+    "tables: [{name: t, uri: /t, optimize: {target_file_size: 0}}]",
+    "tables: [{name: t, uri: /t, optimize: {interval: '@daily'}}]",
+    "tables: [{name: t, uri: /t, optimize: {max_byte: 1}}]",
     "tables: [{name: 'bad name', uri: /t}]",
     "tables: [{uri: /t}]",
     "tabels: []",
