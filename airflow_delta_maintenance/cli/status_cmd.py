@@ -66,6 +66,7 @@ def render(s: TableStatus) -> str:
             f"unpublished (pending):     {pending}",
             f"latest checkpoint:         {s.checkpoint_version if s.checkpoint_version >= 0 else 'none'}",
             f"commits since checkpoint:  {s.commits_since_checkpoint}",
+            f"latest checksum (.crc):    {s.checksum_version if s.checksum_version >= 0 else 'none'}",
             f"compaction files:          {', '.join(f'[{a}, {b}]' for a, b in s.compactions) or 'none'}",
             f"_delta_log:                {s.log_files} files, {s.log_bytes} bytes",
             f"cleanup candidates:        {cleanup}",

@@ -16,6 +16,7 @@ from ..errors import CorruptLogError, LogFileExistsError
 from ..log_segment.listing import LogSegmentFiles
 from ..model.paths import commit_name, crc_name
 from ..replay.snapshot import load_snapshot
+from ..replay.table_state import load_table_state
 from ..storage import LogStore
 from .compute import NeedsReplay, apply_commit, checksum_from_snapshot, commit_actions
 from .state import ChecksumError, ChecksumState, parse_checksum
@@ -89,7 +90,7 @@ def walk_checksums(
     *,
     write: bool,
     trust_existing_anchor: bool = True,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ChecksumRun:
     """Versions ``start..end`` (published) in order: verify every checksum present, and with
     ``write`` create the missing ones (create-if-absent: one written meanwhile counts as existing
@@ -111,7 +112,7 @@ def walk_checksums(
             except ChecksumError as exc:
                 run.problems.append(ChecksumProblem(first - 1, str(exc).split(": ", 1)[-1]))
                 anchor = None
-            reason = None if anchor is None else self_inconsistency(anchor)
+            reason = None if anchor is None else self_inconsistency(anchor) or _disagrees_with_log(store, files, anchor)
             if anchor is not None and reason is None and anchor.txns is not None and anchor.domains is not None:
                 state, run.anchor = anchor, f"checksum of v{first - 1}"
             elif anchor is not None and reason is not None:
@@ -140,9 +141,20 @@ def walk_checksums(
             except LogFileExistsError:
                 _check(store, state, run)  # another writer's, meanwhile: it must agree too
         if progress is not None:
-            progress(version)
+            progress(f"checksums: v{version} of v{end} ({len(run.written)} written, {len(run.verified)} verified)")
     run.seconds = time.monotonic() - began
     return run
+
+
+def _disagrees_with_log(store: LogStore, files: LogSegmentFiles, anchor: ChecksumState) -> str | None:
+    """The anchor's protocol and metadata against the log's at its version (a backwards read of the
+    few non-file actions, not a replay): what every later checksum would inherit is checked."""
+    state = load_table_state(store, anchor.version, files=files)
+    if state.metadata != anchor.metadata:
+        return "metadata differs from the log's"
+    if state.protocol.to_dict() != anchor.protocol.to_dict():
+        return f"protocol is {anchor.protocol.to_dict()}, the log says {state.protocol.to_dict()}"
+    return None
 
 
 def _from_replay(store: LogStore, files: LogSegmentFiles, version: int) -> ChecksumState:

@@ -97,10 +97,20 @@ class TableStatus:
     cleanup_candidates: int
     cleanup_bytes: int
     cleanup_skipped_reason: str | None
+    checksum_version: int = -1  # the newest version with a <v>.crc (-1: none)
     problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _checksum_problems(table: MaintainedTable, view: CatalogView) -> list[str]:
+    from .checksums import checksum_problems  # a replay at the newest checksum: only status pays for it
+
+    try:
+        return checksum_problems(table, view)
+    except DeltaLogError as exc:
+        return [f"the newest checksum cannot be verified: {' '.join(str(exc).split())}"]
 
 
 def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableStatus:
@@ -125,6 +135,7 @@ def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableS
         if problems:
             candidates, size, reason = 0, 0, "a commit up to the head cannot be read (see problems); no writer or cleanup would run"
         else:
+            problems.extend(_checksum_problems(table, view))
             plan = plan_log_cleanup(store, state, now_ms=state.now_ms, latest_published_version=view.released_version, files=files)
             candidates, size, reason = len(plan.deletions), plan.bytes, plan.skip_reason
     return TableStatus(
@@ -133,6 +144,7 @@ def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableS
         latest_published_version=published,
         pending_versions=versions.pending,
         checkpoint_version=checkpoint,
+        checksum_version=max((c.version for c in files.crcs if c.version <= published), default=-1),
         compactions=[[c.version, c.end_version] for c in files.compactions],
         commits_since_checkpoint=published - checkpoint if published >= 0 else 0,
         log_files=len(entries),
