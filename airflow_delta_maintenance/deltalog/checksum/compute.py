@@ -58,12 +58,14 @@ def _limited_domains(domains: Mapping[str, DomainMetadata]) -> dict[str, DomainM
     return live if len(live) <= MAX_DOMAIN_METADATA else None
 
 
+_MAPS = frozenset({"partitionValues", "tags"})
+
+
 def _clean(value: Any) -> Any:
-    """An action as JSON writes it: null fields dropped (Arrow rows carry every column)."""
+    """An action as JSON writes it: null fields dropped (Arrow rows carry every column), Arrow
+    maps (lists of pairs) as objects."""
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list) and value and isinstance(value[0], tuple):  # an Arrow map
-        return {k: v for k, v in value}
+        return {k: dict(v) if k in _MAPS and isinstance(v, list) else _clean(v) for k, v in value.items() if v is not None}
     return value
 
 
