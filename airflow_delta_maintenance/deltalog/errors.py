@@ -14,6 +14,7 @@ __all__ = [
     "InvalidLogPathError",
     "LogFileExistsError",
     "AtomicWriteUnsupportedError",
+    "StorageConflictError",
     "UnpublishedVersionError",
     "ProtocolViolationError",
     "InvalidTablePropertyError",
@@ -86,6 +87,11 @@ class LogFileExistsError(DeltaLogError):
 
 class AtomicWriteUnsupportedError(DeltaLogError):
     """The storage backend cannot create a file atomically if absent."""
+
+
+class StorageConflictError(DeltaLogError):
+    """A conditional create stayed undecided: the store kept reporting another conditional write of
+    the same file in flight (S3's 409 ConditionalRequestConflict). Transient: try again."""
 
 
 class UnpublishedVersionError(DeltaLogError):

@@ -133,10 +133,25 @@ class Bucket:
     def filesystem(self, **overrides: Any) -> fsspec.AbstractFileSystem:
         return self.store.filesystem(**overrides)
 
+    def options_via(self, endpoint: str) -> dict[str, Any]:
+        """Storage options that reach this bucket through ``endpoint`` (a proxy in front of the server)."""
+        options = self.storage_options
+        if self.store.protocol == "s3":
+            options["client_kwargs"] = {**options["client_kwargs"], "endpoint_url": endpoint}
+        elif self.store.protocol == "az":
+            options["connection_string"] = azurite_connection_string(endpoint)
+        else:
+            options["endpoint_url"] = endpoint
+        return options
+
 
 def _new_bucket(store: ObjectStore) -> Bucket:
     bucket = Bucket(store, f"b-{uuid.uuid4().hex[:12]}")  # valid for S3, GCS and Azure alike
-    store.filesystem().mkdir(bucket.name)
+    fs = store.filesystem()
+    if store.protocol == "s3":  # s3fs would send LocationConstraint us-east-1, which moto (like AWS) refuses
+        fs.call_s3("create_bucket", Bucket=bucket.name)
+    else:
+        fs.mkdir(bucket.name)
     return bucket
 
 
@@ -324,13 +339,34 @@ def fake_gcs_bucket(fake_gcs: ObjectStore) -> Bucket:
     return _new_bucket(fake_gcs)
 
 
+# --- moto, as an ObjectStore ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def moto(s3_server: RunningServer) -> ObjectStore:
+    """The session's moto S3 server (``servers.s3_server``) as an ``ObjectStore``."""
+    from .servers import FAKE_AWS, s3_storage_options
+
+    credentials = {"key": FAKE_AWS["AWS_ACCESS_KEY_ID"], "secret": FAKE_AWS["AWS_SECRET_ACCESS_KEY"]}
+    return ObjectStore("moto", s3_server, "s3", s3_storage_options(s3_server.endpoint), credentials)
+
+
 # --- every store at once ------------------------------------------------------------------------
 
 STORES = ("minio", "azurite", "fake_gcs")
+# the real servers and moto, the mock S3 the rest of the suite runs on
+EVERY_STORE = ("moto", "minio", "azurite", "fake_gcs")
 
 
 @pytest.fixture(params=STORES)
 def store_bucket(request: pytest.FixtureRequest) -> Bucket:
     """A fresh bucket on each real store server in turn (the test runs once per store)."""
+    store: ObjectStore = request.getfixturevalue(request.param)
+    return _new_bucket(store)
+
+
+@pytest.fixture(params=EVERY_STORE)
+def every_store_bucket(request: pytest.FixtureRequest, aws_env: dict[str, str]) -> Bucket:
+    """``store_bucket`` over moto too."""
     store: ObjectStore = request.getfixturevalue(request.param)
     return _new_bucket(store)

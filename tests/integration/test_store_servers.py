@@ -4,7 +4,8 @@ MinIO (S3), Azurite (Azure Blob) and fake-gcs-server (GCS), with moto where S3 s
 conditional create and the error it answers, the same through each fsspec client, creates that take
 the multipart path, racing creates, listing order and modification times. Each test pins one fact;
 a server or client upgrade that changes one fails here first. The last tests run our own LogStore on
-each store and show where a fact breaks our use (strict xfail until the storage layer handles it).
+each store where a fact would break our use: gcsfs's datetime mtimes and MinIO's 412 without
+<Condition> (s3fs's OSError); ``test_store_contract.py`` holds the rest of the storage contract.
 """
 
 from __future__ import annotations
@@ -290,12 +291,7 @@ def _our_store(bucket: Bucket, table: str) -> Any:
     return open_table_storage(f"{bucket.url}/{table}", bucket.storage_options)
 
 
-@pytest.mark.parametrize("store", [
-    "minio",
-    "azurite",
-    pytest.param("fake_gcs", marks=pytest.mark.xfail(raises=TypeError, strict=True,
-                 reason="gcsfs reports mtime as a datetime; LogStore reads a number (phase 2)")),
-])
+@pytest.mark.parametrize("store", ["minio", "azurite", "fake_gcs"])
 def test_our_listing_reads_modification_times_on_every_store(store: str, request: pytest.FixtureRequest) -> None:
     bucket: Bucket = request.getfixturevalue({"minio": "minio_bucket", "azurite": "azurite_container", "fake_gcs": "fake_gcs_bucket"}[store])
     bucket.filesystem().pipe_file(f"{bucket.name}/t/_delta_log/{0:020d}.json", b"{}\n")
@@ -305,7 +301,6 @@ def test_our_listing_reads_modification_times_on_every_store(store: str, request
     assert now_ms - 60_000 < listed[0].modification_time <= now_ms + 5_000
 
 
-@pytest.mark.xfail(raises=OSError, strict=True, reason="MinIO's 412 has no <Condition>, so s3fs raises OSError, not FileExistsError (phase 2)")
 def test_our_put_if_absent_on_minio_refuses_a_second_create_as_log_file_exists(minio_bucket: Bucket) -> None:
     store = _our_store(minio_bucket, "t")
     assert store.supports_atomic_create

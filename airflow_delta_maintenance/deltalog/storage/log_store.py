@@ -4,8 +4,9 @@
 files, writes files that readers may see atomically (create-if-absent) and deletes files, always by
 names relative to ``_delta_log`` that are checked not to escape it.
 
-Create-if-absent is verified per backend, never assumed: fsspec's generic ``pipe_file(mode="create")``
-is an exists-check followed by a write, which two racing publishers can both pass.
+Create-if-absent is one conditional request of each store (``object_creates``), never assumed:
+fsspec's generic ``pipe_file(mode="create")`` is an exists-check followed by a write, which two
+racing publishers can both pass, so a store without its own primitive is refused.
 
 A local table is served without importing fsspec (with its asyncio, ssl and compression modules
 it is a good part of a short command's start-up): every local operation goes through ``os``, and
@@ -24,10 +25,11 @@ from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AtomicWriteUnsupportedError, CorruptLogError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
+from ..errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
 from ..model.paths import LOG_DIR, ParsedLogPath, parse_log_path
-from .fsspec_files import is_local_fs, is_memory_fs, is_precondition_failure, mtime_ms
+from .fsspec_files import ATOMIC_BACKENDS, AZURE, GCS, LOCAL, S3, backend_of, is_local_fs, list_files, mtime_ms
 from .local_files import drop_checksum_shadow, fsync_dir, ignore_missing, link_create, replace_file, scan_local_dir, unlink_batches
+from .object_creates import create_object, create_object_stream
 from .run_identity import STAGING_DIR
 
 if TYPE_CHECKING:
@@ -67,6 +69,7 @@ class LogStore:
         self.allow_unsafe_writes = allow_unsafe_writes
         # (name, size, mtime) of log files read and validated in full here (never rewritten in place)
         self.validated_files: set[tuple[str, int, int]] = set()
+        self._backend: str | None = None
 
     def __repr__(self) -> str:
         return f"LogStore({self.uri!r})"
@@ -106,24 +109,8 @@ class LogStore:
             out.sort(key=lambda s: s.name)
             return out
         directory = self.path(subdir) if subdir else self.log_dir
-        prefix = "" if not subdir else subdir + "/"
-        self.fs.invalidate_cache(directory)
-        try:
-            entries = self.fs.ls(directory, detail=True)
-        except FileNotFoundError:
-            return []
-        out = []
-        for info in entries:
-            base = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
-            if info.get("islink") or info.get("type") == "link":
-                raise SymlinkInLogError(f"{self.display(prefix + base)} is a symbolic link; refusing to follow it out of the table", path=prefix + base)
-            if info.get("type") == "directory":
-                if parse_log_path(prefix + base) is not None:  # would be taken for a corrupt log file
-                    raise CorruptLogError(f"{self.display(prefix + base)} is a directory, not a log file", path=prefix + base)
-                continue
-            out.append(FileStat(prefix + base, int(info.get("size") or 0), mtime_ms(self.fs, info)))
-        out.sort(key=lambda s: s.name)
-        return out
+        listed = list_files(self.fs, directory, "" if not subdir else subdir + "/", self.display, lambda n: parse_log_path(n) is not None)
+        return sorted((FileStat(*entry) for entry in listed), key=lambda s: s.name)
 
     def scan_dir(self, subdir: str = "", known: Container[str] = ()) -> list[tuple[str, int, int]]:
         """``list_dir`` as ``(name, size, mtime ms)`` tuples in listing order, for callers that
@@ -338,54 +325,55 @@ class LogStore:
     # ---- writes --------------------------------------------------------------------------------
 
     @property
-    def supports_atomic_create(self) -> bool:
-        return self.is_local or is_memory_fs(self.fs) or self._is_s3
+    def backend(self) -> str:
+        """local, memory, s3, azure, gcs or other (``fsspec_files.backend_of``)."""
+        if self._backend is None:
+            self._backend = LOCAL if self._fs is None else backend_of(self._fs)
+        return self._backend
 
     @property
-    def _is_s3(self) -> bool:
-        protocol = self.fs.protocol
-        protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
-        return "s3" in protocols
+    def supports_atomic_create(self) -> bool:
+        return self.backend in ATOMIC_BACKENDS
 
     def put_if_absent(self, name: str, data: bytes) -> None:
         """Write ``name`` only if it does not exist, atomically; ``LogFileExistsError`` otherwise.
 
         local: write a temp file, fsync, then ``link`` it into place (fails if the target exists and
-        never exposes a partial file); S3: ``PUT`` with ``If-None-Match: *``; memory: exclusive open.
-        Other stores raise ``AtomicWriteUnsupportedError`` unless ``allow_unsafe_writes`` was given.
+        never exposes a partial file); S3, Azure, GCS: one conditional request of the store
+        (``object_creates``); memory: an exclusive insert. Other stores raise
+        ``AtomicWriteUnsupportedError`` unless ``allow_unsafe_writes`` was given.
         """
         path = self.path(name)
         if self.is_local:
             self._local_link_create(path, data, name)
-        elif is_memory_fs(self.fs) or self._is_s3:
-            try:
-                self.fs.pipe_file(path, data, mode="create")
-            except FileExistsError as exc:
-                raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
-            except OSError as exc:
-                if is_precondition_failure(exc):
-                    raise LogFileExistsError(f"{self.display(name)} already exists", path=name) from exc
-                raise
+        elif self.supports_atomic_create:
+            create_object(self.fs, self.backend, path, data, name=name, display=self.display(name))
         elif self.allow_unsafe_writes:
-            if self.exists(name):
+            if self.exists(name):  # the caller guarantees a single writer: a guard, not atomicity
                 raise LogFileExistsError(f"{self.display(name)} already exists", path=name)
             self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
             self.fs.pipe_file(path, data)
         else:
-            raise AtomicWriteUnsupportedError(
-                f"{type(self.fs).__name__} cannot create {self.display(name)} if absent atomically; "
-                "pass allow_unsafe_writes=True only if a single writer is guaranteed",
-                path=name,
-            )
+            self._refuse_unsafe(name)
+
+    def _refuse_unsafe(self, name: str) -> None:
+        raise AtomicWriteUnsupportedError(
+            f"{type(self.fs).__name__} cannot create {self.display(name)} if absent atomically; "
+            "pass allow_unsafe_writes=True only if a single writer is guaranteed",
+            path=name,
+        )
 
     def put_if_absent_stream(self, name: str, write: Callable[[Any], None]) -> int:
         """``put_if_absent`` for content that ``write(stream)`` produces; returns its size.
 
-        Local files stream into the temp file that is then linked into place, so a large
-        checkpoint is never whole in memory; other stores buffer it and put it create-if-absent.
+        Local files stream into the temp file that is then linked into place; object stores
+        upload as it comes with the condition on the completing request: a large checkpoint is
+        never whole in memory. Other stores (with ``allow_unsafe_writes``) buffer it.
         """
         if self.is_local:
             return self._local_link_create(self.path(name), write, name)
+        if self.supports_atomic_create:
+            return create_object_stream(self.fs, self.backend, self.path(name), write, name=name, display=self.display(name))
         sink = io.BytesIO()
         write(sink)
         data = sink.getvalue()
@@ -407,7 +395,8 @@ class LogStore:
     def put_if_absent_from(self, source: str, name: str) -> None:
         """Make the complete file ``source`` visible as ``name`` if ``name`` is absent (atomic).
 
-        local: a hard link (no copy, no replace); elsewhere the bytes are re-put create-if-absent.
+        local: a hard link (no copy, no replace); elsewhere the bytes are streamed into a
+        create-if-absent upload (a Spark checkpoint's file is never whole in memory).
         """
         if self.is_local:
             try:
@@ -417,7 +406,12 @@ class LogStore:
             fsync_dir(os.path.dirname(self.path(name)))
             drop_checksum_shadow(self.path(name))
             return
-        self.put_if_absent(name, self.read(source))
+
+        def copy(sink: Any) -> None:
+            with self.fs.open(self.path(source), "rb") as f:
+                shutil.copyfileobj(f, sink, 8 << 20)
+
+        self.put_if_absent_stream(name, copy)
 
     def move(self, source: str, name: str) -> None:
         """Rename a file that readers cannot see yet (staging → sidecar); not for visible files."""
@@ -469,7 +463,7 @@ class LogStore:
             unlink_batches(batches, progress)
             return
         for batch in batches:
-            if self._is_s3:
+            if self.backend in (S3, AZURE, GCS):  # bulk requests (DeleteObjects, Blob Batch, JSON batch)
                 try:
                     self.fs.rm(batch)
                 except FileNotFoundError:

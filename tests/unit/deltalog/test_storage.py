@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,89 @@ def test_read_into_on_object_stores_returns_the_bytes(memfs: MemoryFileSystem) -
     store = open_table_storage("memory://t")
     store.put_if_absent("00000000000000000000.json", b"abc\n")
     assert bytes(store.read_into("00000000000000000000.json", bytearray())) == b"abc\n"
+
+
+@pytest.mark.parametrize(
+    ("info", "expected"),
+    [
+        ({"mtime": 1700000000.5}, 1700000000500),  # local: float seconds
+        ({"LastModified": datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)}, 1767323045678),
+        ({"last_modified": datetime(2026, 1, 2, 3, 4, 5)}, 1767323045000),  # naive: UTC
+        ({"mtime": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)}, 1767323045000),  # gcsfs
+        ({"updated": "2026-01-02T03:04:05.678Z"}, 1767323045678),
+        ({"updated": "2026-01-02T03:04:05.6789123+00:00"}, 1767323045678),  # 7 fraction digits (Python 3.10 takes 3 or 6)
+        ({"updated": "2026-01-02T03:04:05Z"}, 1767323045000),
+        ({"last_modified": date(2026, 1, 2)}, 1767312000000),
+        ({"mtime": 1767323045678}, 1767323045678),  # already milliseconds
+        ({"mtime": None, "updated": "2026-01-02T03:04:05Z"}, 1767323045000),
+        ({"mtime": "not a time", "created": 1.5}, 1500),
+        ({}, 0),
+    ],
+)
+def test_modification_times_of_every_client_in_epoch_ms(info: dict, expected: int) -> None:
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    from airflow_delta_maintenance.deltalog.storage.fsspec_files import mtime_ms
+
+    assert mtime_ms(DirFileSystem(path="/", fs=LocalFileSystem()), {"name": "x", **info}) == expected
+
+
+def test_create_conflicts_are_told_by_type_and_service_code_never_by_message() -> None:
+    import errno
+
+    from botocore.exceptions import ClientError
+
+    from airflow_delta_maintenance.deltalog.storage.fsspec_files import is_conflict_in_flight, is_create_conflict
+
+    def s3_error(code: str | None, status: int, message: str = "x") -> OSError:
+        error = ClientError({"Error": {"Code": code, "Message": message} if code else {}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
+        wrapped = OSError(errno.EINVAL, message)
+        wrapped.__cause__ = error  # as s3fs raises it
+        return wrapped
+
+    assert is_create_conflict(FileExistsError("x"))
+    assert is_create_conflict(s3_error("PreconditionFailed", 412))  # MinIO: no <Condition>, OSError(EINVAL)
+    assert is_create_conflict(s3_error(None, 412))
+    assert not is_create_conflict(s3_error("ConditionalRequestConflict", 409)) and is_conflict_in_flight(s3_error("ConditionalRequestConflict", 409))
+    # message text decides nothing: the old check matched "412" and "PreconditionFailed" anywhere in it
+    assert not is_create_conflict(OSError("PreconditionFailed 412 ConditionalRequestConflict"))
+    assert not is_create_conflict(s3_error("AccessDenied", 403, "PreconditionFailed 412"))
+    assert not is_conflict_in_flight(OSError("ConditionalRequestConflict"))
+
+    from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceModifiedError
+
+    def azure_error(cls: type, status: int, code: str) -> Exception:
+        exc = cls(message="m")
+        exc.status_code, exc.error_code = status, code
+        return exc
+
+    assert is_create_conflict(azure_error(ResourceExistsError, 409, "BlobAlreadyExists"))
+    assert is_create_conflict(azure_error(ResourceModifiedError, 412, "ConditionNotMet"))
+    assert not is_create_conflict(azure_error(HttpResponseError, 403, "AuthorizationFailure"))
+    assert not is_create_conflict(azure_error(ResourceExistsError, 409, "LeaseIdMissing"))
+
+
+def test_memory_creates_race_under_one_lock(memfs: MemoryFileSystem) -> None:
+    """fsspec's generic create is an exists-check then a write: two threads could both pass it."""
+    store = open_table_storage("memory://t")
+    for v in range(20):
+        assert len(race_put_if_absent(store, f"{v:020d}.json", 8)) == 1
+
+
+def test_backends_are_told_by_class() -> None:
+    import adlfs
+    import gcsfs.core
+    import s3fs
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    from airflow_delta_maintenance.deltalog.storage.fsspec_files import backend_of
+
+    cases = {s3fs.S3FileSystem: "s3", adlfs.AzureBlobFileSystem: "azure", gcsfs.core.GCSFileSystem: "gcs", LocalFileSystem: "local",
+             MemoryFileSystem: "memory", DirFileSystem: "other"}
+    for cls, expected in cases.items():
+        assert backend_of(cls.__new__(cls)) == expected, cls
+    subclass = type("MyS3", (s3fs.S3FileSystem,), {"__module__": "mine"})
+    assert backend_of(subclass.__new__(subclass)) == "s3"
