@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 SYSDEPS_STAMP := .cache/.system-deps
 BUILDDEPS_STAMP := .cache/.build-deps
 
-.PHONY: demo test venv jars servers system-deps clean
+.PHONY: demo test setup venv jars servers system-deps clean
 
 venv: $(STAMP)
 
@@ -57,7 +57,7 @@ servers:
 # executable_path, never `playwright install`) and a docker compose CLI for `compose config`.
 system-deps: $(SYSDEPS_STAMP)
 
-$(SYSDEPS_STAMP):
+$(SYSDEPS_STAMP): | $(BUILDDEPS_STAMP)  # after it: two apt-get runs at once would fight over dpkg's lock
 	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
 	 (docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null) || missing="$$missing docker-compose"; \
 	 $(APT_INSTALL_MISSING)
@@ -66,8 +66,14 @@ $(SYSDEPS_STAMP):
 demo: $(STAMP)
 	$(VENV)/bin/python -m airflow_delta_maintenance.demo
 
-test: $(STAMP) jars servers $(SYSDEPS_STAMP)
+test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Everything the suite needs, installed side by side (make -j): on a fresh machine the store
+# servers' builds (MinIO's go build is most of it) overlap the venv install and the jar fetches
+# instead of following them. Each step returns at once when it is already done.
+setup:
+	+@$(MAKE) --no-print-directory -j4 servers $(STAMP) jars $(SYSDEPS_STAMP)
 
 clean:
 	rm -rf $(VENV) .cache demo .pytest_cache .hypothesis
