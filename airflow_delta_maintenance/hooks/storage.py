@@ -8,23 +8,38 @@ from typing import Any
 
 from ..version_compat import BaseHook
 from ._aws import AwsAccess, aws_access
+from ._cloud import azure_options, gcs_options, google_connection_options, wasb_connection_options
 from ._forms import connection_form_widgets, declared_hook_name, ui_field_behaviour
 
 __all__ = ["DeltaStorageHook"]
 
 _LOCAL_SCHEMES = ("file", "memory")
+_AZURE_SCHEMES = ("abfss", "abfs", "az", "adl")
+_GCS_SCHEMES = ("gs", "gcs")
 
 
 class DeltaStorageHook(BaseHook):
-    """Storage credentials and options for Delta tables (S3 and S3-compatible stores; local needs none).
+    """Storage credentials and options for Delta tables on S3 (and S3-compatible stores), Azure
+    Blob Storage / ADLS Gen2 and Google Cloud Storage; local tables need none.
 
-    ``login``/``password`` are the access key id and secret; extra fields: ``endpoint_url``,
-    ``region_name``, ``role_arn`` (assumed with STS when set), ``aws_conn_id`` (an Airflow ``aws``
-    connection whose keys, session token, region, endpoint and role are the base the fields above
-    override), ``test_location`` (what the UI's Test button lists) and ``storage_options`` (JSON
-    object merged last). AWS access goes through the Amazon provider: with a role the options hold
-    a refreshable ``session`` (the role is assumed again before its keys expire), so a long task or
-    deferral never runs out of credentials. Secrets are never logged nor returned in XCom.
+    Which fields count depends on the table's scheme (one connection per store):
+
+    - ``s3://``: ``login``/``password`` are the access key id and secret; extra ``endpoint_url``,
+      ``region_name``, ``role_arn`` (assumed with STS when set), ``aws_conn_id`` (an Airflow ``aws``
+      connection whose keys, session token, region, endpoint and role are the base the fields above
+      override). AWS access goes through the Amazon provider: with a role the options hold a
+      refreshable ``session``, so a long task or deferral never runs out of credentials.
+    - ``abfss://`` / ``abfs://`` / ``az://``: ``azure_auth`` (``account_key``, ``sas``,
+      ``service_principal``, ``managed_identity`` or ``default``), ``azure_account_name``,
+      ``azure_tenant_id``, ``azure_client_id``, the secret (account key, SAS token or client
+      secret) in ``password``, ``endpoint_url`` (another blob endpoint); or ``azure_conn_id``: an
+      Airflow ``wasb`` connection, read as the Azure provider's ``WasbHook`` reads it.
+    - ``gs://``: a service-account key (JSON) in ``password`` or ``gcp_key_path``, else the
+      application default credentials; ``gcp_project``; ``endpoint_url``; or ``gcp_conn_id``: an
+      Airflow ``google_cloud_platform`` connection's key and project.
+
+    ``test_location`` is what the UI's Test button lists and ``storage_options`` (JSON object) is
+    merged last. Secrets are never logged nor returned in XCom.
 
     :param delta_storage_conn_id: connection id (default ``delta_storage_default``); ``None`` means
         no connection (credentials from the environment).
@@ -88,7 +103,10 @@ class DeltaStorageHook(BaseHook):
         client_kwargs = {k: v for k, v in (("endpoint_url", access.endpoint_url("s3")), ("region_name", access.region_name)) if v}
         if client_kwargs:
             options["client_kwargs"] = client_kwargs
-        raw = extra.get("storage_options")
+        return self._with_extra_options(options)
+
+    def _with_extra_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        raw = self._extra.get("storage_options")
         if raw:
             try:
                 more = json.loads(raw) if isinstance(raw, str) else raw
@@ -99,11 +117,46 @@ class DeltaStorageHook(BaseHook):
             options.update(more)
         return options
 
+    @cached_property
+    def _azure_options(self) -> dict[str, Any]:
+        """adlfs options: the connection's own Azure fields, or a reused ``wasb`` connection's."""
+        conn, extra = self._connection, self._extra
+        if conn is None:
+            return {}
+        if extra.get("azure_conn_id"):
+            options = wasb_connection_options(self.get_connection(extra["azure_conn_id"]))
+        else:
+            options = azure_options(extra.get("azure_auth") or None, extra.get("azure_account_name") or conn.login or None, conn.password or None,
+                                    tenant_id=extra.get("azure_tenant_id") or None, client_id=extra.get("azure_client_id") or None,
+                                    endpoint=extra.get("endpoint_url") or None, conn_id=str(self.delta_storage_conn_id))
+        return self._with_extra_options(options)
+
+    @cached_property
+    def _gcs_options(self) -> dict[str, Any]:
+        """gcsfs options: a service-account key or the application default credentials, or a
+        reused ``google_cloud_platform`` connection's."""
+        conn, extra = self._connection, self._extra
+        if conn is None:
+            return {}
+        if extra.get("gcp_conn_id"):
+            options = google_connection_options(self.get_connection(extra["gcp_conn_id"]))
+            if extra.get("endpoint_url"):
+                options["endpoint_url"] = extra["endpoint_url"]
+        else:
+            options = gcs_options(conn.password or None, extra.get("gcp_key_path") or None, extra.get("gcp_project") or None,
+                                  endpoint=extra.get("endpoint_url") or None, conn_id=str(self.delta_storage_conn_id))
+        return self._with_extra_options(options)
+
     def get_storage_options(self, table_uri: str) -> dict[str, Any]:
-        """fsspec options for ``table_uri``; empty for local paths or without a connection."""
+        """fsspec options for ``table_uri`` (s3fs, adlfs or gcsfs by its scheme); empty for local
+        paths or without a connection."""
         scheme = table_uri.split("://", 1)[0].lower() if "://" in table_uri else "file"
         if scheme in _LOCAL_SCHEMES:
             return {}
+        if scheme in _AZURE_SCHEMES:
+            return dict(self._azure_options)
+        if scheme in _GCS_SCHEMES:
+            return dict(self._gcs_options)
         return dict(self._remote_options)
 
     def test_connection(self) -> tuple[bool, str]:
@@ -114,7 +167,12 @@ class DeltaStorageHook(BaseHook):
         location = "the connection"
         try:
             location = str(self._extra.get("test_location") or "s3://")
-            fs, path = fsspec.core.url_to_fs(location, **self.get_storage_options(location))
+            if location.startswith(("gs://", "gcs://")):  # the plain client, as tables use it
+                from gcsfs.core import GCSFileSystem
+
+                fs, path = GCSFileSystem(**self.get_storage_options(location)), GCSFileSystem._strip_protocol(location)
+            else:
+                fs, path = fsspec.core.url_to_fs(location, **self.get_storage_options(location))
             if path.strip("/") and fs.isdir(path.rstrip("/") + "/_delta_log"):
                 path = path.rstrip("/") + "/_delta_log"
             entries = fs.ls(path if path.strip("/") else "", detail=False, refresh=True)
