@@ -49,7 +49,7 @@ def test_account_key_connection_on_azurite_and_its_test_button(azurite_container
                 test_location=uri)
     creates_atomically(hook, uri)
     ok, message = hook.test_connection()
-    assert ok and message.endswith("/t/tables/orders/_delta_log: 1 entry") or ok and "_delta_log: 1 entry" in message, message
+    assert (ok and message.endswith("/t/tables/orders/_delta_log: 1 entry")) or (ok and "_delta_log: 1 entry" in message), message
     bad = lake(monkeypatch, "d3Jvbmcta2V5" * 7, azure_account_name=AZURITE_ACCOUNT, endpoint_url=blob_endpoint(azurite_container), test_location=uri)
     ok, message = bad.test_connection()
     assert not ok and "d3Jvbmcta2V5" not in message and AZURITE_KEY not in message, message
