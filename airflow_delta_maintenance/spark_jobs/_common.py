@@ -26,6 +26,7 @@ from airflow_delta_maintenance.deltalog.model.actions import NonFileState
 from airflow_delta_maintenance.deltalog.model.paths import ParsedLogPath
 from airflow_delta_maintenance.deltalog.replay.table_state import segment_non_file_actions
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
+from airflow_delta_maintenance.spark_jobs._hadoop_stores import UnsupportedStoreError, hadoop_settings, hadoop_uri
 
 __all__ = [
     "STORAGE_OPTIONS_ENV",
@@ -94,12 +95,20 @@ def load_credentials() -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+_STORE_OPTIONS: dict[int, dict[str, Any]] = {}  # id(store) -> the options it was opened with
+
+
 def open_store(args: argparse.Namespace) -> LogStore:
     raw = os.environ.get(args.storage_options_env) or "{}"
-    return open_table_storage(args.table_uri, {**json.loads(raw), **load_credentials().get("storage_options", {})})
+    options = {**json.loads(raw), **load_credentials().get("storage_options", {})}
+    store = open_table_storage(args.table_uri, options)
+    _STORE_OPTIONS[id(store)] = options
+    return store
 
 
-def spark_session(app_name: str) -> SparkSession:
+def spark_session(app_name: str, store: LogStore | None = None) -> SparkSession:
+    """The job's session; with ``store``, its Hadoop configuration reaches the table's store
+    (Azure, GCS) with the job's own storage options, set in-process (``_hadoop_stores``)."""
     builder = SparkSession.builder.appName(app_name)
     secret = load_credentials().get("storage_options", {})
     if secret.get("key") and secret.get("secret"):  # s3a reads the same keys, set in-process (Spark redacts them in its UI)
@@ -109,6 +118,10 @@ def spark_session(app_name: str) -> SparkSession:
                 "spark.hadoop.fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
             )
     session = builder.getOrCreate()
+    if store is not None:
+        hadoop_conf = session.sparkContext._jsc.hadoopConfiguration()
+        for key, value in hadoop_settings(store, _STORE_OPTIONS.get(id(store), {})).items():
+            hadoop_conf.set(key, value)
     # The driver passes every file by name from its own listing: Spark's parallel "listing leaf
     # files" job (one task per path above 32 paths) would only stat them again.
     if session.conf.get(_DISCOVERY_THRESHOLD, None) in (None, "32"):
@@ -123,15 +136,12 @@ def spark_session(app_name: str) -> SparkSession:
 
 
 def hadoop_path(store: LogStore, name: str = "") -> str:
-    """The Hadoop URI of a file of ``_delta_log`` (``s3://`` → ``s3a://``, local → ``file://``)."""
-    path = store.log_dir if not name else store.path(name)
-    protocol = store.fs.protocol
-    protocols = (protocol,) if isinstance(protocol, str) else tuple(protocol)
-    if "s3" in protocols or "s3a" in protocols:
-        return f"s3a://{path}"
-    if "file" in protocols or "local" in protocols:
-        return f"file://{path}"
-    raise JobFailed(f"{store.uri}: Spark jobs support local paths and s3:// (s3a://) tables")
+    """The Hadoop URI of a file of ``_delta_log`` (``s3://`` → ``s3a://``, Azure → ``abfs[s]://``,
+    ``gs://``, local → ``file://``)."""
+    try:
+        return hadoop_uri(store, store.log_dir if not name else store.path(name))
+    except UnsupportedStoreError as exc:
+        raise JobFailed(str(exc)) from None
 
 
 def version_from_file(name: Column) -> Column:

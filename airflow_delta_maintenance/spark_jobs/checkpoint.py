@@ -214,7 +214,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # The commits, never compaction files: a compaction may lack removes of its window (the deltalake
     # wheel's drops tombstones expired when it wrote), and the executors read commits in parallel anyway.
     segment = build_log_segment(files, v, use_compactions=False, table=store.uri)
-    spark = spark_session(f"delta-checkpoint {store.uri}@{v}")
+    spark = spark_session(f"delta-checkpoint {store.uri}@{v}", store)
     sidecars = _referenced_sidecars(spark, store, segment.checkpoint.files) if segment.checkpoint else []
     actions = read_actions(spark, store, segment, sidecars)
     state = collect_non_file_state(store, segment)

@@ -64,7 +64,7 @@ def _main(argv: Sequence[str] | None) -> int:
         first = next((args.start + i for i, v in enumerate(present) if v != args.start + i), args.start + len(present))
         raise JobFailed(f"{store.uri}: version {first} is not published; compactions cover published versions only")
 
-    spark = spark_session(f"delta-compaction {store.uri}[{args.start},{args.end}]")
+    spark = spark_session(f"delta-compaction {store.uri}[{args.start},{args.end}]", store)
     paths = [hadoop_path(store, commits[v].name) for v in range(args.start, args.end + 1)]
     lines = (
         spark.read.text(paths)

@@ -2,6 +2,8 @@
 
 - ``delta-spark``: delta-spark, hadoop-aws, the AWS SDKs they need (``.ci/maven/delta-spark.xml``).
 - ``dynamodb-local``: the official DynamoDB Local and its ``native/`` sqlite4java library.
+- ``hadoop-azure``: hadoop-azure 3.5.0 (the ABFS driver) for abfss:// tables.
+- ``gcs-connector``: the shaded Cloud Storage connector for gs:// tables.
 
 Missing or stale jars are an error, never a skip: a skipped interop test looks like a passing one.
 """
@@ -19,6 +21,8 @@ FETCH_SCRIPT = REPO / ".ci" / "fetch-jars"
 
 DELTA_SPARK = "delta-spark"
 DYNAMODB_LOCAL = "dynamodb-local"
+HADOOP_AZURE = "hadoop-azure"
+GCS_CONNECTOR = "gcs-connector"
 
 
 class JarsMissingError(RuntimeError):

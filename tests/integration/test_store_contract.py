@@ -232,3 +232,20 @@ def test_threads_of_one_process_share_one_store_safely(every_store_bucket: Bucke
     for t in threads:
         t.join()
     assert not errors and len(store.list_dir()) == 8
+
+
+def test_stat_and_exists_see_a_file_another_writer_created_after_a_listing(every_store_bucket: Bucket) -> None:
+    """The Spark driver's JVM writes a file after our listing of its directory: stat, exists and
+    has_log_dir must not answer from that cached listing (adlfs answers info() from the parent's)."""
+    store = table(every_store_bucket)
+    store.put_if_absent("_spark_staging/run-1/part-0.parquet", b"p")
+    assert [s.name for s in store.list_dir("_spark_staging/run-1")] == ["_spark_staging/run-1/part-0.parquet"]
+    assert store.stat("_spark_staging/run-1/joined.parquet") is None
+    every_store_bucket.filesystem().pipe_file(store.path("_spark_staging/run-1/joined.parquet"), b"joined")  # another process
+    stat = store.stat("_spark_staging/run-1/joined.parquet")
+    assert stat is not None and stat.size == 6 and store.exists("_spark_staging/run-1/joined.parquet")
+    later = table(every_store_bucket, "u")
+    later.fs.ls(every_store_bucket.name)
+    assert not later.has_log_dir()
+    every_store_bucket.filesystem().pipe_file(later.path(f"{0:020d}.json"), b"{}\n")
+    assert later.has_log_dir()

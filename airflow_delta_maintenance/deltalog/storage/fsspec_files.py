@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import fsspec
 
 __all__ = ["LOCAL", "MEMORY", "S3", "AZURE", "GCS", "OTHER", "ATOMIC_BACKENDS", "backend_of", "is_local_fs", "is_memory_fs",
-           "list_files", "mtime_ms", "to_epoch_ms", "is_create_conflict", "is_conflict_in_flight"]
+           "forget_listings", "list_files", "mtime_ms", "to_epoch_ms", "is_create_conflict", "is_conflict_in_flight"]
 
 LOCAL, MEMORY, S3, AZURE, GCS, OTHER = "local", "memory", "s3", "azure", "gcs", "other"
 # Stores whose create-if-absent is one atomic request (or completion) of the service itself.
@@ -47,6 +47,19 @@ def is_memory_fs(fs: fsspec.AbstractFileSystem) -> bool:
     return isinstance(fs, MemoryFileSystem)
 
 
+def forget_listings(fs: fsspec.AbstractFileSystem, path: str) -> None:
+    """Drop fsspec's cached listings of ``path`` and of every directory above it: a client may
+    answer ``info``/``exists`` from its parent's listing (adlfs does, and pops only the path itself
+    when told to forget it), which misses a file another process wrote after that listing."""
+    path = path.rstrip("/")
+    while True:
+        fs.invalidate_cache(path)
+        parent = fs._parent(path).rstrip("/")
+        if not parent or parent == path:
+            return
+        path = parent
+
+
 def list_files(
     fs: fsspec.AbstractFileSystem, directory: str, prefix: str, display: Callable[[str], str], refuse_dir: Callable[[str], bool] = lambda name: False
 ) -> list[tuple[str, int, int]]:
@@ -56,7 +69,7 @@ def list_files(
     directory whose name ``refuse_dir`` (a log file's name: it would be read as one)."""
     from ..errors import CorruptLogError, SymlinkInLogError
 
-    fs.invalidate_cache(directory)
+    forget_listings(fs, directory)
     try:
         entries = fs.ls(directory, detail=True)
     except FileNotFoundError:

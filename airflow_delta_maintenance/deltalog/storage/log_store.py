@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
 from ..model.paths import LOG_DIR, ParsedLogPath, parse_log_path
-from .fsspec_files import ATOMIC_BACKENDS, AZURE, GCS, LOCAL, S3, backend_of, is_local_fs, list_files, mtime_ms
+from .fsspec_files import ATOMIC_BACKENDS, AZURE, GCS, LOCAL, S3, backend_of, forget_listings, is_local_fs, list_files, mtime_ms
 from .local_files import drop_checksum_shadow, fsync_dir, ignore_missing, link_create, replace_file, scan_local_dir, unlink_batches
 from .object_creates import create_object, create_object_stream
 from .run_identity import STAGING_DIR
@@ -154,7 +154,7 @@ class LogStore:
                     rel = os.path.relpath(os.path.join(root, n), self.log_dir).replace(os.sep, "/")
                     out.append(FileStat(rel, st.st_size, int(st.st_mtime * 1000)))
         else:
-            self.fs.invalidate_cache(directory)
+            forget_listings(self.fs, directory)
             try:
                 found = self.fs.find(directory, detail=True)
             except FileNotFoundError:
@@ -177,7 +177,7 @@ class LogStore:
                     return sorted(f"{subdir}/{e.name}" for e in it if e.is_dir(follow_symlinks=False))
             except (FileNotFoundError, NotADirectoryError):
                 return []
-        self.fs.invalidate_cache(directory)
+        forget_listings(self.fs, directory)
         try:
             entries = self.fs.ls(directory, detail=True)
         except FileNotFoundError:
@@ -193,7 +193,7 @@ class LogStore:
         """Whether ``_delta_log`` exists now (never from a listing fsspec cached earlier)."""
         if self.is_local:
             return os.path.isdir(self.log_dir)
-        self.fs.invalidate_cache(self.log_dir)
+        forget_listings(self.fs, self.log_dir)
         return bool(self.fs.isdir(self.log_dir))
 
     def require_log_dir(self) -> None:
@@ -308,7 +308,7 @@ class LogStore:
         path = self.path(name)
         # fsspec answers info() from a cached listing of the parent when it has one; a file another
         # process wrote after that listing (the Spark driver's JVM, another run) would be "missing".
-        self.fs.invalidate_cache(path)
+        forget_listings(self.fs, path)
         try:
             info = self.fs.info(path)
         except FileNotFoundError:
@@ -319,7 +319,7 @@ class LogStore:
         path = self.path(name)
         if self.is_local:
             return os.path.exists(path)
-        self.fs.invalidate_cache(path)  # as in stat(): never answer from a listing made earlier
+        forget_listings(self.fs, path)  # as in stat(): never answer from a listing made earlier
         return bool(self.fs.exists(path))
 
     # ---- writes --------------------------------------------------------------------------------

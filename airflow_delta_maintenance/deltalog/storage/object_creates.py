@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LogFileExistsError, StorageConflictError
-from .fsspec_files import AZURE, GCS, MEMORY, S3, is_conflict_in_flight, is_create_conflict
+from .fsspec_files import AZURE, GCS, MEMORY, S3, forget_listings, is_conflict_in_flight, is_create_conflict
 
 if TYPE_CHECKING:
     import fsspec
@@ -141,7 +141,7 @@ def _open_exclusive(fs: fsspec.AbstractFileSystem, backend: str, path: str, toke
 
 def _token_of(fs: fsspec.AbstractFileSystem, backend: str, path: str) -> str | None:
     """The create token of the object now at ``path`` (None: none, or the object is gone again)."""
-    fs.invalidate_cache(path)
+    forget_listings(fs, path)
     try:
         if backend == S3:
             meta = fs.metadata(path, refresh=True)  # HeadObject's user metadata

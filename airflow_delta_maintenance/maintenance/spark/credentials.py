@@ -1,7 +1,8 @@
 """Secrets of a Spark job: never in argv nor in environment values (YARN and Kubernetes render
 driver environment variables as ``--conf`` arguments). They go to a private file (mode 0600) whose
 *path* travels in ``DELTA_MAINTENANCE_CREDENTIALS_FILE``; the storage options without secrets
-travel in ``DELTA_MAINTENANCE_STORAGE_OPTIONS``, and s3a settings in the Spark conf.
+travel in ``DELTA_MAINTENANCE_STORAGE_OPTIONS``, and s3a settings in the Spark conf. Azure and GCS
+settings are made by the job itself from the same options (``spark_jobs._hadoop_stores``).
 
 Credentials that expire (an assumed role's) are never handed over as fixed keys when the job
 runs on this machine: the storage options' ``session`` then offers ``frozen_credentials()`` (see
@@ -47,8 +48,11 @@ STORAGE_OPTIONS_ENV = "DELTA_MAINTENANCE_STORAGE_OPTIONS"  # same name as spark_
 CREDENTIALS_FILE_ENV = "DELTA_MAINTENANCE_CREDENTIALS_FILE"  # ditto; its value is a path, never a secret
 
 
-# fsspec/s3fs option names that hold secrets; they go to the credentials file only
-SECRET_OPTION_KEYS = frozenset({"key", "secret", "token", "password", "session_token", "aws_secret_access_key", "aws_session_token"})
+# fsspec option names that hold secrets (s3fs; adlfs: account key, SAS token, client secret, a
+# connection string with a key in it, a credential; gcsfs: the token, a key or a key file path);
+# they go to the credentials file only
+SECRET_OPTION_KEYS = frozenset({"key", "secret", "token", "password", "session_token", "aws_secret_access_key", "aws_session_token",
+                                "account_key", "sas_token", "client_secret", "connection_string", "credential"})
 
 
 def write_credentials_file(credentials: Mapping[str, Any]) -> str:
