@@ -83,11 +83,13 @@ def open_cli_table(args: argparse.Namespace, *, allow_unsafe_writes: bool = Fals
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    uri = str(getattr(args, "table_uri", "") or "")
+    s3 = "://" not in uri or uri.split("://", 1)[0].lower() in ("s3", "s3a", "s3n")
     for item in args.storage_option:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--storage-option expects KEY=VALUE, got {item!r}")
-        if key in ("endpoint_url", "region_name"):  # s3fs wants these inside client_kwargs
+        if key in ("endpoint_url", "region_name") and s3:  # s3fs wants these inside client_kwargs (gcsfs takes endpoint_url itself)
             out.setdefault("client_kwargs", {})[key] = value
         else:
             out[key] = value

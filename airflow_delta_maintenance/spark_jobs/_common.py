@@ -274,3 +274,19 @@ def run_job(main_fn: Any, argv: Sequence[str] | None) -> int:
     except Exception as exc:  # noqa: BLE001 - a job must exit non-zero with the reason
         print(f"delta-maintenance spark job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        _close_hadoop_filesystems()
+
+
+def _close_hadoop_filesystems() -> None:
+    """Close the JVM's Hadoop file systems before the driver exits: hadoop-azure's ABFS keeps
+    non-daemon thread pools until its file system is closed, and spark-submit's JVM would wait
+    for them forever after this Python driver ended."""
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    try:
+        session._jvm.org.apache.hadoop.fs.FileSystem.closeAll()  # type: ignore[union-attr]
+        session.stop()
+    except Exception:  # noqa: BLE001 - the job's outcome is decided; this only lets the JVM exit
+        pass

@@ -74,6 +74,10 @@ def hadoop_settings(store: LogStore, options: Mapping[str, Any]) -> dict[str, st
 
 
 def _azure_settings(store: LogStore, options: Mapping[str, Any]) -> dict[str, str]:
+    # what adlfs took from the environment (AZURE_STORAGE_*) when the options do not say it
+    fs = store.fs
+    options = {**{k: v for k in ("account_key", "sas_token", "client_id", "client_secret", "tenant_id", "connection_string")
+                  if (v := getattr(fs, k, None))}, **options}
     account, endpoint = _azure_account_and_endpoint(store, options)
     host = f"{account}.dfs.core.windows.net"
     cs = _connection_string(options)
