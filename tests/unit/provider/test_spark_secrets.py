@@ -109,3 +109,62 @@ def test_the_job_reads_its_secrets_from_the_file_where_the_driver_runs(tmp_path:
     with pytest.raises(_common.JobFailed, match=re.escape("credentials file /nowhere/credentials.json not found")):
         _common.open_store(args)
     _common.load_credentials.cache_clear()
+
+
+AZURE_SECRETS = ("azure-account-key-value==", "sv=2026-01-01&sig=sas-signature-value", "sp-client-secret-value")
+GCS_KEY = {"type": "service_account", "project_id": "p", "private_key_id": "kid", "private_key": "-----BEGIN PRIVATE KEY-----\nGCSPRIVATEKEYVALUE\n-----END PRIVATE KEY-----\n",
+           "client_email": "sa@p.iam.gserviceaccount.com"}
+
+
+@pytest.mark.parametrize(
+    ("uri", "options", "secrets"),
+    [
+        ("abfss://lake@acct.dfs.core.windows.net/orders", {"account_name": "acct", "account_key": AZURE_SECRETS[0]}, [AZURE_SECRETS[0]]),
+        ("abfss://lake@acct.dfs.core.windows.net/orders", {"account_name": "acct", "sas_token": AZURE_SECRETS[1]}, [AZURE_SECRETS[1]]),
+        ("az://lake/orders", {"account_name": "acct", "tenant_id": "t", "client_id": "c", "client_secret": AZURE_SECRETS[2]}, [AZURE_SECRETS[2]]),
+        ("az://lake/orders", {"connection_string": f"AccountName=acct;AccountKey={AZURE_SECRETS[0]};BlobEndpoint=http://127.0.0.1:10000/acct"},
+         [AZURE_SECRETS[0]]),
+        ("gs://lake/orders", {"token": GCS_KEY, "project": "p"}, ["GCSPRIVATEKEYVALUE", "kid"]),
+    ],
+)
+def test_azure_and_gcs_secrets_reach_the_job_only_through_its_file(uri: str, options: dict, secrets: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str], k8s_dependencies: None) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}))
+    job = checkpoint_job(uri, 10, options)
+    assert not any(s in repr(job) for s in secrets)
+    hook = DeltaSparkSubmitHook(conn_id="spark_cluster", name="delta-checkpoint", **job.hook_kwargs())
+    try:
+        cmd = hook._build_spark_submit_command(job.application)
+        out = capsys.readouterr()
+        visible = " ".join(cmd) + out.out + out.err + json.dumps(hook.process_env or {})
+        assert not any(s in visible for s in secrets), [s for s in secrets if s in visible]
+        conf = dict(cmd[i + 1].split("=", 1) for i, arg in enumerate(cmd) if arg == "--conf")
+        path = conf["spark.yarn.appMasterEnv." + CREDENTIALS_FILE_ENV]
+        stored = json.loads(Path(path).read_text())["storage_options"]
+        assert all(s in json.dumps(stored) for s in secrets)
+    finally:
+        hook.remove_credentials()
+
+
+def test_the_job_sets_azure_and_gcs_settings_on_hadoop_not_in_spark_conf() -> None:
+    """The job's Hadoop settings carry the secret (set in-process on the session's Hadoop
+    configuration); none of them is Spark conf (shown in Spark's UI, unredacted for an account key)."""
+    from airflow_delta_maintenance.deltalog.storage import open_table_storage
+    from airflow_delta_maintenance.spark_jobs._hadoop_stores import hadoop_settings, hadoop_uri
+
+    store = open_table_storage("abfss://lake@acct.dfs.core.windows.net/orders", {"account_name": "acct", "account_key": "a2V5"})
+    conf = hadoop_settings(store, {"account_name": "acct", "account_key": "a2V5"})
+    assert conf == {"fs.azure.account.auth.type.acct.dfs.core.windows.net": "SharedKey", "fs.azure.account.key.acct.dfs.core.windows.net": "a2V5"}
+    assert hadoop_uri(store, store.path("x.json")) == "abfss://lake@acct.dfs.core.windows.net/orders/_delta_log/x.json"
+    sp = {"account_name": "acct", "tenant_id": "ten", "client_id": "app", "client_secret": "s"}
+    conf = hadoop_settings(open_table_storage("az://lake/t", sp), sp)
+    assert conf["fs.azure.account.oauth2.client.endpoint.acct.dfs.core.windows.net"] == "https://login.microsoftonline.com/ten/oauth2/token"
+    assert conf["fs.azure.account.oauth2.client.secret.acct.dfs.core.windows.net"] == "s"
+    gcs = open_table_storage("gs://lake/t", {"token": "anon"})  # the settings come from the options alone
+    conf = hadoop_settings(gcs, {"token": GCS_KEY, "project": "p"})
+    keyfile = Path(conf["fs.gs.auth.service.account.json.keyfile"])
+    assert conf["fs.gs.auth.type"] == "SERVICE_ACCOUNT_JSON_KEYFILE" and json.loads(keyfile.read_text()) == GCS_KEY
+    assert stat.S_IMODE(keyfile.stat().st_mode) == 0o600 and stat.S_IMODE(keyfile.parent.stat().st_mode) == 0o700
+    assert hadoop_settings(open_table_storage("gs://lake/t", {"token": "anon", "endpoint_url": "http://127.0.0.1:4443"}),
+                           {"token": "anon", "endpoint_url": "http://127.0.0.1:4443"}) == {
+        "fs.gs.storage.root.url": "http://127.0.0.1:4443/", "fs.gs.auth.type": "UNAUTHENTICATED"}
