@@ -387,7 +387,7 @@ def test_concurrent_runs_on_every_store_server(store_bucket: Any, tmp_path: Path
         cli, spark_checkpoints, extra_conf = [], 1, []
         jars = jars + jar_list(HADOOP_AZURE)
         wheel_uri = f"az://{bucket}/t"
-        wheel = {"wheel": {"azure_storage_account_name": AZURITE_ACCOUNT, "azure_storage_account_key": AZURITE_KEY, "azure_storage_use_emulator": "true",
+        wheel = {"wheel": {"azure_storage_account_name": AZURITE_ACCOUNT, "azure_storage_account_key": AZURITE_KEY,
                            "azure_storage_endpoint": f"{store.endpoint}/{AZURITE_ACCOUNT}", "azure_allow_http": "true"}}
     else:
         uri = f"gs://{bucket}/t"

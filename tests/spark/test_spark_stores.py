@@ -40,8 +40,8 @@ def published_table(uri: str, options: dict[str, Any], tmp_path: Path, versions:
 
 
 def wheel_options_azurite(container: Bucket) -> dict[str, str]:
-    """The wheel (object_store) on Azurite: its emulator switch and Azurite's endpoint."""
-    return {"azure_storage_account_name": AZURITE_ACCOUNT, "azure_storage_account_key": AZURITE_KEY, "azure_storage_use_emulator": "true",
+    """The wheel (object_store) on Azurite: its endpoint (the account URL) and plain HTTP."""
+    return {"azure_storage_account_name": AZURITE_ACCOUNT, "azure_storage_account_key": AZURITE_KEY,
             "azure_storage_endpoint": f"{container.store.endpoint}/{AZURITE_ACCOUNT}", "azure_allow_http": "true"}
 
 
