@@ -90,7 +90,6 @@ class DeltaStorageHook(BaseHook):
         access = self.aws_access()
         if access is None:
             return {}
-        extra = self._extra
         options: dict[str, Any] = {}
         if access.refreshable:
             options["session"] = access.async_session()
