@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_delta_maintenance.deltalog.errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError
+from airflow_delta_maintenance.deltalog.errors import AtomicWriteUnsupportedError, CorruptLogError, InvalidLogPathError, LogFileExistsError
 from airflow_delta_maintenance.deltalog.storage import LogStore, normalize_table_uri, open_table_storage
 from tests._infra.races import race_put_if_absent
 
@@ -264,3 +264,16 @@ def test_backends_are_told_by_class() -> None:
         assert backend_of(cls.__new__(cls)) == expected, cls
     subclass = type("MyS3", (s3fs.S3FileSystem,), {"__module__": "mine"})
     assert backend_of(subclass.__new__(subclass)) == "s3"
+
+
+@pytest.mark.parametrize("name", [f"{12:020d}.json", "_last_checkpoint", f"{3:020d}.checkpoint.parquet"])
+def test_object_store_listing_refuses_a_directory_named_like_a_log_file(memfs: MemoryFileSystem, name: str) -> None:
+    """The listing every object store shares (list_files) keeps the local scan's rule: a "directory"
+    named like a log file (a prefix with objects under it) would be read as that file, so it is a
+    typed error naming it, never skipped as if the file were absent."""
+    store = open_table_storage("memory://t")
+    store.put_if_absent(f"{0:020d}.json", b"{}\n")
+    memfs.pipe(f"/t/_delta_log/{name}/part", b"x")
+    with pytest.raises(CorruptLogError, match="is a directory, not a log file") as refused:
+        store.list_dir()
+    assert refused.value.path == name
