@@ -1,0 +1,1 @@
+"""VACUUM planning: the files every retained version needs, the table root's listing, and the plan."""

@@ -1,0 +1,241 @@
+"""FULL VACUUM's listing of the table root: every data-side file, never the log, never through a link.
+
+``list_table_files`` walks the table root (names relative to it) and returns Arrow columns, one row
+per regular file: ``path``, ``size``, ``mtime`` (storage modification time, epoch ms). What it
+leaves out, and why:
+
+- hidden names (``paths.HiddenNames``: ``_delta_log``, ``.``/``_`` names except partition
+  directories, ``_change_data`` and ``_delta_index``), at any depth — except Hadoop's checksum
+  shadows ``.<name>.crc``, which are kept aside (``shadows``) to be deleted with their file;
+- symbolic links, to files or directories: never followed, never deleted, counted (``links``).
+  Only local file systems have them; object stores are flat key spaces.
+
+Directories that hold nothing at all are reported (``empty_dirs``, with their mtime): VACUUM
+removes them as delta-spark does, once they are older than the retention (a writer that just
+created a partition directory is about to write into it).
+
+The walk runs in parallel by prefix: each top-level directory is one task (local: a thread each,
+the GIL is released in every directory read and ``stat``; object stores: one recursive listing
+per prefix, concurrently).
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_module
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ..storage import LogStore
+from ..storage.fsspec_files import mtime_ms
+from .paths import HiddenNames
+
+__all__ = ["TableListing", "FILE_SCHEMA", "DIR_SCHEMA", "list_table_files", "concat_listings", "shadow_of"]
+
+FILE_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("size", pa.int64()), pa.field("mtime", pa.int64())])
+DIR_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("mtime", pa.int64())])
+DEFAULT_WORKERS = 8
+
+
+def shadow_of(name: str) -> str | None:
+    """``.x.crc`` → ``x`` (Hadoop's checksum shadow of ``x``), None for any other name."""
+    if name.startswith(".") and name.endswith(".crc") and len(name) > 5:
+        return name[1:-4]
+    return None
+
+
+@dataclass
+class TableListing:
+    """What a listing of the table root found (see the module docstring)."""
+
+    files: pa.Table  # FILE_SCHEMA
+    empty_dirs: pa.Table = field(default_factory=DIR_SCHEMA.empty_table)
+    shadows: pa.Table = field(default_factory=FILE_SCHEMA.empty_table)  # .<name>.crc beside listed names
+    links: tuple[str, ...] = ()
+    source: str = "listing"  # listing | inventory
+
+    @property
+    def num_files(self) -> int:
+        return int(self.files.num_rows)
+
+
+def concat_listings(parts: Sequence[TableListing], source: str = "listing") -> TableListing:
+    return TableListing(
+        files=pa.concat_tables([p.files for p in parts]) if parts else FILE_SCHEMA.empty_table(),
+        empty_dirs=pa.concat_tables([p.empty_dirs for p in parts]) if parts else DIR_SCHEMA.empty_table(),
+        shadows=pa.concat_tables([p.shadows for p in parts]) if parts else FILE_SCHEMA.empty_table(),
+        links=tuple(sorted(x for p in parts for x in p.links)),
+        source=source,
+    )
+
+
+def _files_table(paths: list[str], sizes: list[int], mtimes: list[int]) -> pa.Table:
+    return pa.table([pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())], schema=FILE_SCHEMA)
+
+
+# ---- local file systems -----------------------------------------------------------------------
+
+
+def _walk_local(top: str, rel: str, mtime: int, hidden: HiddenNames, subdirs: list[tuple[str, str, int]] | None = None) -> TableListing:
+    """Everything below the local directory ``top`` (``rel`` relative to the table root; "" for
+    the root itself, whose sub-directories go to ``subdirs`` for the caller to walk as tasks)."""
+    subdirs = [] if subdirs is None else subdirs
+    paths: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    shadows: tuple[list[str], list[int], list[int]] = ([], [], [])
+    empty: tuple[list[str], list[int]] = ([], [])
+    links: list[str] = []
+    stack = [(top, rel, mtime)]
+    while stack:
+        directory, prefix, dir_mtime = stack.pop()
+        seen = 0
+        try:
+            it = os.scandir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with it:
+            for entry in it:
+                seen += 1
+                name = entry.name
+                relpath = f"{prefix}/{name}" if prefix else name
+                try:
+                    if entry.is_symlink():
+                        links.append(relpath)
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        if not hidden(name):
+                            st = entry.stat(follow_symlinks=False)
+                            if prefix:
+                                stack.append((entry.path, relpath, int(st.st_mtime * 1000)))
+                            else:  # the root's own sub-directories: separate tasks of the caller
+                                subdirs.append((entry.path, relpath, int(st.st_mtime * 1000)))
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed while listing (a writer's temporary file)
+                if not stat_module.S_ISREG(st.st_mode):
+                    continue  # sockets, fifos: not data files
+                if hidden(name):
+                    if shadow_of(name) is not None:
+                        shadows[0].append(relpath)
+                        shadows[1].append(st.st_size)
+                        shadows[2].append(int(st.st_mtime * 1000))
+                    continue
+                paths.append(relpath)
+                sizes.append(st.st_size)
+                mtimes.append(int(st.st_mtime * 1000))
+        if seen == 0 and prefix:
+            empty[0].append(prefix)
+            empty[1].append(dir_mtime)
+    return TableListing(
+        files=_files_table(paths, sizes, mtimes),
+        empty_dirs=pa.table([pa.array(empty[0], pa.string()), pa.array(empty[1], pa.int64())], schema=DIR_SCHEMA),
+        shadows=_files_table(*shadows),
+        links=tuple(links),
+    )
+
+
+def _list_local(root: str, hidden: HiddenNames, workers: int) -> TableListing:
+    # The root's files (and its links) in this thread; every non-hidden sub-directory is a task.
+    tops: list[tuple[str, str, int]] = []
+    head = _walk_local(root, "", 0, hidden, tops)
+    if workers <= 1 or len(tops) <= 1:
+        parts = [_walk_local(p, r, m, hidden) for p, r, m in tops]
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, len(tops)), thread_name_prefix="vacuum-list") as pool:
+            parts = list(pool.map(lambda t: _walk_local(t[0], t[1], t[2], hidden), tops))
+    return concat_listings([head, *parts])
+
+
+# ---- object stores (fsspec) --------------------------------------------------------------------
+
+
+def _list_prefix(fs: object, root: str, prefix: str, hidden: HiddenNames) -> TableListing:
+    """Every object below ``root/prefix`` (one recursive listing), filtered like the local walk."""
+    find = fs.find  # type: ignore[attr-defined]
+    base = f"{root}/{prefix}" if prefix else root
+    try:
+        found = find(base, detail=True, withdirs=False)
+    except FileNotFoundError:
+        found = {}
+    strip = fs._strip_protocol  # type: ignore[attr-defined]
+    cut = len(strip(root).rstrip("/")) + 1
+    paths: list[str] = []
+    sizes: list[int] = []
+    mtimes: list[int] = []
+    shadow: tuple[list[str], list[int], list[int]] = ([], [], [])
+    for key, info in found.items():
+        if info.get("type") == "directory":
+            continue
+        rel = strip(key)[cut:]
+        if not rel or rel.endswith("/"):
+            continue  # a directory marker object
+        parts = rel.split("/")
+        if any(hidden(p) for p in parts[:-1]):
+            continue
+        size, mtime = int(info.get("size") or 0), mtime_ms(fs, info)  # type: ignore[arg-type]
+        if hidden(parts[-1]):
+            if shadow_of(parts[-1]) is not None:
+                shadow[0].append(rel)
+                shadow[1].append(size)
+                shadow[2].append(mtime)
+            continue
+        paths.append(rel)
+        sizes.append(size)
+        mtimes.append(mtime)
+    return TableListing(files=_files_table(paths, sizes, mtimes), shadows=_files_table(*shadow))
+
+
+def _list_fsspec(store: LogStore, hidden: HiddenNames, workers: int) -> TableListing:
+    fs = store.fs
+    root = store.table_root
+    fs.invalidate_cache(root)
+    try:
+        entries = fs.ls(root, detail=True)
+    except FileNotFoundError:
+        return TableListing(files=FILE_SCHEMA.empty_table())
+    strip = fs._strip_protocol
+    top_files: list[dict[str, object]] = []
+    prefixes: list[str] = []
+    for info in entries:
+        name = strip(str(info["name"])).rstrip("/").rsplit("/", 1)[-1]
+        if info.get("type") == "directory":
+            if not hidden(name):
+                prefixes.append(name)
+        else:
+            top_files.append({**info, "name": name})
+    head_paths, head_sizes, head_mtimes = [], [], []
+    shadow: tuple[list[str], list[int], list[int]] = ([], [], [])
+    for info in top_files:
+        name = str(info["name"])
+        size, mtime = int(info.get("size") or 0), mtime_ms(fs, info)  # type: ignore[arg-type]
+        if hidden(name):
+            if shadow_of(name) is not None:
+                shadow[0].append(name)
+                shadow[1].append(size)
+                shadow[2].append(mtime)
+            continue
+        head_paths.append(name)
+        head_sizes.append(size)
+        head_mtimes.append(mtime)
+    head = TableListing(files=_files_table(head_paths, head_sizes, head_mtimes), shadows=_files_table(*shadow))
+    if workers <= 1 or len(prefixes) <= 1:
+        parts = [_list_prefix(fs, root, p, hidden) for p in prefixes]
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, len(prefixes)), thread_name_prefix="vacuum-list") as pool:
+            parts = list(pool.map(lambda p: _list_prefix(fs, root, p, hidden), prefixes))
+    return concat_listings([head, *parts])
+
+
+def list_table_files(store: LogStore, hidden: HiddenNames, *, workers: int = DEFAULT_WORKERS) -> TableListing:
+    """The table root's data-side files (see the module docstring)."""
+    if store.is_local:
+        return _list_local(store.table_root, hidden, workers)
+    return _list_fsspec(store, hidden, workers)
+
+
+ListFn = Callable[[LogStore, HiddenNames], TableListing]
