@@ -104,7 +104,7 @@ def test_plans_equal_delta_spark_and_the_wheel(name: str, zoo_copy: Any, spark: 
     only_wheel = wheel_full - ours_full0
     only_ours = ours_full0 - wheel_full
     live_dvs = {p for p in only_wheel if p.rsplit("/", 1)[-1].startswith("deletion_vector_")}
-    assert all(p in link or p.rsplit("/", 1)[-1].startswith(".") and p.endswith(".crc") or p in live_dvs for p in only_wheel), sorted(only_wheel)
+    assert all(p in link or (p.rsplit("/", 1)[-1].startswith(".") and p.endswith(".crc")) or p in live_dvs for p in only_wheel), sorted(only_wheel)
     assert only_ours <= set(plan0.empty_dirs), sorted(only_ours)
     for dv in live_dvs:  # the wheel would delete deletion vectors live files still use
         assert dv not in ours_full0

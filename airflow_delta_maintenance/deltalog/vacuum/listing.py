@@ -177,7 +177,7 @@ def _list_prefix(fs: object, root: str, prefix: str, hidden: HiddenNames) -> Tab
         parts = rel.split("/")
         if any(hidden(p) for p in parts[:-1]):
             continue
-        size, mtime = int(info.get("size") or 0), mtime_ms(fs, info)  # type: ignore[arg-type]
+        size, mtime = int(info.get("size") or 0), mtime_ms(fs, info)
         if hidden(parts[-1]):
             if shadow_of(parts[-1]) is not None:
                 shadow[0].append(rel)
@@ -212,7 +212,7 @@ def _list_fsspec(store: LogStore, hidden: HiddenNames, workers: int) -> TableLis
     shadow: tuple[list[str], list[int], list[int]] = ([], [], [])
     for info in top_files:
         name = str(info["name"])
-        size, mtime = int(info.get("size") or 0), mtime_ms(fs, info)  # type: ignore[arg-type]
+        size, mtime = int(str(info.get("size") or 0)), mtime_ms(fs, info)
         if hidden(name):
             if shadow_of(name) is not None:
                 shadow[0].append(name)

@@ -83,7 +83,7 @@ class VacuumPlan:
         return int(total or 0)
 
     def paths(self) -> list[str]:
-        return self.deletions.column("path").to_pylist()
+        return [str(p) for p in self.deletions.column("path").to_pylist()]
 
     def summary_dict(self, top: int = TOP_PARTITIONS) -> dict[str, Any]:
         """Small facts of the plan (no file list): for XCom records and ``--json``."""

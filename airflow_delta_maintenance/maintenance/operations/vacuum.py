@@ -245,7 +245,7 @@ def _commit(table: MaintainedTable, make: Callable[[int, int, int | None], Seque
             return version
         except (CommitConflictError, LogFileExistsError):
             continue
-    raise CommitConflictError(f"{table.uri}: {_COMMIT_ATTEMPTS} attempts to record VACUUM lost to concurrent writers")
+    raise CommitConflictError(f"{table.uri}: {_COMMIT_ATTEMPTS} attempts to record VACUUM lost to concurrent writers", version=version)
 
 
 def vacuum_report(result: VacuumResult) -> TaskReport:
