@@ -33,6 +33,7 @@ from ..operators.log_cleanup import DeltaLogCleanupOperator
 from ..operators.log_compaction import DeltaLogCompactionOperator
 from ..operators.optimize import DeltaOptimizeOperator
 from ..operators.publish import DeltaPublishCommitsOperator
+from ..operators.vacuum import DeltaVacuumOperator
 from ..sensors.ratified_version import DeltaRatifiedVersionSensor
 from ..triggers.ratified_version import DeltaRatifiedVersionWatchTrigger
 from ..version_compat import DAG, AirflowFailException, BaseOperator, Param, TriggerRule, conf
@@ -52,7 +53,8 @@ Table `{uri}` — coordinator `{coordinator}`.
 1. **wait** for ratified commits (or `target_version`),
 2. **publish** them to `_delta_log/<v>.json` in order,
 3. **checkpoint** (engine `{engine}`) when {interval} commits have passed, and **compact** the log in aligned windows of {compaction},
-4. **cleanup** of expired log files ({cleanup}; a manual run can override with `dry_run`).
+4. **cleanup** of expired log files ({cleanup}; a manual run can override with `dry_run`),
+5. **vacuum** of unreferenced data files when the table has a `vacuum:` section (its own interval, weekly by default).
 
 Manual runs: `dry_run`, `force_checkpoint`, `target_version`, `skip_wait`.
 """
@@ -284,6 +286,16 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 catalog_permits_optimize=o.catalog_permits_optimize,
                 outlets=[log_asset],
                 trigger_rule=TriggerRule.NONE_FAILED,
+            )
+        )
+    if table.vacuum.enabled:
+        v = table.vacuum
+        # Last, due by its own interval (weekly by default): a skip (not due) leaves nothing skipped behind it.
+        chain.append(
+            DeltaVacuumOperator(
+                task_id="vacuum", **common, **coord, dry_run=v.dry_run, mode=v.mode, retention_hours=v.retention_hours,
+                allow_shorter_retention=v.allow_shorter_retention, catalog_permits_vacuum=v.catalog_permits_vacuum,
+                inventory=v.inventory, min_interval=v.interval, outlets=[log_asset], trigger_rule=TriggerRule.NONE_FAILED,
             )
         )
     for task in chain:

@@ -22,6 +22,7 @@ from .base import ConfigModel, Section, StringList
 from .optimize import OptimizeConfig
 from .schedule import SCHEDULE_ASSET, SCHEDULE_WATCH, parse_schedule
 from .sections import CheckpointConfig, CleanupConfig, CompactionConfig, HealthConfig, RateLimitConfig, SensorConfig
+from .vacuum import VacuumConfig
 
 __all__ = [
     "IDENTITY_KEYS",
@@ -104,6 +105,7 @@ class TableConfig(ConfigModel):
     cleanup: Section[CleanupConfig] = Field(default=CleanupConfig(), description="metadata cleanup")
     optimize: Section[OptimizeConfig] = Field(default=OptimizeConfig(), description="data-file compaction (OPTIMIZE); off unless given")
     health: Section[HealthConfig] = Field(default=HealthConfig(), description="thresholds of the fleet health view")
+    vacuum: Section[VacuumConfig] = Field(default=VacuumConfig(), description="VACUUM of unreferenced data files (off unless given)")
     pool: str | None = Field(default=None, description="the Airflow pool of the table's tasks; `auto`: one pool per coordinator endpoint")
     pool_slots: Annotated[int, Field(ge=1)] = Field(default=16, description="slots of an `auto` pool (tables sharing a pool but not this value get the smallest)")
     rate_limit: Section[RateLimitConfig] = Field(default=RateLimitConfig(), description="the coordinator-call budget of the endpoint")

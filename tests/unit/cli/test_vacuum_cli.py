@@ -1,0 +1,64 @@
+"""``delta-maintenance vacuum`` as users run it: no flags (dry run, the table's retention, the
+coordinator the table declares), --execute, --lite, and its errors as one line and an exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import deltalake
+import pytest
+
+from airflow_delta_maintenance.cli import main
+from airflow_delta_maintenance.coordinators.local import EMBEDDED_COORDINATOR_PROPERTY
+from airflow_delta_maintenance.demo.sample_table import create_actions
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from tests.unit.maintenance.test_vacuum import age_data, wheel_table
+
+
+def test_no_flags_is_a_dry_run_on_the_tables_retention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "t"
+    wheel_table(root)
+    (root / "stray.parquet").write_bytes(b"x")
+    age_data(root, 10)
+    assert main(["vacuum", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("vacuum: would delete 1 file (1 bytes); FULL, retention 168 h, v2 (dry run)") and "  stray.parquet" in out
+    assert (root / "stray.parquet").exists()
+    assert main(["vacuum", str(root), "--retention-hours", "0", "--allow-shorter-retention", "--json", "--list"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["dry_run"] and record["plan"]["files"] == 5 and "stray.parquet" in record["files"]
+    assert main(["vacuum", str(root), "--execute"]) == 0
+    assert "deleted 1 file" in capsys.readouterr().out and not (root / "stray.parquet").exists()
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "t"
+    wheel_table(root, versions=4)
+    assert main(["vacuum", str(root), "--retention-hours", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "RetentionTooShortError" in err and "--allow-shorter-retention" in err
+    deltalake.DeltaTable(str(root)).create_checkpoint()
+    (root / "_delta_log" / f"{0:020d}.json").unlink()  # metadata cleanup took the first commit
+    assert main(["vacuum", str(root), "--lite", "--retention-hours", "0", "--allow-shorter-retention"]) == 2
+    err = capsys.readouterr().err
+    assert "LiteVacuumUnavailableError" in err and "commit 0 is gone" in err and "FULL" in err
+    assert main(["vacuum", str(root), "--retention-hours", "0", "--allow-shorter-retention"]) == 0  # FULL still plans
+
+
+def test_a_table_that_declares_its_coordinator_is_vacuumed_through_it_without_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "c.db"
+    root = tmp_path / "t"
+    (root / "region=x").mkdir(parents=True)
+    client = open_coordinator(f"local://{db}?create=true")
+    client.commit(str(root), 0, create_actions({EMBEDDED_COORDINATOR_PROPERTY: f"local://{db}"}, ict=True))
+    (root / "region=x" / "a.parquet").write_bytes(b"data")
+    client.commit(str(root), 1, [{"add": {"path": "region=x/a.parquet", "partitionValues": {"region": "x"}, "size": 4,
+                                          "modificationTime": 1, "dataChange": True}}])
+    age_data(root, 30)
+    assert main(["vacuum", str(root), "--retention-hours", "0", "--allow-shorter-retention", "--execute", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["plan"]["pending_versions"] >= 1 and record["deleted"] == 0
+    assert (root / "region=x" / "a.parquet").exists()
+    assert main(["vacuum", str(root), "--coordinator", "none"]) == 2
+    assert "CoordinatorMismatchError" in capsys.readouterr().err
