@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from .common import add_storage_options, cli_progress, emit_json, open_cli_table, run_guarded
+from .maintain_cmd import _engine, _job_storage_options, _spark_conf, _spark_settings
 
 
 def register(sub: Any) -> None:
@@ -23,17 +24,16 @@ def register(sub: Any) -> None:
     p.add_argument("--max-deleted-rows-ratio", type=float, default=0.05, metavar="R",
                    help="rewrite a file whose deletion vector deletes more than this share of its rows (default 0.05)")
     p.add_argument("--commit-batch-bytes", default=None, metavar="SIZE", help="commit after this many input bytes (default 16GiB)")
-    p.add_argument("--engine", choices=("local", "spark"), default="local", help="local: this process (pyarrow); spark: not available yet")
     p.add_argument("--allow-catalog-managed", action="store_true", help="the table's catalog permits OPTIMIZE (catalog-managed tables)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.add_argument("--show-bins", action="store_true", help="with --dry-run: list every bin (partition, files, bytes)")
     add_storage_options(p)
+    # --engine and the Spark engine's options, as checkpoint and compact-log take them
+    _engine(p)
     p.set_defaults(handler=lambda args: run_guarded(lambda: _optimize(args)))
 
 
 def _optimize(args: argparse.Namespace) -> int:
-    if args.engine == "spark":
-        raise ValueError("--engine spark is not available yet (the Spark engine is being built on the same bin seam); use --engine local")
     from ..deltalog.optimize.plan import OptimizeOptions, parse_size
     from ..deltalog.optimize.predicate import parse_partition_predicate, predicate_types
     from ..maintenance.operations.optimize import DEFAULT_COMMIT_BATCH_BYTES, run_optimize
@@ -51,10 +51,20 @@ def _optimize(args: argparse.Namespace) -> int:
             min_file_size=size(args.min_file_size, "--min-file-size"), target_file_size=size(args.target_file_size, "--target-file-size"),
             max_deleted_rows_ratio=args.max_deleted_rows_ratio, predicate=predicate, max_bytes=size(args.max_bytes, "--max-bytes"),
         )
+        progress = None if args.json else cli_progress()
+        engine = None
+        if args.engine == "spark":
+            from ..maintenance.spark.optimize_engine import SparkOptimizeEngine
+            from ..maintenance.spark.submit import run_spark_submit
+
+            settings = _spark_settings(args)
+            engine = SparkOptimizeEngine(table.store, table.uri, _job_storage_options(table, settings),
+                                         lambda job: _job_result(run_spark_submit(job, settings, progress=progress, verbose=args.spark_verbose)),
+                                         conf=_spark_conf(args))
         result = run_optimize(
-            table, options, dry_run=args.dry_run, catalog_permits_optimize=args.allow_catalog_managed,
+            table, options, dry_run=args.dry_run, catalog_permits_optimize=args.allow_catalog_managed, engine=engine,
             commit_batch_bytes=size(args.commit_batch_bytes, "--commit-batch-bytes") or DEFAULT_COMMIT_BATCH_BYTES,
-            progress=None if args.json else cli_progress(),
+            progress=progress,
         )
     report = result.report()
     if args.json:
@@ -70,3 +80,15 @@ def _optimize(args: argparse.Namespace) -> int:
         for b in result.plan.bins:
             print(json.dumps(b.describe(), ensure_ascii=False))
     return 0
+
+
+def _job_result(stdout: str) -> dict[str, Any] | None:
+    """The job's JSON result line (the engine reads its adds from the table's storage)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            return value if isinstance(value, dict) else None
+    return None

@@ -284,6 +284,10 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 max_bytes=o.max_bytes,
                 min_interval=o.interval,
                 catalog_permits_optimize=o.catalog_permits_optimize,
+                spark_conn_id=o.spark_conn_id,
+                spark_conf=dict(o.spark_conf),
+                spark_jars=o.spark_jars,
+                spark_packages=o.spark_packages,
                 outlets=[log_asset],
                 trigger_rule=TriggerRule.NONE_FAILED,
             )

@@ -7,9 +7,10 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..maintenance.operations.optimize import run_optimize
-from ..version_compat import AirflowFailException, AirflowSkipException
+from ..version_compat import AirflowSkipException
 from ._base import DeltaTableOperator, translate_errors
 from ._params import as_bool, as_seconds
+from ._spark import SparkEngineMixin
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -19,7 +20,7 @@ __all__ = ["DeltaOptimizeOperator"]
 ENGINES = ("local", "spark")
 
 
-class DeltaOptimizeOperator(DeltaTableOperator):
+class DeltaOptimizeOperator(SparkEngineMixin, DeltaTableOperator):
     """Bin-pack the table's small files into larger ones (delta-spark's ``OPTIMIZE``), planned on
     the catalog's view and committed through the table's coordinator (or put-if-absent on a plain
     table), batch by batch; concurrent writers are handled by Delta's conflict rules.
@@ -28,7 +29,10 @@ class DeltaOptimizeOperator(DeltaTableOperator):
     returns the common record with ``files_before``/``files_after``, ``bytes_before``/``bytes_after``,
     ``bins``, ``commits``, ``conflicts`` and the ``plan`` (docs: operators/results.md).
 
-    :param engine: ``local`` (the worker, pyarrow) or ``spark`` (not available yet: fails clearly)
+    :param engine: ``local`` (the worker, pyarrow) or ``spark``: each commit batch's bins rewritten by
+        ``spark_jobs/optimize.py``, submitted like the checkpoint job (``spark_conn_id``, ``spark_conf``,
+        ``spark_jars``, ``spark_packages``, ``spark_settings``, ``show_spark_logs``); planning, conflict
+        checks and the commit stay in this task
     :param dry_run: only plan and report (templated); default False, as delta-spark and delta-rs run OPTIMIZE
     :param min_file_size: files below it are compacted (bytes or ``"128MB"``); default
         ``delta.targetFileSize``, else 1 GiB (delta-spark's default)
@@ -56,9 +60,22 @@ class DeltaOptimizeOperator(DeltaTableOperator):
         min_interval: float | timedelta | str | None = None,
         catalog_permits_optimize: bool = False,
         max_workers: int | None = None,
+        spark_conn_id: str = "spark_default",
+        spark_conf: dict[str, Any] | None = None,
+        spark_jars: str | None = None,
+        spark_packages: str | None = None,
+        spark_settings: dict[str, Any] | None = None,
+        show_spark_logs: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf or {}
+        self.spark_jars = spark_jars
+        self.spark_packages = spark_packages
+        self.spark_settings = spark_settings or {}
+        self.show_spark_logs = show_spark_logs
+        self._hook: Any = None
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.engine = engine
@@ -86,11 +103,6 @@ class DeltaOptimizeOperator(DeltaTableOperator):
         return f"the last OPTIMIZE ran {age.total_seconds() / 3600:.1f} h ago; min_interval is {seconds / 3600:.1f} h"
 
     def execute(self, context: Context) -> dict[str, Any]:
-        if self.engine == "spark":
-            raise AirflowFailException(
-                "DeltaOptimizeOperator(engine='spark') is not available yet: the Spark engine is being built on the same "
-                "bin seam; use engine='local'"
-            )
         reason = self._not_due(context)
         if reason is not None:
             self.log.info("optimize: skipped — %s", reason)
@@ -120,7 +132,12 @@ class DeltaOptimizeOperator(DeltaTableOperator):
                 extra: dict[str, Any] = {}
                 if self.commit_batch_bytes not in (None, ""):
                     extra["commit_batch_bytes"] = parse_size(self.commit_batch_bytes, "commit_batch_bytes")
-                if self.max_workers:
+                if self.engine == "spark":
+                    from ..maintenance.spark.optimize_engine import SparkOptimizeEngine
+
+                    extra["engine"] = SparkOptimizeEngine(table.store, table.uri, table.storage_options, self.submit_spark_job,
+                                                          conf=self.spark_conf, jars=self.spark_jars, packages=self.spark_packages)
+                elif self.max_workers:
                     from ..deltalog.datafiles.files import DataFiles
                     from ..deltalog.optimize.worker import WorkerEngine
 

@@ -31,12 +31,17 @@ def test_optimize_keeps_every_version_and_the_rows(name: str, zoo_copy: Any, spa
     result = run_optimize(open_table(str(t.path), coordinator="auto"))
     if not result.plan.bins:
         pytest.skip(f"{name}: nothing to compact ({result.report().reason})")
-    new = result.commits[-1]
-    assert result.commits == [before + 1]
+    assert_optimized(t, name, before, result.commits, result.plan.files_in, len(result.plan.bins), spark)
+
+
+def assert_optimized(t: ZooTable, name: str, before: int, commits: list[int], files_in: int, bins: int, spark: Any) -> None:
+    """The checks of an OPTIMIZE of zoo table ``t`` (either engine) that committed ``commits``."""
+    new = commits[-1]
+    assert commits == [before + 1]
     actions = _commit(t.path, new)
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
-    assert len(removes) == result.plan.files_in and len(adds) <= len(result.plan.bins)  # a bin whose rows were all deleted adds no file
+    assert len(removes) == files_in and len(adds) <= bins  # a bin whose rows were all deleted adds no file
     assert all(not a["dataChange"] for a in adds) and all(not r["dataChange"] for r in removes)
 
     assert_versions_unchanged(t.path, t.manifest, spark=spark)

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from ..datafiles.reader import source_file
+from ..datafiles.reader import SourceFile, source_file
 from ..datafiles.stats import StatsConfig
 from ..datafiles.writer import BinTask, RowTracking
 from ..model.actions import Metadata, Protocol
 from .plan import Bin
 
-__all__ = ["live_adds", "bin_tasks", "row_tracking_columns", "row_id_high_water_mark", "ROW_TRACKING_DOMAIN", "file_key"]
+__all__ = ["live_adds", "bin_tasks", "task_to_json", "task_from_json", "row_tracking_columns", "row_id_high_water_mark", "ROW_TRACKING_DOMAIN", "file_key"]
 
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
 _MAPS = ("partitionValues", "tags")
@@ -99,3 +100,30 @@ def bin_tasks(
         )
     return tasks
 
+
+
+def task_to_json(task: BinTask) -> dict[str, Any]:
+    """A ``BinTask`` as plain JSON (what the Spark engine hands its job: data, never code)."""
+    return dataclasses.asdict(task)
+
+
+def task_from_json(raw: Mapping[str, Any]) -> BinTask:
+    """``task_to_json``'s inverse; a malformed task fails here, before anything is written."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("sources"), list) or not raw["sources"]:
+        raise ValueError(f"an OPTIMIZE task needs a non-empty list of sources, got {str(raw)[:200]!r}")
+    fields = {f.name for f in dataclasses.fields(BinTask)}
+    unknown = set(raw) - fields
+    if unknown:
+        raise ValueError(f"an OPTIMIZE task has unknown keys {sorted(unknown)}")
+    stats = dict(raw.get("stats") or {})
+    if stats.get("stats_columns") is not None:
+        stats["stats_columns"] = tuple(tuple(c) for c in stats["stats_columns"])
+    rt = raw.get("row_tracking")
+    return BinTask(**{
+        **raw,
+        "sources": tuple(SourceFile(**s) for s in raw["sources"]),
+        "partition_values": dict(raw.get("partition_values") or {}),
+        "partition_columns": tuple(raw.get("partition_columns") or ()),
+        "stats": StatsConfig(**stats),
+        "row_tracking": RowTracking(**rt) if rt else None,
+    })

@@ -15,7 +15,7 @@ from pydantic import AfterValidator, Field, WithJsonSchema
 
 from ...deltalog.errors import InvalidOptionError
 from ...deltalog.optimize.plan import parse_size
-from .base import OptInSection
+from .base import OptInSection, StringMapping
 from .schedule import parse_schedule
 
 __all__ = ["OptimizeConfig"]
@@ -55,7 +55,7 @@ class OptimizeConfig(OptInSection):
 
     enabled: bool = Field(default=False, description="on when the section is given (`optimize: true` or a mapping); `false`: no optimize task")
     interval: Duration = Field(default="1d", description="run at most this often (a duration: `12h`, `1d`); null: on every DAG run")
-    engine: Literal["local", "spark"] = Field(default="local", description="`local` rewrites on the worker (pyarrow); `spark` is not available yet and fails the task saying so")
+    engine: Literal["local", "spark"] = Field(default="local", description="`local` rewrites on the worker (pyarrow); `spark`: a PySpark job per commit batch (the task plans and commits)")
     dry_run: bool = Field(default=False, description="plan only: log and return the bins, write nothing")
     min_file_size: Size = Field(
         default=None, description="files below this size are compacted (bytes or `128MB`, `1GiB`); null: `delta.targetFileSize`, else `target_file_size`, else 1 GiB"
@@ -64,3 +64,7 @@ class OptimizeConfig(OptInSection):
     predicate: str | None = Field(default=None, description="only partitions matching this predicate on partition columns (`date >= '2026-01-01' AND region = 'eu'`)")
     max_bytes: Size = Field(default=None, description="the run's budget of input bytes; null: no limit")
     catalog_permits_optimize: bool = Field(default=False, description="the catalog allows OPTIMIZE of this catalog-managed table")
+    spark_conn_id: str = Field(default="spark_default", description="the Spark connection (`engine: spark`)")
+    spark_conf: StringMapping = Field(default_factory=dict, description="extra Spark conf (`engine: spark`; values become strings)")
+    spark_jars: str | None = Field(default=None, description="jars for the job (`engine: spark`; `hadoop-aws` for `s3://`)")
+    spark_packages: str | None = Field(default=None, description="Maven packages for the job (`engine: spark`)")

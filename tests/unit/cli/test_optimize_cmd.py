@@ -46,5 +46,5 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert out.returncode == 2 and "'id' is not a partition column" in out.stderr and len(out.stderr.splitlines()) == 1
     out = cli("optimize", path, "--target-file-size", "big")
     assert out.returncode == 2 and "--target-file-size" in out.stderr
-    out = cli("optimize", path, "--engine", "spark")
-    assert out.returncode == 2 and "not available yet" in out.stderr
+    out = cli("optimize", path, "--engine", "flink")
+    assert out.returncode == 2 and "invalid choice: 'flink'" in out.stderr

@@ -1,0 +1,92 @@
+"""OPTIMIZE's Spark engine: the bins of one commit batch rewritten by ``spark_jobs/optimize.py``.
+
+An ``OptimizeEngine`` like the worker's (``BinTask`` → ``add``), so planning, conflict checks and
+the commit stay in ``run_optimize`` whichever engine rewrites. The tasks go to the job as JSON in
+a run directory under ``_delta_log/_spark_staging`` (its name carries the run tag, so an abandoned
+one is cleanup's to remove once its owner is dead); the job's driver writes the adds its tasks
+returned to ``result.json`` there, created if absent. A zero exit code alone is not success: the
+result is read back and checked against the tasks before anything is committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ...deltalog.datafiles.paths import relative_data_path
+from ...deltalog.datafiles.writer import BinTask
+from ...deltalog.errors import DeltaLogError
+from ...deltalog.optimize.tasks import task_to_json
+from ...deltalog.storage import LogStore
+from ...deltalog.storage.run_identity import STAGING_DIR, new_run
+from ..errors import SparkJobError
+from .jobs import optimize_job
+from .submit import SparkJobSpec
+
+__all__ = ["SparkOptimizeEngine"]
+
+
+class SparkOptimizeEngine:
+    name = "spark"
+
+    def __init__(
+        self,
+        store: LogStore,
+        table_uri: str,
+        storage_options: Mapping[str, Any] | None,
+        submit: Callable[[SparkJobSpec], Mapping[str, Any] | None],
+        *,
+        conf: Mapping[str, Any] | None = None,
+        jars: str | None = None,
+        packages: str | None = None,
+    ) -> None:
+        self.store = store
+        self.table_uri = table_uri
+        self.storage_options = storage_options
+        self.submit = submit
+        self.conf = conf
+        self.jars = jars
+        self.packages = packages
+        self.jobs = 0
+
+    def run(self, tasks: Sequence[BinTask]) -> list[Mapping[str, Any] | None]:
+        run_dir = f"{STAGING_DIR}/optimize-{new_run().tag}"
+        body = json.dumps({"tasks": [task_to_json(t) for t in tasks]}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        self.store.put_if_absent(f"{run_dir}/tasks.json", body)
+        try:
+            self.submit(optimize_job(self.table_uri, run_dir, self.storage_options, conf=self.conf, jars=self.jars, packages=self.packages))
+            self.jobs += 1
+            try:
+                raw = json.loads(self.store.read(f"{run_dir}/result.json"))
+            except (OSError, ValueError) as exc:
+                raise SparkJobError(f"{self.store.display(run_dir)}: the OPTIMIZE Spark job finished without a readable result.json ({exc})") from exc
+            return self._checked(raw, tasks, run_dir)
+        finally:
+            self.store.delete_tree(run_dir)
+
+    def _checked(self, raw: Any, tasks: Sequence[BinTask], run_dir: str) -> list[Mapping[str, Any] | None]:
+        """The job's adds, each one the file its task was asked for: a new file below the table,
+        in its bin's partition, with statistics and ``dataChange=false``."""
+        where = self.store.display(f"{run_dir}/result.json")
+        adds = raw.get("adds") if isinstance(raw, dict) else None
+        if not isinstance(adds, list) or len(adds) != len(tasks):
+            got = len(adds) if isinstance(adds, list) else type(adds).__name__
+            raise SparkJobError(f"{where}: expected {len(tasks)} add(s), one per bin, got {got}")
+        seen: set[str] = set()
+        for i, (add, task) in enumerate(zip(adds, tasks, strict=True)):
+            if add is None:
+                continue  # every row of the bin was deleted: the bin is only removed
+            ok = (isinstance(add, dict) and isinstance(add.get("path"), str) and isinstance(add.get("size"), int) and add["size"] > 0
+                  and add.get("dataChange") is False and isinstance(add.get("stats"), str)
+                  and dict(add.get("partitionValues") or {}) == dict(task.partition_values))
+            if not ok:
+                raise SparkJobError(f"{where}: add #{i} is not the file its bin asked for: {str(add)[:300]}")
+            try:
+                rel = relative_data_path(add["path"], self.store.table_root)
+            except DeltaLogError as exc:
+                raise SparkJobError(f"{where}: add #{i}: {exc}") from exc
+            if rel in seen or any(rel == relative_data_path(s.path, self.store.table_root) for s in task.sources):
+                raise SparkJobError(f"{where}: add #{i} names {add['path']!r} twice or as one of its sources")
+            seen.add(rel)
+        return adds
