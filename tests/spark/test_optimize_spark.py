@@ -52,10 +52,9 @@ def _files(path: Path, version: int) -> list[tuple[Any, ...]]:
 def test_the_spark_engine_keeps_every_version_and_writes_the_worker_engines_files(name: str, zoo_copy: Any, spark: Any) -> None:
     t: ZooTable = zoo_copy(name)
     before = t.manifest.latest_version
-    record = optimize_cli(t.path, *SPARK)
-    details = record["details"]
+    details = optimize_cli(t.path, *SPARK)  # the record: the summary's keys and OPTIMIZE's details
     if not details["bins"]:
-        pytest.skip(f"{name}: nothing to compact ({record.get('reason')})")
+        pytest.skip(f"{name}: nothing to compact ({details.get('reason')})")
     assert details["engine"] == "spark" and details["bins_committed"] == details["bins"], details
     commits = list(range(details["first_commit"], details["last_commit"] + 1))
     assert_optimized(t, name, before, commits, details["plan"]["files_in"], details["bins"], spark)
@@ -101,6 +100,5 @@ def test_a_killed_spark_run_leaves_nothing_visible_and_a_rerun_converges(seed: i
     written = {p for p in t.path.rglob("*.parquet") if "_delta_log" not in p.parts} - data_before
     assert not {str(p.relative_to(t.path)) for p in written} & _referenced(t.path)
 
-    record = optimize_cli(t.path, *SPARK)  # converges: the dead run's files stay unreferenced (VACUUM's)
-    details = record["details"]
+    details = optimize_cli(t.path, *SPARK)  # converges: the dead run's files stay unreferenced (VACUUM's)
     assert_optimized(t, "wheel_many_small_files_partitioned", before, [before + 1], details["plan"]["files_in"], details["bins"], spark)
