@@ -121,6 +121,12 @@ def _timetable(schedule: str | timedelta) -> Any:
     return CronDataIntervalTimetable(schedule, timezone="UTC") if intervals else CronTriggerTimetable(schedule, timezone="UTC")
 
 
+# A manual run whose Params ask for work (force_checkpoint; dry_run=false on a dry-run table) does
+# it at once: waiting for new commits would stall it, e.g. behind the scheduled run Airflow creates
+# when "Unpause on trigger" unpauses the DAG, which publishes the pending commits first.
+_SKIP_WAIT = "{{ params.skip_wait or (dag_run.run_type == 'manual' and params.force_checkpoint) }}"
+_SKIP_WAIT_DRY_RUN = "{{ params.skip_wait or (dag_run.run_type == 'manual' and (params.force_checkpoint or not params.dry_run)) }}"
+
 _PRESET_CRON_FORMS = {"@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@quarterly", "@yearly", "@annually"}
 
 
@@ -213,7 +219,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 **coord,
                 target_version="{{ params.target_version }}",
                 min_new_commits=table.sensor.min_new_commits,
-                skip="{{ params.skip_wait }}",
+                skip=_SKIP_WAIT_DRY_RUN if table.cleanup.mode != "delete" else _SKIP_WAIT,
                 poke_interval=table.sensor.poke_interval_seconds,
                 timeout=table.sensor.timeout_minutes * 60,
                 mode=table.sensor.mode,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from ..maintenance.operations.log_cleanup import run_metadata_cleanup
 from ..maintenance.operations.status import table_status
 from ..maintenance.table.coordinator_client import open_coordinator
 from ..maintenance.table.maintained import open_table
-from .sample_table import add_action_for, create_actions, data_batch
+from .sample_table import add_action_for, create_coordinated_table, data_batch
 
 COMMITS = 36
 REGIONS = ["emea", "amer", "apac"]
@@ -36,8 +37,8 @@ def banner(text: str) -> None:
 
 def write_history(table: str, spec: str) -> None:
     """Version 0 plus COMMITS ratified commits: appends, and a delete every seventh version."""
+    create_coordinated_table(table, spec, configuration={"delta.checkpointInterval": "10"})  # as `delta-maintenance create-table` does
     client = open_coordinator(spec)
-    client.commit(table, 0, create_actions({"delta.checkpointInterval": "10"}, ict=True))
     live: list[dict] = []
     for v in range(1, COMMITS + 1):
         if v % 7 == 0 and live:
@@ -50,6 +51,13 @@ def write_history(table: str, spec: str) -> None:
             live.append(add)
             actions = [add]
         client.commit(table, v, actions)
+
+
+def cli_command() -> str:
+    """The ``delta-maintenance`` command as the user can run it from anywhere: the absolute path of
+    the one installed beside this interpreter (a virtualenv's bin/), else the name (on PATH)."""
+    beside = Path(sys.executable).with_name("delta-maintenance")
+    return shlex.quote(str(beside.absolute())) if beside.exists() else "delta-maintenance"
 
 
 def main() -> int:
@@ -134,7 +142,9 @@ def main() -> int:
     for kind, count in plan.counts.items():
         if count:
             print(f"  {kind:<16} {count}")
-    print(f"\nnothing was deleted; try:  .venv/bin/delta-maintenance status {table} --coordinator {spec}")
+    command = cli_command()
+    print(f"\nnothing was deleted; try:  {command} status {table} --coordinator {spec}")
+    print(f"a table of your own for a trial:  {command} create-table /abs/path/my_table --coordinator {spec} --sample-commits 12")
     return 0
 
 

@@ -11,6 +11,8 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +22,7 @@ import pyarrow.parquet as pq
 from ..deltalog.model.paths import commit_name
 from ..deltalog.storage import LogStore, open_table_storage
 
-__all__ = ["SCHEMA", "create_sample_table", "append_batch", "data_batch", "add_action_for"]
+__all__ = ["SCHEMA", "CreatedTable", "create_coordinated_table", "create_sample_table", "append_batch", "data_batch", "add_action_for"]
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("amount", pa.float64()), pa.field("region", pa.string())])
 _SCHEMA_STRING = json.dumps(
@@ -113,3 +115,53 @@ def create_sample_table(table_root: str, commits: int = 12, rows_per_file: int =
 def append_batch(store: LogStore, version: int, region: str, rows: int = 100) -> None:
     batch = data_batch(version * rows, rows, region)
     write_commit(store, version, [add_action_for(store.table_root, batch, region)], "WRITE")
+
+
+_REGIONS = ("emea", "amer", "apac")
+
+
+@dataclass(frozen=True)
+class CreatedTable:
+    uri: str  # the table's absolute local path
+    coordinator: str  # the coordinator spec a tables.yaml names (without ?create=true)
+    ratified: int  # the latest ratified version (0 plus the sample commits)
+
+
+def create_coordinated_table(
+    table_path: str | Path, coordinator: str, *, sample_commits: int = 0, rows_per_commit: int = 100,
+    configuration: dict[str, str] | None = None,
+) -> CreatedTable:
+    """A new table on the embedded coordinator, for a trial: version 0 (protocol and metadata with
+    in-commit timestamps, the coordinator declared in its properties) created and published through
+    the coordinator, then ``sample_commits`` appends of real Parquet data that the coordinator
+    ratifies and nobody publishes yet (what the maintenance DAG then publishes).
+
+    ``coordinator`` is ``local:///abs/path/coordinator.db``; its database is created when missing.
+    A table the coordinator already has, or a folder that already holds a ``_delta_log``, is refused
+    (``FileExistsError``): nothing is overwritten.
+    """
+    from ..coordinators.registry import parse_coordinator_spec
+    from ..maintenance.table.coordinator_client import open_coordinator
+
+    if sample_commits < 0:
+        raise ValueError(f"--sample-commits must be 0 or more, got {sample_commits}")
+    parsed = parse_coordinator_spec(coordinator)
+    if parsed.kind != "local":
+        raise ValueError(f"a trial table is created on the embedded coordinator (local:///abs/path/coordinator.db), not {parsed.kind}")
+    spec = coordinator.split("?", 1)[0]
+    root = Path(str(table_path).removeprefix("file://")).expanduser().resolve()
+    if (root / "_delta_log").exists():
+        raise FileExistsError(f"{root}/_delta_log already exists: choose a new folder for the table")
+    root.mkdir(parents=True, exist_ok=True)
+    uri = str(root)
+    client = open_coordinator(spec + "?create=true")
+    try:
+        if client.latest_ratified_version(uri) >= 0:
+            raise FileExistsError(f"{uri} is already registered with {spec}")
+        client.commit(uri, 0, create_actions(configuration, ict=True))
+        for v in range(1, sample_commits + 1):
+            region = _REGIONS[v % len(_REGIONS)]
+            client.commit(uri, v, [add_action_for(uri, data_batch(v * rows_per_commit, rows_per_commit, region), region)])
+    finally:
+        client.close()
+    return CreatedTable(uri, spec, sample_commits)

@@ -38,6 +38,7 @@ def report_document(healths: Sequence[TableHealth], generated: str, alerts: Sequ
         "tables": [h.to_dict() for h in healths],
         "lagging": [h.name for h in healths if h.breaches],
         "errors": [h.name for h in healths if h.error],
+        "invalid": [h.name for h in healths if h.invalid],
         "alerts": [a.to_dict() for a in alerts],
     }
 
@@ -47,7 +48,7 @@ def _e(value: object) -> str:
 
 
 def _row(h: TableHealth) -> str:
-    cls = "error" if h.error else ("lagging" if h.breaches else "ok")
+    cls = "invalid error" if h.invalid else "error" if h.error else ("lagging" if h.breaches else "ok")
     runs = "".join(f"<li>{_e(task)}: {_e(when or 'unknown')}</li>" for task, when in h.last_success.items())
     head = f'<tr class="{cls}" data-table="{_e(h.name)}"><td class="name"><b>{_e(h.name)}</b><br><small>{_e(h.uri)}</small></td>'
     score = f'<td class="num">{h.lag_score:.2f}</td>'
@@ -141,7 +142,8 @@ figure{margin:0} figcaption{font-weight:bold;margin-bottom:4px} .legend{font-siz
 def render_html(healths: Sequence[TableHealth], history: Sequence[Mapping[str, Any]], generated: str, alerts: Sequence[Alert] = ()) -> str:
     """The report page: summary, alerts of this run, the tables worst first, and the charts."""
     lagging = sum(1 for h in healths if h.breaches)
-    errors = sum(1 for h in healths if h.error)
+    errors = sum(1 for h in healths if h.error and not h.invalid)
+    invalid = sum(1 for h in healths if h.invalid)
     worst = [h.name for h in healths[:_CHART_SERIES]]
     alert_html = (
         '<div class="alerts"><b>Crossed a threshold in this run:</b><ul>' + "".join(f"<li>{_e(a.message())}</li>" for a in alerts) + "</ul></div>"
@@ -160,7 +162,9 @@ def render_html(healths: Sequence[TableHealth], history: Sequence[Mapping[str, A
             f'<div class="meta">generated {_e(generated)} · {len(history)} sample(s) of history</div>',
             (
                 f'<div class="summary"><span>{len(healths)} table(s)</span><span class="{"bad" if lagging else ""}">{lagging} lagging</span>'
-                f'<span class="{"bad" if errors else ""}">{errors} unreadable</span></div><br>'
+                f'<span class="{"bad" if errors else ""}">{errors} unreadable</span>'
+                + (f'<span class="bad">{invalid} invalid configuration</span>' if invalid else "")
+                + "</div><br>"
             ),
             alert_html,
             f'<table id="fleet"><thead>{header}</thead><tbody>{"".join(_row(h) for h in healths)}</tbody></table>',

@@ -8,6 +8,8 @@ Lag score: each watched figure divided by its threshold (``health`` section of t
 configuration); the score is the largest ratio, so a score above 1 means a threshold is exceeded.
 A table that could not be measured scores exactly 1: above every healthy table, below every table
 measured beyond a threshold. Inconsistencies the coordinator shows (``problems``) count as 1 too.
+A table whose configuration is invalid is shown the same way, marked ``invalid``
+(``invalid_table_health``): a report must never leave a configured table out.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..maintenance.config.errors import TableConfigError
 from ..maintenance.config.tables import HealthConfig, TableConfig
 from ..maintenance.operations.status import TableStatus, table_status
 from ..maintenance.table.maintained import MaintainedTable
 
-__all__ = ["MAINTENANCE_TASKS", "WATCHED", "TableHealth", "expected_tasks", "fleet_status", "measure_table"]
+__all__ = ["MAINTENANCE_TASKS", "WATCHED", "TableHealth", "expected_tasks", "fleet_status", "invalid_table_health", "measure_table"]
 
 # The tasks of a table's maintenance DAG whose last success the health view shows.
 MAINTENANCE_TASKS = ("wait_for_ratified_commits", "publish", "compact_log", "checkpoint", "cleanup", "optimize")
@@ -42,6 +45,7 @@ class TableHealth:
     error: str | None = None
     last_success: Mapping[str, str | None] = field(default_factory=dict)  # task id → ISO time, None: unknown
     small_files: tuple[int, int] | None = None  # (count, bytes) below OPTIMIZE's minimum size, when measured
+    invalid: bool = False  # the table's configuration is invalid: ``error`` lists its mistakes
 
     @property
     def figures(self) -> dict[str, int]:
@@ -101,6 +105,7 @@ class TableHealth:
                            "max_small_files": self.thresholds.max_small_files,
                            "enabled": self.thresholds.enabled},
             "error": self.error,
+            "invalid": self.invalid,
             "last_success": dict(self.last_success),
         }
         if self.status is not None:
@@ -142,6 +147,13 @@ def _small_files(opened: MaintainedTable, table: TableConfig) -> tuple[int, int]
 
     o = table.optimize
     return small_file_counts(opened, parse_size(o.min_file_size, "min_file_size") if o.min_file_size is not None else None)
+
+
+def invalid_table_health(entry: TableConfigError) -> TableHealth:
+    """The report's row of a table whose configuration is invalid: an error naming every mistake
+    (one line), the default thresholds, no figures."""
+    mistakes = "; ".join(line.strip() for line in str(entry.error).splitlines() if line.strip())
+    return TableHealth(entry.name, "", HealthConfig(), error=f"invalid configuration: {mistakes}", invalid=True)
 
 
 def expected_tasks(table: TableConfig) -> list[str]:

@@ -2,7 +2,8 @@
 
 Measures each table of the YAML configuration (one coordinator call and one LIST per table, no
 file action replayed; a table that cannot be read is reported with its error, never fatal for the
-fleet), writes report.json and report.html atomically to the report directory with the history
+fleet; a table whose configuration is invalid is reported as an error, marked invalid, and
+fails the task once the report is written), writes report.json and report.html atomically to the report directory with the history
 that feeds the charts and the alert state, sends the per-table gauges (``metrics``), and calls the
 notifiers with the thresholds crossed since the previous report.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from ..fleet.config import fleet_entries
 from ..fleet.history import DEFAULT_MAX_SAMPLES, Alert, read_last_success
 from ..fleet.report import publish_fleet_report
-from ..fleet.status import fleet_status
+from ..fleet.status import fleet_status, invalid_table_health
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
 from ..maintenance.config.tables import TableConfig
@@ -26,7 +27,7 @@ from ..maintenance.table.maintained import MaintainedTable, open_table
 from ..notifications.health import ALERTS_KEY
 from ..plugins.metrics import emit_fleet_gauges
 from ..plugins.report_dir import report_dir
-from ..version_compat import BaseOperator
+from ..version_compat import AirflowFailException, BaseOperator
 
 __all__ = ["ConfiguredTableOpener", "DeltaFleetReportOperator", "resolve_report_dir"]
 
@@ -103,9 +104,9 @@ class DeltaFleetReportOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         directory = resolve_report_dir(self.report_dir)
         tables, invalid = fleet_entries(self.config_path)
-        for entry in invalid:
-            self.log.error("table %s is not reported: %s", entry.name, entry.error)
         healths = fleet_status(tables, ConfiguredTableOpener(), last_success=read_last_success(directory), parallelism=self.parallelism)
+        if invalid:  # reported beside the measured tables, worst first (an invalid table scores 1 like an unreadable one)
+            healths = sorted([*healths, *map(invalid_table_health, invalid)], key=lambda h: (-h.lag_score, h.name))
         generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
 
         def notify(alerts: list[Alert]) -> None:
@@ -114,12 +115,20 @@ class DeltaFleetReportOperator(BaseOperator):
 
         published = publish_fleet_report(healths, directory, generated, notify=notify, max_samples=self.max_history_samples)
         for h in healths:
-            if h.error:
+            if h.invalid:
+                self.log.error("table %s: %s", h.name, h.error)
+            elif h.error:
                 self.log.warning("table %s could not be read: %s", h.name, h.error)
             elif h.breaches:
                 self.log.warning("table %s is lagging (score %.2f): %s", h.name, h.lag_score, ", ".join(h.breaches))
         gauges = emit_fleet_gauges(healths) if self.emit_metrics else 0
         self.log.info("fleet report of %d table(s) written to %s (%d gauge(s) sent)", len(healths), published.html_path, gauges)
+        if invalid:  # the report is written (the page shows them); the run is not green
+            names = ", ".join(e.name for e in invalid)
+            raise AirflowFailException(
+                f"{len(invalid)} table(s) with an invalid configuration, reported as errors: {names}; "
+                f"list every mistake with `delta-maintenance validate-config {self.config_path}`"
+            )
         return {
             "report_html": str(published.html_path),
             "report_json": str(published.json_path),
@@ -127,5 +136,5 @@ class DeltaFleetReportOperator(BaseOperator):
             "lagging": published.document["lagging"],
             "errors": published.document["errors"],
             "alerts": published.document["alerts"],
-            "invalid": [e.name for e in invalid],
+            "invalid": published.document["invalid"],
         }

@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from ..version_compat import Context
 
 
+def _try_number(context: Context) -> int | None:
+    ti = context.get("ti")
+    number = getattr(ti, "try_number", None)
+    return number if isinstance(number, int) else None
+
+
 class DeltaRatifiedVersionSensor(BaseSensorOperator):
     """Succeeds when the latest ratified version is ≥ ``target_version``, or when at least
     ``min_new_commits`` are ratified beyond ``baseline_version`` (default: the last published).
@@ -89,6 +95,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
         self.skip_when_nothing_new = skip_when_nothing_new
         self._last_reason = "no successful poke"
         self._last_seen: int | None = None
+        self._recalled = False
         self._identity_cache: dict[str, Any] | None = None
 
     # New hooks at every poke: the connections are read again, so a sensor that pokes for days
@@ -133,7 +140,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
         if self._skipping:
-            reason = "skip_wait requested: not waiting for ratified versions"
+            reason = "skip requested (skip_wait, or a manual run whose Params ask for work): not waiting for ratified versions"
             self.log.info("wait: skipped — %s", reason)
             return PokeReturnValue(is_done=True, xcom_value=TaskReport(self.table_uri, "wait", skipped=True, reason=reason).to_dict())
         self._wait_for_call_budget()
@@ -150,13 +157,48 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
                 self._last_reason = f"last poke failed transiently: {type(exc).__name__}: {exc}"
                 return False
             raise AirflowFailException(f"ratified-version sensor for {self.table_uri}: {type(exc).__name__}: {exc}") from exc
+        self._recall(context)
         if observation["reason"] != self._last_reason:  # a line per change, not per poke
             self.log.info("%s", observation["reason"])
+            self._remember(context, observation["reason"], observation["latest_ratified_version"])
         self._last_reason = observation["reason"]
         self._last_seen = observation["latest_ratified_version"]
         if observation["satisfied"]:
             return PokeReturnValue(is_done=True, xcom_value=self._record(observation))
         return False
+
+    # In reschedule mode every poke runs in a new process: the last observation is kept in
+    # Airflow's task state store (3.3+, scoped to this task instance), so a change is logged once
+    # and the timeout message names the last observation. Without the store each poke logs its line.
+    _STATE_KEY = "delta_wait_last_observation"
+
+    def _state_store(self, context: Context) -> Any:
+        return context.get("task_state_store") if self.mode == "reschedule" else None
+
+    def _recall(self, context: Context) -> None:
+        store = self._state_store(context)
+        if store is None or self._recalled:
+            return
+        self._recalled = True
+        try:
+            kept = store.get(self._STATE_KEY)
+        except Exception as exc:  # noqa: BLE001 - the store only spares log lines: never fail a poke over it
+            self.log.debug("task state store unavailable: %s", exc)
+            return
+        # the store outlives the try (its scope is the task in the run): a new try logs afresh
+        if isinstance(kept, dict) and isinstance(kept.get("reason"), str) and kept.get("try") == _try_number(context):
+            self._last_reason = kept["reason"]
+            seen = kept.get("latest_ratified_version")
+            self._last_seen = seen if isinstance(seen, int) else None
+
+    def _remember(self, context: Context, reason: str, seen: int | None) -> None:
+        store = self._state_store(context)
+        if store is None:
+            return
+        try:
+            store.set(self._STATE_KEY, {"reason": reason, "latest_ratified_version": seen, "try": _try_number(context)})
+        except Exception as exc:  # noqa: BLE001 - as in _recall
+            self.log.debug("task state store unavailable: %s", exc)
 
     def _wait_for_call_budget(self) -> None:
         from ..fleet.rate_limit import bucket_for
@@ -189,6 +231,7 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
             try:
                 return super().execute(context)
             except AirflowSensorTimeout:  # raised only by the timeout check: poke raises no timeout
+                self._recall(context)  # reschedule mode: the timeout may come before this process poked
                 raise self._nothing_new(self._last_reason, self._last_seen) from None
         result = self.poke(context)
         if isinstance(result, PokeReturnValue) and result.is_done:

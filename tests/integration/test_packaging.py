@@ -94,8 +94,8 @@ def test_the_wheel_ships_provider_yaml_and_the_installed_provider_info_is_read_f
 def test_init_dags_and_validate_config_from_the_wheel(installed: Path, tmp_path: Path) -> None:
     env = clean_env(installed, tmp_path)
     out = run([str(installed / "delta-maintenance"), "init-dags", str(tmp_path / "dags")], env=env, cwd=tmp_path)
-    assert sorted(p.name for p in (tmp_path / "dags").iterdir()) == ["delta_maintenance.py", "tables.yaml"], out.stdout
-    for name in ("delta_maintenance.py", "tables.yaml"):  # the files of the repository's dags/, from the installed wheel
+    assert sorted(p.name for p in (tmp_path / "dags").iterdir()) == ["delta_fleet_health.py", "delta_maintenance.py", "tables.yaml"], out.stdout
+    for name in ("delta_maintenance.py", "delta_fleet_health.py", "tables.yaml"):  # the files of the repository's dags/, from the installed wheel
         assert (tmp_path / "dags" / name).read_bytes() == (REPO / "dags" / name).read_bytes(), name
     run([str(installed / "delta-maintenance"), "validate-config", str(tmp_path / "dags" / "tables.yaml")], env=env, cwd=tmp_path)
     again = subprocess.run([str(installed / "delta-maintenance"), "init-dags", str(tmp_path / "dags")], env=env, capture_output=True, text=True)
@@ -154,7 +154,7 @@ copy_example_dags(d / "dags")
 os.environ["DELTA_MAINTENANCE_CONFIG"] = str(d / "tables.yaml")
 from airflow.models.dagbag import DagBag
 bag = DagBag(dag_folder=str(d / "dags"), include_examples=False)
-assert sorted(bag.dag_ids) == ["delta_maintenance__bad", "delta_maintenance__good"] and not bag.import_errors, (bag.dag_ids, bag.import_errors)
+assert sorted(bag.dag_ids) == ["delta_maintenance__bad", "delta_maintenance__good", "delta_maintenance_fleet_health"] and not bag.import_errors, (bag.dag_ids, bag.import_errors)
 sensor = bag.dags["delta_maintenance__good"].get_task("wait_for_ratified_commits")
 sensor.target_version, sensor.skip = None, False
 try:

@@ -142,3 +142,22 @@ def test_a_fleet_of_1000_tables_parses_quickly_with_start_minutes_spread_across_
     assert all(expr.split()[1:] == ["*", "*", "*", "*"] for expr in result["cron"].values())
     per_minute = [minutes.count(m) for m in range(60)]
     assert min(per_minute) >= 1 and max(per_minute) <= 50, per_minute  # 1,000/60 ≈ 17 a minute, none at :00 together
+
+
+def test_init_dags_output_parses_into_the_maintenance_and_fleet_health_dags(tmp_path: Path) -> None:
+    """`delta-maintenance init-dags DIR` as a new user runs it: the folder, as is, holds the fleet
+    health DAG too (behind the UI's "Delta fleet health" page), over the same tables.yaml."""
+    dags = tmp_path / "dags"
+    cli = subprocess.run([str(Path(sys.executable).with_name("delta-maintenance")), "init-dags", str(dags)], capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    assert "delta_fleet_health.py" in cli.stdout and "Delta fleet health" in cli.stdout, cli.stdout
+    env = airflow_env(tmp_path / "home", dags)  # no DELTA_MAINTENANCE_CONFIG: the copied tables.yaml
+    out = subprocess.run([sys.executable, "-c", PARSE, str(dags)], env=env, capture_output=True, text=True, timeout=600)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(line[len("RESULT "):])
+    assert result["errors"] == {} and result["dags"] == ["delta_maintenance__example_orders", "delta_maintenance_fleet_health"], result["dags"]
+    # the copied tables.yaml checkpoints on the worker: seconds, no JVM (the Spark engine is a per-table choice)
+    from airflow_delta_maintenance.fleet.config import load_fleet
+
+    assert [t.checkpoint.engine for t in load_fleet(dags / "tables.yaml").tables] == ["local"]

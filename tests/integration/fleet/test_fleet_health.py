@@ -297,6 +297,29 @@ def test_maintenance_task_successes_reach_the_health_view(
     assert "publish unknown" in capsys.readouterr().out
 
 
+def test_an_invalid_table_is_in_the_report_and_the_run_is_not_green(fleet: Fleet, airflow_home: Path, tmp_path: Path) -> None:
+    """The packaged fleet DAG over a file with a valid and an invalid table: the report lists the
+    invalid one as an error marked invalid (with its mistakes), and the run fails, naming it."""
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        f"defaults:\n  coordinator: {fleet.spec}\n  schedule: null\n"
+        f"tables:\n  - {{name: customers, uri: '{fleet.uris['customers']}'}}\n"
+        "  - {name: broken, uri: /nowhere/broken, schedule: every hour, checkpoint: {interval: 0}}\n"
+    )
+    report_dir = tmp_path / "report"
+    run = _run_fleet_dag(airflow_home, airflow_env(airflow_home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config),
+                                                   DELTA_MAINTENANCE_REPORT_DIR=str(report_dir)))
+    assert run["state"] == "failed", run  # old code: success, the invalid table left out
+    report = json.loads((report_dir / "report.json").read_text())
+    assert [t["name"] for t in report["tables"]] == ["broken", "customers"]
+    assert report["errors"] == ["broken"] and report["invalid"] == ["broken"]
+    broken = report["tables"][0]
+    assert broken["invalid"] is True and broken["error"].startswith("invalid configuration: ")
+    assert "every hour" in broken["error"] and "interval" in broken["error"], broken["error"]  # both mistakes
+    page = (report_dir / "report.html").read_text()
+    assert '<tr class="invalid error" data-table="broken">' in page and "1 invalid configuration" in page
+
+
 USER, PASSWORD = "admin", "fleet-test-password"
 
 

@@ -19,20 +19,22 @@ import pytest
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests._infra.servers import free_port, stop, wait_for_port
-from tests.integration.airflow_runs.conftest import EXAMPLE_DAGS, REPO, airflow_env
+from tests.integration.airflow_runs.conftest import EXAMPLE_DAGS, REPO, airflow_env  # noqa: F401 - EXAMPLE_DAGS: the fleet tests import it from here
 
 USER, PASSWORD = "admin", "ui-test-password"
 INVALID_DAG = "delta_maintenance__broken"
+FLEET_DAG = "delta_maintenance_fleet_health"
 
 
-def deployment_env(home: Path, dags: Path, port: int, secret: str, **extra: str) -> dict[str, str]:
+def deployment_env(home: Path, dags: Path, port: int, secret: str, *, paused_at_creation: bool = False, **extra: str) -> dict[str, str]:
     """The environment of an Airflow deployment on 127.0.0.1:``port`` (LocalExecutor, simple auth
-    manager, DAGs unpaused, quick DAG-file refresh) for the components a test starts."""
+    manager, DAGs unpaused unless ``paused_at_creation`` (Airflow's default), quick DAG-file
+    refresh) for the components a test starts."""
     return airflow_env(
         home,
         dags,
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
-        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="false",
+        AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=str(paused_at_creation).lower(),
         AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
         AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
@@ -101,6 +103,9 @@ class Deployment:
             time.sleep(2)
         raise AssertionError(f"{dag_id}/{run_id} did not finish in {timeout}s")
 
+    def unpause(self, dag_id: str) -> None:
+        self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+
     def wait_for_dag(self, dag_id: str, timeout: float = 600) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -121,25 +126,39 @@ def make_table(root: Path, name: str, commits: int) -> tuple[str, str]:
     return uri, spec
 
 
+def init_dags(directory: Path) -> Path:
+    """The DAGs folder as a new user makes it: ``delta-maintenance init-dags DIR``, deployed as is."""
+    cli = Path(sys.executable).with_name("delta-maintenance")
+    subprocess.run([str(cli), "init-dags", str(directory)], check=True, capture_output=True, timeout=300)
+    return directory
+
+
 @pytest.fixture(scope="session")
 def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("ui")
     home = root / "airflow"
     home.mkdir()
+    dags = init_dags(root / "dags")
     (home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
     tables = {}
     lines = ["defaults:", "  schedule: null  # manual runs only", "  sensor: {min_new_commits: 1, timeout_minutes: 2, poke_interval_seconds: 5}", "  checkpoint: {interval: 5, engine: local}",
              "  compaction: {interval: 5}", "tables:"]
-    for name in ("ui_orders", "api_orders"):
-        uri, spec = make_table(root, name, 12)
+    for name, commits, extra in (
+        ("ui_orders", 12, []),
+        ("api_orders", 12, []),
+        ("quiet_orders", 0, []),  # nothing to wait for: its reschedule-mode sensor pokes on
+        # on a schedule, paused: a manual run is triggered as the form offers it ("Unpause on trigger" ticked)
+        ("scheduled_orders", 8, ["    schedule: '@hourly'", "    checkpoint: {interval: 100, engine: local}"]),
+    ):
+        uri, spec = make_table(root, name, commits)
         tables[f"delta_maintenance__{name}"] = (uri, spec)
-        lines += [f"  - name: {name}", f"    uri: {uri}", f"    coordinator: {spec}"]
+        lines += [f"  - name: {name}", f"    uri: {uri}", f"    coordinator: {spec}", *extra]
     # an invalid table: it must get its own failing placeholder DAG and hide nothing else
     lines += ["  - name: broken", "    uri: /nowhere/broken", "    schedule: every hour"]
     (root / "tables.yaml").write_text("\n".join(lines) + "\n")
     port = free_port()
     env = deployment_env(
-        home, EXAMPLE_DAGS, port, "ui-test-only-secret",
+        home, dags, port, "ui-test-only-secret", paused_at_creation=True,  # Airflow's default
         AIRFLOW__CORE__TEST_CONNECTION="Enabled",  # the connection form's Test button
         DELTA_MAINTENANCE_CONFIG=str(root / "tables.yaml"),
         SPARK_LOCAL_IP="127.0.0.1",
@@ -148,6 +167,6 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
     with running_components(env, port, root) as url:
         deployment = Deployment(url, home, tables, REPO / "test-artifacts")
         deployment.artifacts.mkdir(exist_ok=True)
-        for dag_id in [*tables, INVALID_DAG]:
+        for dag_id in [*tables, INVALID_DAG, FLEET_DAG]:
             deployment.wait_for_dag(dag_id)
         yield deployment

@@ -125,6 +125,7 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
 def test_trigger_with_params_through_the_rest_api(airflow_deployment: Deployment) -> None:
     dag_id = "delta_maintenance__api_orders"
     uri, _ = airflow_deployment.tables[dag_id]
+    airflow_deployment.unpause(dag_id)  # DAGs are paused at creation (Airflow's default); the REST API does not unpause on trigger
     run = airflow_deployment.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {"force_checkpoint": True, "skip_wait": False, "target_version": 12}})
     done = airflow_deployment.wait_for_run(dag_id, run["dag_run_id"])
     assert done["state"] == "success", done

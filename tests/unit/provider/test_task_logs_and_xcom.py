@@ -97,7 +97,7 @@ def test_the_sensor_record_has_the_common_keys(coordinated_table: tuple[str, str
     for record in (done.xcom_value, skipped.xcom_value):
         assert set(record) >= COMMON_KEYS and record["operation"] == "wait", record
     assert (done.xcom_value["version"], done.xcom_value["count"], done.xcom_value["skipped"]) == (12, 12, False)
-    assert skipped.xcom_value["skipped"] and "skip_wait requested" in skipped.xcom_value["reason"]
+    assert skipped.xcom_value["skipped"] and "skip requested (skip_wait" in skipped.xcom_value["reason"]
 
 
 def test_the_sensor_logs_an_observation_only_when_it_changes(coordinated_table: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:

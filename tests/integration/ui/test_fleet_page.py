@@ -1,0 +1,45 @@
+"""The fleet health page of a deployment made with `delta-maintenance init-dags` and nothing else:
+the fleet DAG it copied runs, and the UI's "Delta fleet health" page shows every configured table,
+the invalid one included (marked invalid); the run that found it is not green."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import FLEET_DAG, INVALID_DAG, Deployment
+from .test_manual_triggers import _new_page, _sign_in
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+
+def test_the_fleet_page_shows_every_table_after_the_fleet_dags_run(airflow_deployment: Deployment) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    airflow_deployment.unpause(FLEET_DAG)  # paused at creation, as Airflow leaves a new DAG
+    run = airflow_deployment.api("POST", f"/dags/{FLEET_DAG}/dagRuns", {"logical_date": None})
+    done = airflow_deployment.wait_for_run(FLEET_DAG, run["dag_run_id"])
+    assert done["state"] == "failed", done  # an invalid table is an error of the fleet, not a silent omission
+    log = str(airflow_deployment.api("GET", f"/dags/{FLEET_DAG}/dagRuns/{run['dag_run_id']}/taskInstances/fleet_report/logs/1?full_content=true"))
+    assert "1 table(s) with an invalid configuration, reported as errors: broken" in log, log[-3000:]
+    shot = airflow_deployment.artifacts / "ui-fleet-health-page.png"
+    with sync_playwright() as p:
+        browser, page = _new_page(p)
+        try:
+            _sign_in(page, airflow_deployment.url)
+            page.goto(f"{airflow_deployment.url}/delta-maintenance/report")  # the page the navigation entry opens
+            rows = page.locator("#fleet tbody tr")
+            wanted = {d.removeprefix("delta_maintenance__") for d in [*airflow_deployment.tables, INVALID_DAG]}
+            expect(rows).to_have_count(len(wanted))
+            names = {rows.nth(i).get_attribute("data-table") for i in range(len(wanted))}
+            assert names == wanted, names
+            broken = page.locator('#fleet tr[data-table="broken"]')
+            assert broken.get_attribute("class") == "invalid error"
+            expect(broken).to_contain_text("invalid configuration: ")
+            expect(broken).to_contain_text("every hour")
+            page.screenshot(path=str(shot), full_page=True)
+        except Exception:
+            page.screenshot(path=str(airflow_deployment.artifacts / "ui-fleet-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
