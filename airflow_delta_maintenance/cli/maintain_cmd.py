@@ -80,10 +80,10 @@ def _job_storage_options(table: Any, settings: Any) -> dict[str, Any]:
 
 
 def register(sub: Any) -> None:
-    c = sub.add_parser("checkpoint", help="write a checkpoint at the latest published version when due")
+    c = sub.add_parser("checkpoint", help="write a checkpoint at the latest published version (with --interval: only when that many commits follow the last one)")
     _table(c)
     c.add_argument("--version", type=int, default=None, help="published version (default: latest published)")
-    c.add_argument("--interval", type=int, default=None, help="write only when this many commits follow the last checkpoint")
+    c.add_argument("--interval", type=int, default=None, help="write only when this many commits follow the last checkpoint (default: write now, whatever the table's delta.checkpointInterval)")
     _engine(c)
     c.set_defaults(handler=lambda a: run_guarded(lambda: _checkpoint(a)))
 

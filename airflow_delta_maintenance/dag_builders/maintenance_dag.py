@@ -52,7 +52,7 @@ Table `{uri}` — coordinator `{coordinator}`.
 
 1. **wait** for ratified commits (or `target_version`),
 2. **publish** them to `_delta_log/<v>.json` in order,
-3. **checkpoint** (engine `{engine}`) when {interval} commits have passed, and **compact** the log in aligned windows of {compaction},
+3. **compact** the log in aligned windows of {compaction}, then **checkpoint** (engine `{engine}`) when {interval} commits have passed,
 4. **cleanup** of expired log files ({cleanup}; a manual run can override with `dry_run`),
 5. **vacuum** of unreferenced data files when the table has a `vacuum:` section (its own interval, weekly by default).
 
@@ -332,17 +332,20 @@ def build_invalid_table_dag(entry: TableConfigError, start_date: Any = None) -> 
     import pendulum
 
     message = str(entry.error)
+    doc = f"### Invalid configuration for `{entry.name}`\n\n```\n{message}\n```\n\nFix the YAML file; the other tables are unaffected."
     dag = DAG(
         dag_id=entry.dag_id,
         description=f"INVALID CONFIGURATION: {entry.error.key}: {entry.error.detail}" + (f" (+{len(entry.error.problems) - 1} more)" if len(entry.error.problems) > 1 else ""),
         schedule=None,
         start_date=start_date or pendulum.datetime(2024, 1, 1, tz="UTC"),
         catchup=False,
-        tags=["delta-maintenance", "invalid-config"],
-        doc_md=f"### Invalid configuration for `{entry.name}`\n\n```\n{message}\n```\n\nFix the YAML file; the other tables are unaffected.",
+        tags=["delta-maintenance", "invalid-config", *entry.tags],
+        default_args={"owner": entry.owner} if entry.owner else {},
+        doc_md=doc,
     )
     with dag:
-        InvalidTableConfigOperator(task_id="invalid_configuration", error=message, retries=0)
+        # the task's doc too: its Details and the graph's task panel show the mistakes, not only the DAG's Details tab
+        InvalidTableConfigOperator(task_id="invalid_configuration", error=message, retries=0, doc_md=doc)
     return dag
 
 

@@ -45,7 +45,7 @@ from ..log_segment.last_checkpoint import LastCheckpointHint, parse_last_checkpo
 from ..log_segment.listing import CheckpointGroup, LogSegmentFiles, list_log_files
 from ..model.features import check_write_supported, is_catalog_managed
 from ..model.paths import LAST_CHECKPOINT, LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR, LogFileType, ParsedLogPath, parse_log_path
-from ..model.table_properties import DAY_MS
+from ..model.table_properties import DAY_MS, human_duration
 from ..replay.table_state import TableState, referenced_sidecar_names
 from ..replay.version_facts import in_commit_timestamp
 from ..storage import FileStat, LogStore
@@ -91,7 +91,8 @@ def check_cleanup_clock(now_ms: int | None, *, allow_future_now: bool = False, o
     real = int(time.time() * 1000)
     if now_ms > real + CLOCK_SKEW_MS:
         raise InvalidOptionError(
-            f"{option} is {now_ms - real} ms later than the real clock; pass allow_future_now (--allow-future-now) to plan with it",
+            f"{option} is {human_duration(now_ms - real)} later than the real clock; to plan with it pass --allow-future-now "
+            "(the Python argument allow_future_now=True)",
             option=option,
         )
 

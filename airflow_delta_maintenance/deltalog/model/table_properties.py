@@ -9,9 +9,19 @@ from dataclasses import dataclass, field
 
 from ..errors import InvalidTablePropertyError
 
-__all__ = ["TableProperties", "parse_interval_ms", "DAY_MS"]
+__all__ = ["TableProperties", "parse_interval_ms", "human_duration", "DAY_MS"]
 
 DAY_MS = 86_400_000
+
+
+def human_duration(ms: int | float) -> str:
+    """A duration as people read it in a message: ``30 days``, ``12 hours``, ``90 seconds``."""
+    for unit, size in (("day", DAY_MS), ("hour", 3_600_000), ("minute", 60_000)):
+        if abs(ms) >= size:
+            value = round(ms / size, 1)
+            return f"{value:g} {unit}" + ("" if value == 1 else "s")
+    value = round(ms / 1000, 1)
+    return f"{value:g} second" + ("" if value == 1 else "s")
 
 LOG_RETENTION_DURATION = "delta.logRetentionDuration"
 ENABLE_EXPIRED_LOG_CLEANUP = "delta.enableExpiredLogCleanup"

@@ -49,3 +49,5 @@ class TableConfigError:
     name: str
     dag_id: str
     error: ConfigError
+    owner: str | None = None  # the table's (or the defaults') owner and tags, when well formed:
+    tags: tuple[str, ...] = ()  # its placeholder DAG is found where the table's DAG would be

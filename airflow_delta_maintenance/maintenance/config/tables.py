@@ -186,11 +186,19 @@ def check_config(data: Any, path: str = "<config>") -> ConfigCheck:
                 raise ConfigError(path, table.name, "name", "duplicate table name")
         except ConfigError as exc:
             dag_id = f"delta_maintenance__{label}" if label == raw_name and label not in seen else f"delta_maintenance__invalid_{index}"
-            bad.append(TableConfigError(label, dag_id, exc))
+            bad.append(TableConfigError(label, dag_id, exc, *_owner_and_tags(raw, defaults)))
             continue
         seen.add(table.name)
         good.append(table)
     return ConfigCheck(good, bad, problems, defaults)
+
+
+def _owner_and_tags(raw: Any, defaults: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """An invalid table's owner and tags as its DAG would have had them, where they are well formed."""
+    merged = {**defaults, **(raw if isinstance(raw, Mapping) else {})}
+    owner, tags = merged.get("owner"), merged.get("tags")
+    good_tags = tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ()
+    return (owner if isinstance(owner, str) and owner else None), good_tags
 
 
 def parse_config_entries(data: Any, path: str = "<config>") -> tuple[list[TableConfig], list[TableConfigError]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...deltalog.cleanup.plan import CleanupPlan, CleanupResult, check_cleanup_clock, execute_cleanup, plan_log_cleanup
 from ...deltalog.log_segment.listing import LogSegmentFiles, list_log_files
-from ...deltalog.model.table_properties import DAY_MS
+from ...deltalog.model.table_properties import DAY_MS, human_duration
 from ..errors import MaintenanceError
 from ..table.catalog_view import ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
@@ -48,8 +48,9 @@ def run_metadata_cleanup(
     table_retention = state.properties.log_retention_ms
     if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
         raise RetentionTooShortError(
-            f"{store.uri}: retention {retention_ms} ms is shorter than the table's delta.logRetentionDuration "
-            f"({table_retention} ms); pass allow_shorter_retention to override"
+            f"{store.uri}: retention {human_duration(retention_ms)} is shorter than the table's delta.logRetentionDuration "
+            f"({human_duration(table_retention)}); to accept it pass --allow-shorter-retention (the operator's "
+            "allow_shorter_retention=True, tables.yaml's cleanup.allow_shorter_retention: true)"
         )
 
     def make_plan(listing: LogSegmentFiles) -> CleanupPlan:

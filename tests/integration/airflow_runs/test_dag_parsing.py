@@ -25,7 +25,9 @@ socket.socket.connect = no_network
 bag = DagBag(dag_folder=sys.argv[1], include_examples=False) if "include_examples" in DagBag.__init__.__code__.co_varnames else DagBag(dag_folder=sys.argv[1])
 print("RESULT " + json.dumps({"dags": sorted(bag.dag_ids), "errors": {k: str(v) for k, v in bag.import_errors.items()}, "opened": opened,
                               "meta": {d: {"description": bag.dags[d].description, "tags": sorted(bag.dags[d].tags), "tasks": sorted(bag.dags[d].task_ids),
-                                           "schedule": str(getattr(bag.dags[d].timetable, "description", ""))} for d in bag.dag_ids}}))
+                                           "schedule": str(getattr(bag.dags[d].timetable, "description", "")),
+                                           "owner": bag.dags[d].owner, "doc": bag.dags[d].doc_md or "",
+                                           "task_docs": [t.doc_md or "" for t in bag.dags[d].tasks]} for d in bag.dag_ids}}))
 """
 
 
@@ -161,3 +163,17 @@ def test_init_dags_output_parses_into_the_maintenance_and_fleet_health_dags(tmp_
     from airflow_delta_maintenance.fleet.config import load_fleet
 
     assert [t.checkpoint.engine for t in load_fleet(dags / "tables.yaml").tables] == ["local"]
+
+
+def test_a_placeholder_dag_keeps_the_owner_and_tags_and_shows_its_mistakes_on_its_task(tmp_path: Path) -> None:
+    result = parse(
+        tmp_path,
+        "defaults:\n  coordinator: local:///data/coordinator.db\n  owner: data-platform\n  tags: [sales]\n"
+        "tables:\n  - {name: good, uri: /t/good}\n  - {name: bad, uri: /t/bad, schedule: every hour, tags: [sales, orders]}\n",
+    )
+    good, bad = result["meta"]["delta_maintenance__good"], result["meta"]["delta_maintenance__bad"]
+    assert good["owner"] == bad["owner"] == "data-platform", (good, bad)
+    assert {"sales", "orders", "invalid-config"} <= set(bad["tags"]), bad
+    assert "every hour" in bad["task_docs"][0], bad  # the task's own doc: the graph's task panel shows the mistakes
+    # the DAG's doc lists the steps in the order its tasks run: compaction, then the checkpoint
+    assert good["doc"].index("**compact**") < good["doc"].index("**checkpoint**"), good["doc"]

@@ -153,31 +153,51 @@ def test_an_invalid_table_leaves_the_other_dags_visible(airflow_deployment: Depl
             browser.close()
 
 
+def _add_connection_in_the_form(page: Any, url: str, conn_id: str, type_name: str, fields: dict[str, str]) -> None:
+    """Admin → Connections → Add Connection, filled as a user does: the type picked from the list,
+    the standard fields (``port`` as the form asks: 0) and our extra fields (``element_<key>``)."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}/connections")
+    page.get_by_role("button", name="Add Connection").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_be_visible()
+    dialog.locator('input[name="connection_id"]').fill(conn_id)
+    dialog.get_by_text("Select Connection Type").click()
+    page.keyboard.type(type_name)
+    page.keyboard.press("Enter")
+    for name, value in fields.items():
+        field = dialog.locator(f'input[name="{name}"], input[name="element_{name}"]').first
+        field.scroll_into_view_if_needed()
+        field.fill(value)
+    dialog.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("row").filter(has_text=conn_id)).to_be_visible()
+
+
 def test_the_connection_test_button_answers_truthfully(airflow_deployment: Deployment) -> None:
-    """Good and wrong connections of both types, created through the REST API and tested with each
-    row's Test button (the UI's only one); the answer is our hooks' real, read-only call."""
+    """Good and wrong connections of both types, created through the UI's form as a user fills it
+    in (the port as the form asks: 0), tested with each row's Test button; the answer is our hooks'
+    real, read-only call."""
     from playwright.sync_api import expect, sync_playwright
 
     uri, spec = airflow_deployment.tables["delta_maintenance__ui_orders"]
+    coordinator, storage = "Delta Lake commit coordinator", "Delta Lake storage"
     cases = {
-        # Airflow 3.3's row button sends port 0 for an unset port, which the server compares with
-        # the stored NULL and refuses ("differs from the stored connection"); port 0 sidesteps that
-        "coordinator_good": ({"conn_type": "delta_coordinator", "host": spec}, True, "readable, 2 table(s) registered"),
-        "coordinator_typo": ({"conn_type": "delta_coordinator", "host": spec.replace("coordinator.db", "coordinatr.db")}, False,
+        "coordinator_good": (coordinator, {"host": spec, "port": "0"}, True, re.compile(r"readable, \d+ table\(s\) registered")),
+        "coordinator_typo": (coordinator, {"host": spec.replace("coordinator.db", "coordinatr.db"), "port": "0"}, False,
                              "the coordinator database does not exist"),
-        "storage_good": ({"conn_type": "delta_storage", "extra": json.dumps({"test_location": f"file://{uri}"})}, True, "/_delta_log: "),
-        "storage_missing": ({"conn_type": "delta_storage", "extra": json.dumps({"test_location": "file:///nowhere/orders"})}, False,
-                            "listing file:///nowhere/orders: FileNotFoundError"),
+        "storage_good": (storage, {"port": "0", "test_location": f"file://{uri}"}, True, "/_delta_log: "),
+        "storage_missing": (storage, {"port": "0", "test_location": "file:///nowhere/orders"}, False, "listing file:///nowhere/orders: FileNotFoundError"),
     }
-    for conn_id, (fields, _, _) in cases.items():
-        airflow_deployment.api("POST", "/connections", {"connection_id": conn_id, "port": 0, **fields})
     answers: dict[str, dict] = {}
     with sync_playwright() as p:
         browser, page = _new_page(p)
         try:
             _sign_in(page, airflow_deployment.url)
+            for conn_id, (type_name, fields, _, _) in cases.items():
+                _add_connection_in_the_form(page, airflow_deployment.url, conn_id, type_name, fields)
             page.goto(f"{airflow_deployment.url}/connections")
-            for conn_id, (_, ok, needle) in cases.items():
+            for conn_id, (_, _, ok, needle) in cases.items():
                 with page.expect_response(lambda r: r.url.endswith("/connections/test")) as response:
                     page.get_by_role("row").filter(has_text=conn_id).get_by_role("button", name="Test Connection").click()
                 answers[conn_id] = response.value.json()
@@ -185,6 +205,11 @@ def test_the_connection_test_button_answers_truthfully(airflow_deployment: Deplo
                 expect(page.get_by_text("Test Connection Successful" if ok else "Test Connection Failed").last).to_be_visible()
                 page.screenshot(path=str(airflow_deployment.artifacts / f"ui-connection-test-{conn_id}.png"), full_page=True)
                 page.mouse.move(5, 5)  # away from the row's tooltip
+        except Exception:
+            page.screenshot(path=str(airflow_deployment.artifacts / "ui-connection-failure.png"), full_page=True)
+            raise
         finally:
             browser.close()
-    assert {k: v["status"] for k, v in answers.items()} == {k: ok for k, (_, ok, _) in cases.items()}, answers
+    assert {k: v["status"] for k, v in answers.items()} == {k: ok for k, (_, _, ok, _) in cases.items()}, answers
+    stored = {c["connection_id"]: c for c in airflow_deployment.api("GET", "/connections")["connections"]}
+    assert stored["storage_good"]["conn_type"] == "delta_storage" and stored["coordinator_good"]["conn_type"] == "delta_coordinator"
