@@ -5,7 +5,8 @@ Spark's loggers at WARN, except the scheduler's two INFO loggers whose lines tel
 (stages submitted and finished, tasks finished ``(12/40)``). ``SparkOutput`` reads the job's
 output line by line (the Airflow hook's log, or the CLI's ``spark-submit`` stderr): scheduler
 lines become progress messages (the caller throttles them) and are not passed on; everything else
-(warnings, errors, the job's own lines) is. The job's result line (a JSON object) is kept.
+(warnings, errors, the job's own lines) is. The job's result line (a JSON object) is kept as
+``job_result`` and, like the scheduler's lines, not passed on.
 With verbose output nothing is configured or held back: Spark's own log4j2 defaults apply.
 """
 
@@ -125,6 +126,7 @@ class SparkOutput:
                 value = None
             if isinstance(value, dict) and "version" in value:
                 self.job_result = value
+                return self.verbose  # read, not shown: the task's summary line says what the job did
         match = _LINE.search(text)
         if match is None:
             return True

@@ -163,9 +163,11 @@ def _add_connection_in_the_form(page: Any, url: str, conn_id: str, type_name: st
     dialog = page.get_by_role("dialog")
     expect(dialog).to_be_visible()
     dialog.locator('input[name="connection_id"]').fill(conn_id)
-    dialog.get_by_text("Select Connection Type").click()
-    page.keyboard.type(type_name)
-    page.keyboard.press("Enter")
+    picker = dialog.get_by_role("combobox").first  # react-select: open it, type, pick the option
+    picker.click()
+    picker.press_sequentially(type_name)
+    page.get_by_role("option", name=type_name, exact=True).click()
+    expect(dialog.get_by_text(type_name, exact=True).first).to_be_visible()
     for name, value in fields.items():
         field = dialog.locator(f'input[name="{name}"], input[name="element_{name}"]').first
         field.scroll_into_view_if_needed()
