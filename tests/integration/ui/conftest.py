@@ -146,7 +146,9 @@ def airflow_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dep
     for name, commits, extra in (
         ("ui_orders", 12, []),
         ("api_orders", 12, []),
-        ("quiet_orders", 0, []),  # nothing to wait for: its reschedule-mode sensor pokes on
+        # nothing to wait for: its reschedule-mode sensor pokes on (every 20 s: with 5 s, a busy machine's
+        # scheduler may queue the next poke before it has processed the last one's end, and Airflow retries it)
+        ("quiet_orders", 0, ["    sensor: {poke_interval_seconds: 20}"]),
         # on a schedule, paused: a manual run is triggered as the form offers it ("Unpause on trigger" ticked)
         ("scheduled_orders", 8, ["    schedule: '@hourly'", "    checkpoint: {interval: 100, engine: local}"]),
     ):

@@ -168,8 +168,11 @@ def _add_connection_in_the_form(page: Any, url: str, conn_id: str, type_name: st
     picker.press_sequentially(type_name)
     page.get_by_role("option", name=type_name, exact=True).click()
     expect(dialog.get_by_text(type_name, exact=True).first).to_be_visible()
+    standard = {"host", "port", "login", "password", "schema", "description"}
+    if set(fields) - standard:  # our extra fields are in a section the form shows collapsed
+        dialog.get_by_role("button", name="Extra Fields", exact=True).click()
     for name, value in fields.items():
-        field = dialog.locator(f'input[name="{name}"], input[name="element_{name}"]').first
+        field = dialog.locator(f'input[name="{name}"]' if name in standard else f'input[name="element_{name}"]').first
         field.scroll_into_view_if_needed()
         field.fill(value)
     dialog.get_by_role("button", name="Save").click()

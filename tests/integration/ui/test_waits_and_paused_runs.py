@@ -25,8 +25,10 @@ RESCHEDULED = "Rescheduling task, marking task as UP_FOR_RESCHEDULE"
 
 
 def _log(d: Deployment, dag_id: str, run_id: str, task_id: str) -> str:
+    """The log of the task's current try (reschedules stay in one try; each try logs afresh)."""
     try:
-        return json.dumps(d.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1?full_content=true"), ensure_ascii=False)
+        tries = d.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")["try_number"] or 1
+        return json.dumps(d.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{tries}?full_content=true"), ensure_ascii=False)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:  # the task has not started yet
             return ""
