@@ -16,7 +16,22 @@ import threading
 from collections.abc import Sequence
 
 from .. import __version__
-from . import checksums_cmd, common, config_schema_cmd, create_table_cmd, discover_cmd, init_dags_cmd, inspect_cmd, maintain_cmd, optimize_cmd, pools_cmd, publish_cmd, status_cmd, vacuum_cmd, validate_cmd
+from . import (
+    checksums_cmd,
+    common,
+    config_schema_cmd,
+    create_table_cmd,
+    discover_cmd,
+    init_dags_cmd,
+    inspect_cmd,
+    maintain_cmd,
+    optimize_cmd,
+    pools_cmd,
+    publish_cmd,
+    status_cmd,
+    vacuum_cmd,
+    validate_cmd,
+)
 
 __all__ = ["main", "console_main", "console_script", "build_parser"]
 
