@@ -109,6 +109,9 @@ def test_the_demo_runs_from_a_pip_install(installed: Path, tmp_path: Path) -> No
     assert "no spark-submit found" in out.stdout, out.stdout[-3000:]
     assert "run success" in out.stdout or "run DagRunState.SUCCESS" in out.stdout, out.stdout[-3000:]
     assert "published versions 1..36" in out.stdout, out.stdout[-3000:]
+    # the closing hint runs from anywhere: the installed command's absolute path, and create-table
+    assert f"try:  {installed / 'delta-maintenance'} status " in out.stdout, out.stdout[-1000:]
+    assert f"{installed / 'delta-maintenance'} create-table " in out.stdout, out.stdout[-1000:]
 
 
 # The official constraint files live on GitHub (not reachable from the test machines); each is a

@@ -169,9 +169,14 @@ def _add_connection_in_the_form(page: Any, url: str, conn_id: str, type_name: st
     page.get_by_role("option", name=type_name, exact=True).click()
     expect(dialog.get_by_text(type_name, exact=True).first).to_be_visible()
     standard = {"host", "port", "login", "password", "schema", "description"}
-    if set(fields) - standard:  # our extra fields are in a section the form shows collapsed
-        dialog.get_by_role("button", name="Extra Fields", exact=True).click()
-    for name, value in fields.items():
+    # the standard fields first (their section is open); then our extra fields, in the section the
+    # form shows collapsed (opening it closes the other)
+    ordered = sorted(fields.items(), key=lambda kv: kv[0] not in standard)
+    opened = False
+    for name, value in ordered:
+        if name not in standard and not opened:
+            dialog.get_by_role("button", name="Extra Fields", exact=True).click()
+            opened = True
         field = dialog.locator(f'input[name="{name}"]' if name in standard else f'input[name="element_{name}"]').first
         field.scroll_into_view_if_needed()
         field.fill(value)
