@@ -29,6 +29,7 @@ from ..fleet.config import load_fleet
 from ..fleet.scheduling import jitter_cron, jitter_duration
 from ..maintenance.config.tables import ConfigError, TableConfig, TableConfigError
 from ..operators.checkpoint import DeltaCheckpointOperator
+from ..operators.checksums import DeltaChecksumsOperator
 from ..operators.log_cleanup import DeltaLogCleanupOperator
 from ..operators.log_compaction import DeltaLogCompactionOperator
 from ..operators.optimize import DeltaOptimizeOperator
@@ -308,6 +309,10 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 inventory=v.inventory, min_interval=v.interval, outlets=[log_asset], trigger_rule=TriggerRule.NONE_FAILED,
             )
         )
+    if table.checksums.enabled:
+        # After every writer (publish, checkpoint, OPTIMIZE): each new version gets its checksum
+        # in the same run, from the previous one; a checksum that disagrees fails this task.
+        chain.append(DeltaChecksumsOperator(task_id="checksums", **common, **coord, trigger_rule=TriggerRule.NONE_FAILED))
     for task in chain:
         dag.add_task(task)
     for upstream, downstream in itertools.pairwise(chain):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from ..deltalog.errors import DeltaLogError
 
-__all__ = ["MaintenanceError", "PublishForkError", "StagedCommitError", "CoordinatorMismatchError", "MissingStagedCommitError", "InconsistentCoordinatorError", "SparkJobError"]
+__all__ = [
+    "MaintenanceError", "PublishForkError", "StagedCommitError", "CoordinatorMismatchError", "MissingStagedCommitError",
+    "InconsistentCoordinatorError", "SparkJobError", "ChecksumMismatchError",
+]  # fmt: skip
 
 
 class MaintenanceError(DeltaLogError):
@@ -43,3 +46,8 @@ class InconsistentCoordinatorError(MaintenanceError):
 
 class SparkJobError(MaintenanceError):
     """The Spark job failed, or finished without the expected files in the log."""
+
+
+class ChecksumMismatchError(MaintenanceError):
+    """A ``<v>.crc`` in the log disagrees with the table's replay, or cannot be read. Never
+    rewritten: the log's author (or whoever tampered with it) must look at it. Permanent."""

@@ -18,7 +18,7 @@ from ..deltalog.errors import (
 )
 from ..hooks.coordinator import DeltaCoordinatorHook
 from ..hooks.storage import DeltaStorageHook
-from ..maintenance.errors import CoordinatorMismatchError, InconsistentCoordinatorError, PublishForkError, StagedCommitError
+from ..maintenance.errors import ChecksumMismatchError, CoordinatorMismatchError, InconsistentCoordinatorError, PublishForkError, StagedCommitError
 from ..maintenance.operations.summary import Progress, TaskReport, Throttled
 from ..maintenance.table.maintained import MaintainedTable
 from ..version_compat import AirflowException, AirflowFailException, BaseOperator
@@ -42,6 +42,7 @@ PERMANENT = (
     StagedCommitError,
     CoordinatorMismatchError,
     InconsistentCoordinatorError,
+    ChecksumMismatchError,
 )
 
 

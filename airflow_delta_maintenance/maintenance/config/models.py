@@ -21,7 +21,7 @@ from ...coordinators.registry import AUTO, parse_coordinator_spec
 from .base import ConfigModel, Section, StringList
 from .optimize import OptimizeConfig
 from .schedule import SCHEDULE_ASSET, SCHEDULE_WATCH, parse_schedule
-from .sections import CheckpointConfig, CleanupConfig, CompactionConfig, HealthConfig, RateLimitConfig, SensorConfig
+from .sections import CheckpointConfig, ChecksumsConfig, CleanupConfig, CompactionConfig, HealthConfig, RateLimitConfig, SensorConfig
 from .vacuum import VacuumConfig
 
 __all__ = [
@@ -104,6 +104,7 @@ class TableConfig(ConfigModel):
     compaction: Section[CompactionConfig] = Field(default=CompactionConfig(), description="log compaction")
     cleanup: Section[CleanupConfig] = Field(default=CleanupConfig(), description="metadata cleanup")
     optimize: Section[OptimizeConfig] = Field(default=OptimizeConfig(), description="data-file compaction (OPTIMIZE); off unless given")
+    checksums: Section[ChecksumsConfig] = Field(default=ChecksumsConfig(), description="version checksums (`<v>.crc`); off unless given")
     health: Section[HealthConfig] = Field(default=HealthConfig(), description="thresholds of the fleet health view")
     vacuum: Section[VacuumConfig] = Field(default=VacuumConfig(), description="VACUUM of unreferenced data files (off unless given)")
     pool: str | None = Field(default=None, description="the Airflow pool of the table's tasks; `auto`: one pool per coordinator endpoint")

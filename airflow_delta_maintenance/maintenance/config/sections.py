@@ -15,9 +15,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .base import ConfigModel, StringMapping
+from .base import ConfigModel, OptInSection, StringMapping
 
-__all__ = ["CheckpointConfig", "CleanupConfig", "CompactionConfig", "HealthConfig", "RateLimitConfig", "SensorConfig"]
+__all__ = ["ChecksumsConfig", "CheckpointConfig", "CleanupConfig", "CompactionConfig", "HealthConfig", "RateLimitConfig", "SensorConfig"]
 
 PositiveInt = Annotated[int, Field(ge=1)]
 
@@ -47,6 +47,12 @@ class CheckpointConfig(ConfigModel):
     spark_conf: StringMapping = Field(default_factory=dict, description="extra Spark conf (values become strings)")
     spark_jars: str | None = Field(default=None, description="jars for the job")
     spark_packages: str | None = Field(default=None, description="Maven packages for the job")
+
+
+class ChecksumsConfig(OptInSection):
+    """Version checksums (``<v>.crc``) of published versions; off unless given (``checksums: true``)."""
+
+    enabled: bool = Field(default=False, description="`true`: a checksums task writes the missing `<v>.crc` after the other writers")
 
 
 class CompactionConfig(ConfigModel):

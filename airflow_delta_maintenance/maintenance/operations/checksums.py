@@ -12,16 +12,12 @@ from ...deltalog.errors import UnpublishedVersionError
 from ...deltalog.log_segment.listing import LogSegmentFiles
 from ...deltalog.model.features import check_read_supported
 from ...deltalog.model.paths import crc_name
-from ..errors import MaintenanceError
+from ..errors import ChecksumMismatchError, MaintenanceError
 from ..table.catalog_view import CatalogView, ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from .summary import JSONValue, TaskReport, human_bytes
 
 __all__ = ["ChecksumMismatchError", "ChecksumPlan", "ChecksumOutcome", "plan_checksums", "run_checksums", "verify_checksums", "checksum_problems"]
-
-
-class ChecksumMismatchError(MaintenanceError):
-    """A ``<v>.crc`` in the log disagrees with the table's replay (or cannot be read)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,54 @@
+"""dag.test() of a generated DAG whose table has ``checksums: true``: after publish, checkpoint and
+OPTIMIZE the run writes every published version's ``<v>.crc`` (OPTIMIZE's commit included), each
+verifying against the replay; the next run writes only the new versions', from the last one."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
+
+from airflow_delta_maintenance.cli import main
+from airflow_delta_maintenance.deltalog.model.paths import crc_name
+from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
+from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+
+from .test_maintenance_dag import run_dag
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+
+
+def test_the_generated_dag_writes_the_checksums_of_every_new_version(airflow_home: Path, tmp_path: Path) -> None:
+    spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "table")
+    client = open_coordinator(spec + "?create=true")
+    client.commit(uri, 0, create_actions(ict=True))
+    for v in range(1, 9):
+        region = "us" if v % 2 else "eu"
+        client.commit(uri, v, [add_action_for(uri, data_batch(v * 100, 50, region), region)])
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        f"defaults:\n  coordinator: {spec}\n  checkpoint: {{engine: local}}\n"
+        f"tables:\n  - name: orders\n    uri: {uri}\n    optimize: {{interval: 1d}}\n    checksums: true\n"
+    )
+    first, logs = run_dag(airflow_home, config)
+    assert first["state"] == "success" and first["tasks"]["checksums"] == "success", first
+    log = Path(uri) / "_delta_log"
+    assert first["tasks"]["optimize"] == "success" and (log / f"{9:020d}.json").exists()  # OPTIMIZE committed v9
+    record = first["xcom"]["checksums"]
+    assert (record["from_version"], record["to_version"], record["count"]) == (0, 9, 10), record
+    assert all((log / crc_name(v)).exists() for v in range(10))
+    assert "checksums: wrote 10 checksum(s) v0..v9" in logs, logs[-4000:]
+
+    for v in (10, 11):
+        client.commit(uri, v, [add_action_for(uri, data_batch(v * 100, 50, "us"), "us")])
+    second, logs = run_dag(airflow_home, config, {"skip_wait": True})
+    assert second["state"] == "success" and second["tasks"]["checksums"] == "success", second
+    record = second["xcom"]["checksums"]
+    assert (record["from_version"], record["to_version"], record["anchor"]) == (10, 11, "checksum of v9"), record
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["verify", uri, "--coordinator", spec])
+    assert rc == 0 and "12 checksum(s) agree" in out.getvalue(), (out.getvalue(), err.getvalue())
