@@ -23,7 +23,7 @@ def _table(p: argparse.ArgumentParser, what: str) -> None:
 
 def register(sub: Any) -> None:
     w = sub.add_parser("checksums", help="write the missing version checksums (<v>.crc) of published versions, each from the previous one")
-    _table(w, "write (default: the newest checkpoint's)")
+    _table(w, "write (default: the one after the newest checksum, else the newest checkpoint's)")
     w.set_defaults(handler=lambda a: run_guarded(lambda: _write(a)))
     v = sub.add_parser("verify", help="compare the version checksums (<v>.crc) in the log with the table's replay")
     _table(v, "verify (default: the oldest checksum the log can still replay)")

@@ -23,7 +23,7 @@ class DeltaChecksumsOperator(DeltaTableOperator):
     checksum in the range that disagrees with the log fails the task naming its version (the
     others are written first); it is never rewritten.
 
-    :param from_version: first version (default: the newest checkpoint's) (templated)
+    :param from_version: first version (default: the one after the newest checksum, else the newest checkpoint's) (templated)
     :param to_version: last version (default: the latest published) (templated)
     """
 

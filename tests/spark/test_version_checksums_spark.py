@@ -92,7 +92,7 @@ def test_delta_spark_validates_our_checksums_with_mismatches_fatal(zoo_copy: Any
     rc, _, err = run("checksums", str(t.path), "--from", "0")
     assert rc == 0, err
     latest = max(int(p.name[:20]) for p in log.glob("*.crc") if not p.name.startswith("."))
-    assert probe(spark, t, "validateChecksum", FATAL) == "ok (returned true)"
+    assert probe(spark, t, "validateChecksum", FATAL) == "ok (returned True)"
     assert probe(spark, t, "insert", FATAL) == "ok"  # validated before the commit, its checksum derived from ours and verified
     assert (log / crc_name(latest + 1)).exists()
     rc, out, err = run("verify", str(t.path))

@@ -33,9 +33,14 @@ class ChecksumPlan:
 
 
 def _default_start(files: LogSegmentFiles, end: int) -> int:
-    """From the newest complete checkpoint at or below ``end``: what readers start from."""
+    """Right after the newest checksum (the chain goes on without a gap, from it), else from the
+    newest complete checkpoint at or below ``end`` (what readers start from)."""
+    oldest = oldest_reconstructable(files)
+    chained = [p.version for p in files.crcs if oldest <= p.version <= end]
+    if chained:
+        return min(chained[-1] + 1, end)
     complete = [g.version for g in files.complete_checkpoints() if g.version <= end]
-    return max(complete[-1] if complete else 0, oldest_reconstructable(files))
+    return max(complete[-1] if complete else 0, oldest)
 
 
 def _bounds(view: CatalogView, from_version: int | None, to_version: int | None, table_uri: str) -> tuple[int, int]:
@@ -51,7 +56,7 @@ def _bounds(view: CatalogView, from_version: int | None, to_version: int | None,
 
 
 def plan_checksums(table: MaintainedTable, *, from_version: int | None = None, to_version: int | None = None) -> ChecksumPlan:
-    """Which published versions lack a checksum (default: from the newest checkpoint to the latest
+    """Which published versions lack a checksum (default: after the newest checksum, else from the newest checkpoint, to the latest
     published version); the gates come from the latest ratified state."""
     view = table.catalog_view()
     state = ratified_state(table, view)

@@ -184,3 +184,16 @@ def test_metadata_tampered_in_the_anchor_does_not_spread(tmp_path: Path) -> None
     for v in range(6, 12):
         c = json.loads((root / "_delta_log" / crc_name(v)).read_text())
         assert "tampered.key" not in c["metadata"]["configuration"]
+
+
+def test_without_flags_the_chain_goes_on_after_the_newest_checksum_even_past_a_newer_checkpoint(tmp_path: Path) -> None:
+    """A checkpoint written after the last checksums run must not leave the versions between
+    them without a checksum: the default range starts after the newest checksum."""
+    root = tmp_path / "t"
+    random_history(root, 30, 3)
+    assert run("checksums", str(root), "--from", "0", "--to", "9")[0] == 0
+    assert run("checkpoint", str(root))[0] == 0  # at v29
+    rc, out, err = run("checksums", str(root), "--json")
+    report = json.loads(out)
+    assert rc == 0 and (report["from_version"], report["to_version"], report["anchor"]) == (10, 29, "checksum of v9"), (report, err)
+    assert all((root / "_delta_log" / crc_name(v)).exists() for v in range(30))
