@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..deltalog.checkpoint.writer import checkpoint_num_rows
 from ..maintenance.operations.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
+from ..maintenance.operations.checkpoint_engine import LOCAL_MAX_LOG_BYTES, choose_checkpoint_engine
 from ..maintenance.spark.jobs import checkpoint_job, verify_checkpoint
 from ..version_compat import AirflowFailException
 from ._base import DeltaTableOperator, translate_errors
@@ -28,8 +29,11 @@ class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
     ``engine="spark"`` submits ``spark_jobs/checkpoint.py`` through ``SparkSubmitHook``
     (connection ``spark_conn_id``, ``local[*]`` by default; its extras say where and how, see
     ``hooks.spark``) and then verifies the checkpoint by reading the log: a zero exit code alone
-    is not success. ``engine="local"`` writes it here.
+    is not success. ``engine="local"`` writes it here. ``engine="auto"`` writes it here unless the
+    log the checkpoint replays exceeds 512 MiB (about 2-5M live files), then submits the Spark job
+    (``maintenance.operations.checkpoint_engine``); the task log says which and why.
 
+    :param auto_local_max_log_bytes: with ``engine="auto"``, the largest log (bytes) written here
     :param interval: commits between checkpoints (default: the table's ``delta.checkpointInterval``) (templated)
     :param force: write even if not due (templated)
     :param version: published version to checkpoint (default: latest published) (templated)
@@ -55,10 +59,12 @@ class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
         spark_settings: dict[str, Any] | None = None,
         ship_package: bool | None = None,
         show_spark_logs: bool = False,
+        auto_local_max_log_bytes: int = LOCAL_MAX_LOG_BYTES,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.engine = engine
+        self.auto_local_max_log_bytes = auto_local_max_log_bytes
         self.interval = interval
         self.force = force
         self.version = version
@@ -80,16 +86,21 @@ class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
         force = as_bool(self.force, "force", False)
         version = as_version(self.version, "version")
         interval = as_int(self.interval, "interval", None, minimum=1)
-        if self.engine not in ("spark", "local"):
-            raise AirflowFailException(f"parameter engine must be spark or local, got {self.engine!r}")
+        if self.engine not in ("spark", "local", "auto"):
+            raise AirflowFailException(f"parameter engine must be spark, local or auto, got {self.engine!r}")
 
         table = translate_errors("checkpoint planning", self.table_uri, self.open_table)
         with table:
             plan = translate_errors("checkpoint planning", self.table_uri, lambda: plan_checkpoint(table, interval=interval, version=version, force=force))
             decision = plan.decision
+            engine = self.engine
             if not decision.due:
-                return self.finish(CheckpointOutcome(table.uri, decision, self.engine).report())
-            if self.engine == "local":
+                return self.finish(CheckpointOutcome(table.uri, decision, engine).report())
+            if engine == "auto":
+                choice = translate_errors("checkpoint planning", self.table_uri, lambda: choose_checkpoint_engine(table.store, plan.state, local_max_log_bytes=self.auto_local_max_log_bytes))
+                self.log.info("%s", choice.reason)
+                engine = choice.engine
+            if engine == "local":
                 result = translate_errors("checkpoint", self.table_uri, lambda: run_local_checkpoint(table, plan, progress=self.progress()))
                 return self.finish(CheckpointOutcome.local(table.uri, decision, result).report())
             started = time.monotonic()

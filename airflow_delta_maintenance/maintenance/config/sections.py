@@ -40,8 +40,8 @@ class CheckpointConfig(ConfigModel):
     interval: PositiveInt | None = Field(default=None, description="commits between checkpoints; null: the table's `delta.checkpointInterval`")
     engine: Literal["spark", "local", "auto"] = Field(
         default="spark",
-        description="where the checkpoint is written: `spark` (a Spark job) or `local` (the worker); `auto`, the choice by the table's size, is accepted "
-        "here but not yet made by the checkpoint task, which fails with it",
+        description="where the checkpoint is written: `spark` (a Spark job), `local` (the worker), or `auto`: the worker unless the log the checkpoint "
+        "replays exceeds 512 MiB (about 2-5M live files), then Spark",
     )
     spark_conn_id: str = Field(default="spark_default", description="the Spark connection")
     spark_conf: StringMapping = Field(default_factory=dict, description="extra Spark conf (values become strings)")

@@ -50,3 +50,13 @@ def test_a_manual_cleanup_that_deletes_runs_and_a_plain_manual_run_still_waits(a
     plain, logs = run_dag(airflow_home, config)  # asks for nothing: waits for new commits as a scheduled run does
     assert plain["tasks"]["wait_for_ratified_commits"] == "skipped" and plain["tasks"]["checkpoint"] == "skipped", plain
     assert "nothing new before the timeout" in logs, logs[-3000:]
+
+
+def test_engine_auto_in_tables_yaml_checkpoints_on_the_worker(airflow_home: Path, published_table: tuple[str, Path]) -> None:
+    uri, config = published_table
+    config.write_text(config.read_text().replace("engine: local", "engine: auto"))
+    run, logs = run_dag(airflow_home, config, {"force_checkpoint": True})
+    assert run["tasks"]["checkpoint"] == "success", run  # old code: "parameter engine must be spark or local, got 'auto'"
+    assert run["xcom"]["checkpoint"]["engine"] == "local" and run["xcom"]["checkpoint"]["version"] == 7
+    assert "engine auto: local (the log to replay is" in logs, logs[-3000:]
+    assert [g.version for g in list_log_files(open_table_storage(uri)).complete_checkpoints()] == [7]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -89,3 +90,29 @@ def test_openlineage_facets_name_the_table(coordinated_table: tuple[str, str]) -
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("s3://lake", "tables/orders")] == [(d.namespace, d.name) for d in lineage.outputs]
     local = DeltaLogCompactionOperator(task_id="k", table_uri=uri).get_openlineage_facets_on_complete(None)
     assert local.outputs[0].namespace == "file" and local.outputs[0].name == uri
+
+
+def test_auto_engine_checkpoints_a_small_table_on_the_worker(coordinated_table: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    spec, uri = coordinated_table
+    DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec).execute({})
+    with mock.patch("airflow_delta_maintenance.hooks.spark.DeltaSparkSubmitHook.submit") as submit:
+        written = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="auto", interval=10, coordinator_spec=spec).execute({})
+    submit.assert_not_called()
+    assert written["version"] == 12 and not written["skipped"] and written["engine"] == "local" and written["count"] == 14
+    assert "engine auto: local (the log to replay is" in capsys.readouterr().out  # the task log
+
+
+def test_auto_engine_submits_the_spark_job_above_its_limit(coordinated_table: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    spec, uri = coordinated_table
+    DeltaPublishCommitsOperator(task_id="p", table_uri=uri, coordinator_spec=spec).execute({})
+    op = DeltaCheckpointOperator(task_id="c", table_uri=uri, engine="auto", interval=5, coordinator_spec=spec, auto_local_max_log_bytes=100)
+    with mock.patch("airflow_delta_maintenance.hooks.spark.DeltaSparkSubmitHook.submit") as submit:
+        with pytest.raises(AirflowException, match="no complete checkpoint"):  # the mocked job wrote nothing
+            op.execute({})
+    assert submit.call_args.args[0].endswith("spark_jobs/checkpoint.py")
+    assert re.search(r"engine auto: spark \(the log to replay is [\d.]+ KiB > 100 bytes\)", capsys.readouterr().out)
+
+
+def test_unknown_engine_is_refused_naming_the_choices() -> None:
+    with pytest.raises(AirflowFailException, match="spark, local or auto, got 'flink'"):
+        DeltaCheckpointOperator(task_id="c", table_uri="/nowhere", engine="flink").execute({})
