@@ -14,7 +14,6 @@ from typing import Any
 
 from ...coordinators.base import CommitsResponse, RatifiedCommit
 from ...deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError, MissingCommitError
-from ...deltalog.log_segment.listing import list_log_files
 from ...deltalog.log_segment.segment import CatalogCommit
 from ...deltalog.model.paths import commit_name
 from ...deltalog.replay.tail_check import validate_sources
@@ -68,36 +67,54 @@ class PublishResult:
         )
 
 
+_CREATE_ATTEMPTS = 3
+
+
 def _copy(store: LogStore, commit: RatifiedCommit, data: bytes) -> bool:
-    """Create ``<v>.json``; True if we wrote it, False if identical bytes were already there."""
+    """Make ``<v>.json`` hold the ratified bytes; True if we wrote it, False if identical bytes were
+    already there. A file that vanishes between our create and our read (a concurrent cleanup
+    removed it below its checkpoint) is created again: a version is only ever counted published
+    once its file was seen holding the ratified bytes."""
     target = commit_name(commit.version)
-    try:
-        store.put_if_absent(target, data)
-        return True
-    except LogFileExistsError:
+    for _ in range(_CREATE_ATTEMPTS):
         try:
-            existing = store.read(target)
-        except FileNotFoundError:
-            _require_cleaned_below_a_checkpoint(store, commit.version, target)
-            return False  # another publisher wrote it and a cleanup already removed it
+            store.put_if_absent(target, data)
+            return True
+        except LogFileExistsError:
+            try:
+                existing = store.read(target)
+            except FileNotFoundError:
+                continue
         if existing != data:
-            raise PublishForkError(
-                f"{store.display(target)} exists with content different from the ratified commit "
-                f"{commit.file_name or '(inline)'}: the table has forked at version {commit.version}; "
-                "nothing further was published or reported",
-                version=commit.version,
-                path=target,
-            ) from None
+            raise _fork(store, commit, target)
         return False
+    raise MissingCommitError(
+        f"{store.display(target)} kept vanishing between its create and its read ({_CREATE_ATTEMPTS} attempts); "
+        f"version {commit.version} was not published or reported",
+        version=commit.version, path=target,
+    )
+
+
+def _fork(store: LogStore, commit: RatifiedCommit, name: str) -> PublishForkError:
+    return PublishForkError(
+        f"{store.display(name)} exists with content different from the ratified commit "
+        f"{commit.file_name or '(inline)'}: the table has forked at version {commit.version}; "
+        "nothing further was published or reported",
+        version=commit.version,
+        path=name,
+    )
 
 
 def _already_published(store: LogStore, view: CatalogView, commit: RatifiedCommit, listing: StagedListing) -> None:
     """A tracked version inside the durable prefix: published, unless its file contradicts the
-    ratified commit (a fork). Its staged file may be gone (a protocol-compliant cleanup removed it
-    before the coordinator heard) — then there is nothing to compare and it counts as published."""
+    ratified commit (a fork). Without a ``<v>.json`` it is inside the prefix only because a cleanup
+    removed its commit and its staged file below a checkpoint that covers it (``durable_prefix``):
+    nothing is left to compare, and the checkpoint holds it. A staged file gone while ``<v>.json``
+    is listed (a protocol-compliant cleanup at or below a checkpoint) leaves nothing to compare
+    either; a ``<v>.json`` gone since the listing is created again from the ratified bytes."""
     published = {c.version: c for c in view.files.commits}.get(commit.version)
     if published is None:
-        return  # below the newest checkpoint, its commit file cleaned up: covered by the checkpoint
+        return
     try:
         data = read_ratified_commit(store, commit, listing)
     except MissingStagedCommitError:
@@ -105,27 +122,10 @@ def _already_published(store: LogStore, view: CatalogView, commit: RatifiedCommi
     try:
         same = published.size == len(data) and store.read(published.name) == data
     except FileNotFoundError:  # removed since the listing by a concurrent cleanup
-        _require_cleaned_below_a_checkpoint(store, commit.version, published.name)
+        _copy(store, commit, data)
         return
     if not same:
-        raise PublishForkError(
-            f"{store.display(published.name)} exists with content different from the ratified commit "
-            f"{commit.file_name or '(inline)'}: the table has forked at version {commit.version}; "
-            "nothing further was published or reported",
-            version=commit.version,
-            path=published.name,
-        )
-
-
-def _require_cleaned_below_a_checkpoint(store: LogStore, version: int, name: str) -> None:
-    """A published commit vanished between our listing (or our create) and our read. A cleanup
-    removes a commit only below a complete checkpoint, which then covers it: published. Without
-    such a checkpoint the file was removed by something else, and nothing is assumed."""
-    if not any(g.version >= version for g in list_log_files(store).complete_checkpoints()):
-        raise MissingCommitError(
-            f"{store.display(name)} vanished while it was compared with the ratified commit, and no checkpoint covers version {version}",
-            version=version, path=name,
-        )
+        raise _fork(store, commit, published.name)
 
 
 def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None, response: CommitsResponse | None = None) -> PublishResult:

@@ -24,6 +24,12 @@ def coordinator_problems(view: CatalogView, staged: StagedListing | None) -> lis
             f"{len(view.ignored_files)} log file(s) above the catalog's latest ratified version {view.latest_ratified_version} "
             f"(written around the coordinator; ignored): {shown}"
         )
+    if view.unanchored_files:
+        shown = ", ".join(view.unanchored_files[:5]) + (" …" if len(view.unanchored_files) > 5 else "")
+        problems.append(
+            f"{len(view.unanchored_files)} checkpoint/compaction file(s) above the published version {view.published_version} "
+            f"(what they cover is not published; never used to read, publish or clean up): {shown}"
+        )
     if view.tracked_above_head:
         problems.append(
             f"the coordinator tracks commits {_span(list(view.tracked_above_head))} above the catalog's latest ratified version "

@@ -5,7 +5,10 @@ LIST (in that order: a version the coordinator no longer tracks was reported aft
 durable, so the listing that follows sees it). Log files above the catalog's latest ratified
 version are dropped from the view with a warning naming them — nothing above the catalog's head is
 ever acted on — and ``published_version`` is the highest version v such that v and every earlier
-version are durably published. ``ratified_state`` reads protocol, metadata and properties from the
+version are durably published, decided from ``<v>.json`` files and the coordinator
+(``durable_prefix``). A checkpoint or compaction above it is dropped from the view too (listed as
+a problem): what it claims to cover is not published, so it is never the basis of reading,
+publishing or cleanup. ``ratified_state`` reads protocol, metadata and properties from the
 published files plus the verified pending commits: gates never come from a stale snapshot.
 ``validate_ratified_tail`` reads every commit of that state in full before a writer acts on it.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +25,13 @@ from ...coordinators.base import RatifiedCommit
 from ...deltalog.errors import DeltaLogError
 from ...deltalog.log_segment.listing import LogSegmentFiles
 from ...deltalog.log_segment.segment import CatalogCommit, build_log_segment
+from ...deltalog.model.paths import LEGACY_STAGED_DIR
 from ...deltalog.replay.table_state import TableState, load_table_state
 from ...deltalog.replay.tail_check import validate_tail
 from ...deltalog.storage import LogStore
 from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError
 from .coordinator_discovery import read_table_coordination
-from .staged_commits import list_staged, read_ratified_commit
+from .staged_commits import StagedListing, list_staged, read_ratified_commit
 
 if TYPE_CHECKING:
     from ...deltalog.replay.snapshot import Snapshot
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CatalogView",
     "durable_prefix",
+    "drop_above_prefix",
     "cap_listing",
     "read_table_state",
     "ratified_state",
@@ -80,15 +85,71 @@ def cap_listing(files: LogSegmentFiles, head: int | None) -> tuple[LogSegmentFil
     return capped, tuple(sorted(above))
 
 
-def durable_prefix(files: LogSegmentFiles) -> int:
-    """Highest v such that v and every earlier version are durably published: the newest complete
-    checkpoint covers everything up to it, then consecutive commit files extend it."""
-    complete = files.complete_checkpoints()
-    v = complete[-1].version if complete else -1
+def durable_prefix(
+    files: LogSegmentFiles,
+    tracked: Sequence[RatifiedCommit] = (),
+    staged: Callable[[], StagedListing] | None = None,
+) -> int:
+    """Highest v such that v and every earlier version are durably published, decided from commit
+    files, never from a checkpoint's or compaction's name alone.
+
+    The prefix starts at ``0.json``, or at a complete checkpoint whose own commit is still listed
+    (delta-spark's, delta-rs's, the kernel's and our cleanup all delete only commits *below* the
+    anchor checkpoint), or at a checkpoint with no commit at or below it at all (a log cleaned up
+    to its checkpoint), and extends over consecutive commit files. A commit the coordinator still
+    tracks (``tracked``) that has no ``<v>.json`` but whose ratified content is still available
+    (inline, or its staged file in ``staged()``, listed only when needed) is not published, whatever
+    checkpoint claims to cover it: the prefix stops below it and no checkpoint above it anchors.
+    Its content being gone too means a cleanup removed both below a checkpoint that covers it.
+    """
     versions = {c.version for c in files.commits}
-    while v + 1 in versions:
-        v += 1
-    return v
+    lowest = files.commits[0].version if files.commits else None
+    anchors = sorted(
+        {g.version for g in files.complete_checkpoints() if g.version in versions or lowest is None or lowest > g.version}, reverse=True
+    )
+    if 0 in versions:
+        anchors.append(0)
+    missing = [c for c in tracked if c.version not in versions]
+    blocker = 1 << 62  # the lowest tracked version that must still be published
+    if missing and anchors:
+        covered = [c for c in missing if c.version <= anchors[0]]
+        listing = staged() if staged is not None and any(c.inline_content is None for c in covered) else None
+        available = [c.version for c in covered if _content_available(c, listing)]
+        blocker = min(available, default=blocker)
+    for anchor in anchors:  # the highest usable anchor reaches furthest
+        if anchor >= blocker:
+            continue
+        v = anchor
+        while v + 1 in versions:
+            v += 1
+        return min(v, blocker - 1)
+    return -1
+
+
+def _content_available(commit: RatifiedCommit, listing: StagedListing | None) -> bool:
+    """Is the ratified content of ``commit`` still somewhere (inline, or its staged file)? Without
+    a listing (no staged-file lister given) it is assumed to be: then it must be published."""
+    if commit.inline_content is not None or listing is None:
+        return True
+    short = commit.file_name.rsplit("/", 1)[-1]
+    return listing.get(commit.file_name) is not None or listing.get(f"{LEGACY_STAGED_DIR}/{short}") is not None
+
+
+def drop_above_prefix(files: LogSegmentFiles, published: int) -> tuple[LogSegmentFiles, tuple[str, ...]]:
+    """The listing without complete checkpoints and compaction files above the durable prefix
+    (never a basis for reading, publishing or cleanup: what they claim to cover is not published),
+    and their names. Parts of an incomplete checkpoint stay: they are never a basis anyway, and a
+    reader names them when they explain a missing version."""
+    dropped = {f.name for g in files.complete_checkpoints() if g.version > published for f in g.files}
+    dropped |= {c.name for c in files.compactions if c.end_version > published}
+    if not dropped:
+        return files, ()
+    kept = dataclasses.replace(
+        files,
+        checkpoints=tuple(c for c in files.checkpoints if c.name not in dropped),
+        compactions=tuple(c for c in files.compactions if c.name not in dropped),
+    )
+    return kept, tuple(sorted(dropped))
 
 
 @dataclass(frozen=True)
@@ -104,6 +165,7 @@ class CatalogView:
     coordinated: bool = False
     reported_latest: int = -1  # the coordinator's raw latest_table_version (-1: nothing ratified)
     tracked_above_head: tuple[int, ...] = ()  # commits the coordinator tracks above its own head (inconsistent)
+    unanchored_files: tuple[str, ...] = ()  # checkpoints/compactions above the durable prefix: never acted on
 
     @property
     def pending(self) -> tuple[RatifiedCommit, ...]:
@@ -122,8 +184,9 @@ class CatalogView:
         return self.reported_latest if self.reported_latest >= 0 else None
 
     def recap(self, files: LogSegmentFiles) -> LogSegmentFiles:
-        """A fresh listing under the same cap (re-validation right before deleting)."""
-        return cap_listing(files, self.head)[0]
+        """A fresh listing under the same caps (re-validation right before deleting): nothing above
+        the catalog's head, no checkpoint or compaction above the durable prefix."""
+        return drop_above_prefix(cap_listing(files, self.head)[0], self.published_version)[0]
 
 
 def check_view_coordination(table: MaintainedTable, view: CatalogView, state: TableState) -> None:

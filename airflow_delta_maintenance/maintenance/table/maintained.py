@@ -19,9 +19,10 @@ from ...deltalog.errors import TableNotFoundError
 from ...deltalog.log_segment.listing import list_log_files
 from ...deltalog.replay.table_state import TableState
 from ...deltalog.storage import LogStore, open_table_storage
-from .catalog_view import CatalogView, cap_listing, durable_prefix, read_table_state
+from .catalog_view import CatalogView, cap_listing, drop_above_prefix, durable_prefix, read_table_state
 from .coordinator_client import open_coordinator
 from .coordinator_discovery import TableCoordination, read_table_coordination, resolve_coordinator_spec
+from .staged_commits import list_staged
 
 __all__ = [
     "MaintainedTable",
@@ -78,16 +79,22 @@ class MaintainedTable:
                 "%s: ignoring %d log file(s) above the catalog's latest ratified version %d: %s",
                 self.uri, len(ignored), head, ", ".join(ignored[:10]) + (" …" if len(ignored) > 10 else ""),
             )
-        durable = durable_prefix(capped)
+        tracked = tuple(sorted((c for c in (resp.commits if resp else ()) if head is None or c.version <= head), key=lambda c: c.version))
+        durable = durable_prefix(capped, tracked, lambda: list_staged(self.store))
+        files, unanchored = drop_above_prefix(capped, durable)
+        if unanchored:  # a problem `status`/`versions` list; the task log says it too
+            log.info(
+                "%s: %d checkpoint/compaction file(s) above the published version %d are not used: %s",
+                self.uri, len(unanchored), durable, ", ".join(unanchored[:10]) + (" …" if len(unanchored) > 10 else ""),
+            )
         if head is None:
-            complete = capped.complete_checkpoints()
-            latest = max(capped.latest_commit_version, complete[-1].version if complete else -1)
+            complete = files.complete_checkpoints()
+            latest = max(files.latest_commit_version, complete[-1].version if complete else -1)
         else:
             latest = head
-        tracked = tuple(sorted((c for c in (resp.commits if resp else ()) if head is None or c.version <= head), key=lambda c: c.version))
         return CatalogView(
             table_uri=self.uri,
-            files=capped,
+            files=files,
             latest_ratified_version=latest,
             tracked=tracked,
             published_version=min(durable, latest),
@@ -95,6 +102,7 @@ class MaintainedTable:
             coordinated=self.coordinator is not None,
             reported_latest=resp.latest_table_version if resp is not None else -1,
             tracked_above_head=tuple(sorted(c.version for c in (resp.commits if resp else ()) if head is not None and c.version > head)),
+            unanchored_files=unanchored,
         )
 
     def identity(self) -> dict[str, Any]:

@@ -203,15 +203,27 @@ def test_sigkilled_publishers_converge_on_the_next_run(table: tuple[str, str]) -
 
 def test_a_commit_another_publisher_wrote_and_a_cleanup_removed_before_we_read_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """CI (concurrent runs on S3): ``publish-1 exited 2: FileNotFoundError: .../00000000000000000023.json``.
-    Our create found the file there, a concurrent cleanup removed it (a checkpoint covers it) before
-    we compared it: it is published. Without a covering checkpoint nothing is assumed."""
-    from airflow_delta_maintenance.deltalog.checkpoint.writer import write_checkpoint
+    Our create found the file there and a concurrent cleanup removed it before we compared it. It
+    is created again from the ratified bytes: a version is counted published only once its file
+    was seen holding them (no checkpoint is taken on trust), and a file that keeps vanishing stops
+    the run."""
     from airflow_delta_maintenance.deltalog.errors import LogFileExistsError, MissingCommitError
-    from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
     from airflow_delta_maintenance.demo.sample_table import create_sample_table
     from airflow_delta_maintenance.maintenance.operations import publish
 
-    store = create_sample_table(str(tmp_path / "t"), commits=4)
+    store = create_sample_table(str(tmp_path / "t"), commits=2)
+    real_put = store.put_if_absent
+    attempts: list[str] = []
+
+    def exists_once(name: str, data: bytes) -> None:
+        attempts.append(name)
+        if len(attempts) == 1:
+            raise LogFileExistsError(name)  # then "removed" before our read
+        real_put(name, data)
+
+    monkeypatch.setattr(store, "put_if_absent", exists_once)
+    assert publish._copy(store, RatifiedCommit(version=2, commit_timestamp=1), b"{}\n") is True
+    assert attempts == [f"{2:020d}.json"] * 2 and store.read(f"{2:020d}.json") == b"{}\n"
 
     def exists(name: str, data: bytes) -> None:
         raise LogFileExistsError(name)
@@ -221,11 +233,5 @@ def test_a_commit_another_publisher_wrote_and_a_cleanup_removed_before_we_read_i
 
     monkeypatch.setattr(store, "put_if_absent", exists)
     monkeypatch.setattr(store, "read", vanished)
-    commit = RatifiedCommit(version=2, commit_timestamp=1)
-    with pytest.raises(MissingCommitError, match="no checkpoint covers version 2"):
-        publish._copy(store, commit, b"{}\n")
-    monkeypatch.undo()
-    write_checkpoint(store, load_snapshot(store))
-    monkeypatch.setattr(store, "put_if_absent", exists)
-    monkeypatch.setattr(store, "read", vanished)
-    assert publish._copy(store, commit, b"{}\n") is False
+    with pytest.raises(MissingCommitError, match="kept vanishing"):
+        publish._copy(store, RatifiedCommit(version=3, commit_timestamp=1), b"{}\n")
