@@ -11,6 +11,7 @@ from typing import Any
 
 from ..coordinators.errors import CoordinatorAnswerError, CoordinatorError
 from ..deltalog.errors import DeltaLogError
+from ..maintenance.errors import InconsistentCoordinatorError
 
 __all__ = [
     "add_storage_options",
@@ -27,7 +28,7 @@ __all__ = [
 
 EXIT_BAD_INPUT = 2  # bad input or a bad table: fix the command or the table
 EXIT_STORAGE = 3  # the storage refused: no space, read-only, no permission; retry once it is fixed
-EXIT_PROBLEMS = 4  # the coordinator is inconsistent (its answer, or with the log under `status/versions --strict`)
+EXIT_PROBLEMS = 4  # the coordinator is inconsistent (its answer, or with the log: any command; `status/versions` with --strict)
 # Errors that mean "bad input or bad table", reported without a traceback.
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (DeltaLogError, CoordinatorError, ValueError, FileNotFoundError, FileExistsError)
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
@@ -61,23 +62,33 @@ def add_storage_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_coordinator_option(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+def add_coordinator_option(parser: argparse.ArgumentParser, *, read_only: bool = False) -> None:
     parser.add_argument(
         "--coordinator",
-        required=required,
         default=None,
         metavar="SPEC",
-        help="the table's coordinator: local:///path/coordinator.db, dynamodb://..., unity-catalog://..., or auto "
-        "(discovered from the table's own properties); the per-table conf always comes from the table",
+        help="the table's coordinator: local:///path/coordinator.db, dynamodb://..., unity-catalog://..., or auto; "
+        "default: the one the table declares (a table that declares none is its published log); the per-table conf "
+        "always comes from the table",
     )
+    if read_only:
+        parser.add_argument(
+            "--published-only",
+            action="store_true",
+            help="show the published log alone, without asking the coordinator the table declares (the output says so)",
+        )
 
 
 def open_cli_table(args: argparse.Namespace, *, allow_unsafe_writes: bool = False) -> Any:
     """The table's identity, built once for the command (storage options, coordinator, table conf)."""
     from ..maintenance.table.maintained import open_table
 
+    published_only = bool(getattr(args, "published_only", False))
+    if published_only and getattr(args, "coordinator", None):
+        raise ValueError("give --coordinator or --published-only, not both")
     return open_table(
-        args.table_uri, storage_options(args), coordinator=getattr(args, "coordinator", None), allow_unsafe_writes=allow_unsafe_writes
+        args.table_uri, storage_options(args), coordinator=getattr(args, "coordinator", None), allow_unsafe_writes=allow_unsafe_writes,
+        published_only=published_only,
     )
 
 
@@ -121,11 +132,11 @@ def _lines(exc: BaseException) -> list[str]:
 def run_guarded(fn: Callable[[], int]) -> int:
     """Run a handler; expected errors become one line on stderr (one per mistake of a configuration
     error) and an exit code (documented in docs/cli.md): ``EXIT_PROBLEMS`` when the coordinator's
-    answer cannot be trusted (malformed or inconsistent), ``EXIT_STORAGE`` when the storage refused
-    a write or read, else ``EXIT_BAD_INPUT``."""
+    answer cannot be trusted (malformed or inconsistent) or contradicts the log, ``EXIT_STORAGE``
+    when the storage refused a write or read, else ``EXIT_BAD_INPUT``."""
     try:
         return fn()
-    except CoordinatorAnswerError as exc:
+    except (CoordinatorAnswerError, InconsistentCoordinatorError) as exc:
         print(f"delta-maintenance: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
         return EXIT_PROBLEMS
     except OSError as exc:

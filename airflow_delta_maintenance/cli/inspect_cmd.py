@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
     p.add_argument("--version", type=int, default=None, help="version to load (default: latest)")
     p.add_argument("--files", action="store_true", help="list the active files (path, size) sorted by path")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    add_coordinator_option(p)
+    add_coordinator_option(p, read_only=True)
     add_storage_options(p)
     p.set_defaults(handler=lambda args: run_guarded(lambda: _run(args)))
 
@@ -59,8 +59,9 @@ def _run(args: argparse.Namespace) -> int:
 
     with open_cli_table(args) as table:
         result = inspect_table(table, args.version, include_files=args.files)
+        note = table.published_only_note
     if args.json:
-        emit_json(result.to_dict())
+        emit_json({**result.to_dict(), "published_only": note is not None})
     else:
-        print(_human(result))
+        print(_human(result) + (f"\nnote:               {note}" if note else ""))
     return 0

@@ -11,9 +11,9 @@ from .common import EXIT_PROBLEMS, add_coordinator_option, add_storage_options, 
 # Use cases are imported inside the handlers: `delta-maintenance X` loads only what X needs.
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, *, read_only: bool = False) -> None:
     p.add_argument("table_uri", metavar="TABLE_URI")
-    add_coordinator_option(p, required=True)
+    add_coordinator_option(p, read_only=read_only)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     add_storage_options(p)
 
@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=lambda args: run_guarded(lambda: _publish(args)))
 
     v = sub.add_parser("versions", help="latest ratified and published versions, the pending ones, and any inconsistency")
-    _common(v)
+    _common(v, read_only=True)
     v.add_argument("--strict", action="store_true", help=f"exit {EXIT_PROBLEMS} when the coordinator is inconsistent")
     v.set_defaults(handler=lambda args: run_guarded(lambda: _versions(args)))
 
@@ -48,13 +48,16 @@ def _versions(args: argparse.Namespace) -> int:
 
     with open_cli_table(args) as table:
         report = catalog_versions(table)
+        note = table.published_only_note
     if args.json:
-        emit_json(report.to_dict())
+        emit_json({**report.to_dict(), "published_only": note is not None})
     else:
         print(
             f"{report.table_uri}: latest ratified {report.latest_ratified_version}, latest published "
             f"{report.latest_published_version}, pending {_span(report.pending) or 'none'}"
         )
+        if note:
+            print(f"note: {note}")
         for problem in report.problems:
             print(f"warning: {problem}", file=sys.stderr)
     return EXIT_PROBLEMS if args.strict and report.problems else 0

@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
         "configuration with --config, worst first",
     )
     p.add_argument("table_uri", metavar="TABLE_URI", nargs="?")
-    add_coordinator_option(p)
+    add_coordinator_option(p, read_only=True)
     p.add_argument("--config", metavar="FILE", help="every table of this YAML configuration, worst first (instead of TABLE_URI)")
     p.add_argument(
         "--report-dir",
@@ -79,18 +79,19 @@ def _run(args: argparse.Namespace) -> int:
     from ..maintenance.operations.status import table_status
 
     if args.config:
-        if args.table_uri or args.coordinator:
-            raise ValueError("give TABLE_URI (with --coordinator) or --config FILE, not both")
+        if args.table_uri or args.coordinator or args.published_only:
+            raise ValueError("give TABLE_URI (with --coordinator or --published-only) or --config FILE, not both")
         return _run_fleet(args)
     if not args.table_uri:
         raise ValueError("status needs TABLE_URI or --config FILE")
 
     with open_cli_table(args) as table:
         status = table_status(table)
+        note = table.published_only_note
     if args.json:
-        emit_json(status.to_dict())
+        emit_json({**status.to_dict(), "published_only": note is not None})
     else:
-        print(render(status))
+        print(render(status) + (f"\nnote:                      {note}" if note else ""))
     return EXIT_PROBLEMS if args.strict and status.problems else 0
 
 

@@ -5,9 +5,17 @@ from __future__ import annotations
 from ..deltalog.errors import DeltaLogError
 
 __all__ = [
-    "MaintenanceError", "PublishForkError", "StagedCommitError", "CoordinatorMismatchError", "MissingStagedCommitError",
-    "InconsistentCoordinatorError", "SparkJobError", "ChecksumMismatchError",
-]  # fmt: skip
+    "MaintenanceError",
+    "PublishForkError",
+    "StagedCommitError",
+    "CoordinatorMismatchError",
+    "CoordinatorNotConfiguredError",
+    "CoordinatorUnreachableError",
+    "MissingStagedCommitError",
+    "InconsistentCoordinatorError",
+    "SparkJobError",
+    "ChecksumMismatchError",
+]
 
 
 class MaintenanceError(DeltaLogError):
@@ -33,6 +41,19 @@ class StagedCommitError(MaintenanceError):
 class CoordinatorMismatchError(MaintenanceError):
     """The configured coordinator contradicts the one the table declares (kind, DynamoDB table,
     table id, embedded database), or the table's coordinator cannot be determined. Permanent."""
+
+
+class CoordinatorNotConfiguredError(CoordinatorMismatchError):
+    """The table declares a coordinator, none was given, and the declared one cannot be opened from
+    what the table says (a Unity Catalog table names no server, a DynamoDB region is unknown, the
+    embedded database is not there, an unsupported coordinator): nothing may be acted on without
+    it. The message names the declaration and how to configure it. Permanent."""
+
+
+class CoordinatorUnreachableError(MaintenanceError):
+    """The coordinator the table declares (used because none was given) did not answer; the
+    message names the declaration and how to configure another endpoint. Transient: a retry may
+    reach it."""
 
 
 class MissingStagedCommitError(StagedCommitError):

@@ -37,7 +37,8 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
     ``min_new_commits`` are ratified beyond ``baseline_version`` (default: the last published).
 
     One coordinator call per poke and no storage listing (except one ``_delta_log`` check when the
-    coordinator does not know the table: a table in neither place is an error, not a wait). Works
+    coordinator does not know the table: a table in neither place is an error, not a wait), after
+    the table's identity and one consistency check per try (one more call, one listing). Works
     in poke and reschedule modes, and deferrable (``deferrable=True``) with
     ``DeltaRatifiedVersionTrigger``. The observed versions go to XCom (``return_value``: latest
     ratified and published versions, pending count).
@@ -45,7 +46,8 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
     Outcomes are decided here, identically in every mode: the condition met → success; the timeout
     reached with nothing new → skipped with the reason when ``skip_when_nothing_new`` (else
     ``AirflowSensorTimeout``); any error that is not transient (a wrong table URI, a missing
-    coordinator database, refused credentials) → the task fails. Do not combine with ``soft_fail``,
+    coordinator database, refused credentials, a coordinator inconsistent with the log: checked
+    once per try, with one listing) → the task fails. Do not combine with ``soft_fail``,
     which would turn those errors into skips too.
 
     :param table_uri: the table (templated)
@@ -135,6 +137,9 @@ class DeltaRatifiedVersionSensor(BaseSensorOperator):
             with (coordinator or self.coordinator_hook).open_table(self.table_uri, options) as table:
                 if table.coordinator is None:
                     raise AirflowFailException(f"ratified-version sensor for {self.table_uri}: the table has no coordinator to wait for")
+                # A coordinator wedged against the log (a head nothing reaches, pending commits with
+                # gaps) fails here, once per try: waiting would skip green run after run.
+                table.catalog_view().check_consistent()
                 self._identity_cache = table.identity()
         return self._identity_cache
 

@@ -18,10 +18,10 @@ from ...deltalog.log_segment.segment import CatalogCommit
 from ...deltalog.model.paths import commit_name
 from ...deltalog.replay.tail_check import validate_sources
 from ...deltalog.storage import LogStore
-from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
+from ..errors import MissingStagedCommitError, StagedCommitError
 from ..table.catalog_view import CatalogView
 from ..table.maintained import MaintainedTable
-from ..table.staged_commits import StagedListing, is_staged_commit, list_staged, read_ratified_commit
+from ..table.staged_commits import StagedListing, fork_error, is_staged_commit, list_staged, read_ratified_commit
 from .summary import JSONValue, TaskReport, human_bytes, version_range
 
 __all__ = ["PublishResult", "publish_ratified_commits"]
@@ -86,22 +86,12 @@ def _copy(store: LogStore, commit: RatifiedCommit, data: bytes) -> bool:
             except FileNotFoundError:
                 continue
         if existing != data:
-            raise _fork(store, commit, target)
+            raise fork_error(store, commit, target)
         return False
     raise MissingCommitError(
         f"{store.display(target)} kept vanishing between its create and its read ({_CREATE_ATTEMPTS} attempts); "
         f"version {commit.version} was not published or reported",
         version=commit.version, path=target,
-    )
-
-
-def _fork(store: LogStore, commit: RatifiedCommit, name: str) -> PublishForkError:
-    return PublishForkError(
-        f"{store.display(name)} exists with content different from the ratified commit "
-        f"{commit.file_name or '(inline)'}: the table has forked at version {commit.version}; "
-        "nothing further was published or reported",
-        version=commit.version,
-        path=name,
     )
 
 
@@ -125,7 +115,7 @@ def _already_published(store: LogStore, view: CatalogView, commit: RatifiedCommi
         _copy(store, commit, data)
         return
     if not same:
-        raise _fork(store, commit, published.name)
+        raise fork_error(store, commit, published.name)
 
 
 def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None, response: CommitsResponse | None = None) -> PublishResult:
@@ -146,6 +136,9 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
             path=store.log_dir,
         )
     view = table.catalog_view(response)
+    # A head nothing reaches, pending commits out of order, twice or with gaps: a failure, never a
+    # green "nothing to publish" run after run on a wedged table.
+    view.check_consistent()
     listing = list_staged(store)
     head = view.latest_ratified_version
     target = head if up_to is None else min(up_to, head)
@@ -157,17 +150,7 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
         if c.version <= durable:
             _already_published(store, view, c, listing)
             already.append(c.version)
-    todo = [c for c in view.pending if c.version <= target]
-    expected = durable + 1
-    for c in todo:
-        if c.version != expected:
-            raise StagedCommitError(
-                f"{store.uri}: version {c.version} is ratified but {commit_name(expected)} is neither durably "
-                "published nor tracked by the coordinator; refusing to publish out of order",
-                version=expected,
-                path=commit_name(expected),
-            )
-        expected += 1
+    todo = [c for c in view.pending if c.version <= target]  # contiguous from durable + 1: check_consistent
     if todo:  # learn that we may report before copying: a refusal after copying leaves <v>.json files unreported
         table.coordinator.check_may_report(table.uri, table.table_conf)
     # Staged files are read concurrently up front (S3 round trips); writes stay strictly ordered.

@@ -35,10 +35,9 @@ def coordinator_problems(view: CatalogView, staged: StagedListing | None) -> lis
             f"the coordinator tracks commits {_span(list(view.tracked_above_head))} above the catalog's latest ratified version "
             f"{view.latest_ratified_version}"
         )
-    pending = [c.version for c in view.pending]
-    expected = list(range(view.published_version + 1, view.published_version + 1 + len(pending)))
-    if pending and pending != expected:
-        problems.append(f"pending versions {_span(pending)} do not follow the published version {view.published_version} contiguously")
+    inconsistent = view.inconsistency()
+    if inconsistent is not None:
+        problems.append(inconsistent[0])
     if staged is not None:
         missing = [
             c.version
@@ -49,12 +48,6 @@ def coordinator_problems(view: CatalogView, staged: StagedListing | None) -> lis
         ]
         if missing:
             problems.append(f"pending versions {_span(missing)} have no staged file")
-    reachable = max([view.published_version, *pending])
-    if view.coordinated and view.latest_ratified_version > reachable:
-        problems.append(
-            f"the catalog's latest ratified version {view.latest_ratified_version} is beyond anything published or pending "
-            f"(nothing above {reachable})"
-        )
     return problems
 
 

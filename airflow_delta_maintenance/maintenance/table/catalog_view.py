@@ -29,9 +29,9 @@ from ...deltalog.model.paths import LEGACY_STAGED_DIR
 from ...deltalog.replay.table_state import TableState, load_table_state
 from ...deltalog.replay.tail_check import validate_tail
 from ...deltalog.storage import LogStore
-from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError
+from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError, MissingStagedCommitError
 from .coordinator_discovery import read_table_coordination
-from .staged_commits import StagedListing, list_staged, read_ratified_commit
+from .staged_commits import StagedListing, fork_error, list_staged, read_ratified_commit
 
 if TYPE_CHECKING:
     from ...deltalog.replay.snapshot import Snapshot
@@ -45,6 +45,7 @@ __all__ = [
     "read_table_state",
     "ratified_state",
     "check_view_coordination",
+    "check_published_tracked",
     "load_ratified_snapshot",
     "validate_ratified_tail",
 ]
@@ -166,11 +167,39 @@ class CatalogView:
     reported_latest: int = -1  # the coordinator's raw latest_table_version (-1: nothing ratified)
     tracked_above_head: tuple[int, ...] = ()  # commits the coordinator tracks above its own head (inconsistent)
     unanchored_files: tuple[str, ...] = ()  # checkpoints/compactions above the durable prefix: never acted on
+    answer_problem: tuple[str, int] | None = None  # the coordinator's answer contradicts itself (message, version)
 
     @property
     def pending(self) -> tuple[RatifiedCommit, ...]:
         """Ratified commits not yet durably published."""
         return tuple(c for c in self.tracked if c.version > self.published_version)
+
+    def inconsistency(self) -> tuple[str, int] | None:
+        """What makes the coordinator's answer inconsistent with itself or the log (a message and
+        the first version concerned), or None. Only a coordinated view can be inconsistent."""
+        if not self.coordinated:
+            return None
+        if self.answer_problem is not None:
+            return self.answer_problem
+        pending = self.pending
+        if pending and any(c.version != self.published_version + 1 + i for i, c in enumerate(pending)):
+            return (f"the coordinator's unpublished commits {[c.version for c in pending][:10]} do not follow the "
+                    f"published version {self.published_version} contiguously"), self.published_version + 1
+        reachable = max(self.published_version, pending[-1].version if pending else -1)
+        if reachable < self.latest_ratified_version:
+            return (f"the catalog's latest ratified version {self.latest_ratified_version} is beyond anything published or "
+                    f"pending (nothing above {reachable})"), reachable + 1
+        return None
+
+    def check_consistent(self) -> None:
+        """``InconsistentCoordinatorError`` when ``inconsistency()`` finds something: nothing is acted
+        on (published, checkpointed, cleaned up, waited for) until the coordinator is repaired."""
+        found = self.inconsistency()
+        if found is not None:
+            message, version = found
+            raise InconsistentCoordinatorError(
+                f"{self.table_uri}: {message}; nothing is acted on until the coordinator is consistent", version=version
+            )
 
     @property
     def released_version(self) -> int:
@@ -203,22 +232,13 @@ def check_view_coordination(table: MaintainedTable, view: CatalogView, state: Ta
 
 
 def _verified_tail(table: MaintainedTable, view: CatalogView) -> tuple[CatalogCommit, ...]:
-    """The pending commits, each verified (``read_ratified_commit``) and carried inline."""
+    """The pending commits, each verified (``read_ratified_commit``) and carried inline, once the
+    coordinator's answer is consistent and every commit it still tracks inside the published prefix
+    holds the ratified bytes."""
+    view.check_consistent()
     pending = view.pending
-    reachable = max(view.published_version, pending[-1].version if pending else -1)
-    if view.coordinated and pending and any(c.version != view.published_version + 1 + i for i, c in enumerate(pending)):
-        raise InconsistentCoordinatorError(
-            f"{table.uri}: the coordinator's unpublished commits {[c.version for c in pending][:10]} do not follow the "
-            f"published version {view.published_version} contiguously",
-            version=view.published_version + 1,
-        )
-    if view.coordinated and reachable < view.latest_ratified_version:
-        raise InconsistentCoordinatorError(
-            f"{table.uri}: the catalog's latest ratified version is {view.latest_ratified_version}, but only versions up to "
-            f"{reachable} are published or pending; nothing is acted on until the coordinator is consistent",
-            version=reachable + 1,
-        )
-    listing = list_staged(table.store) if any(c.inline_content is None for c in pending) else None
+    listing = list_staged(table.store) if any(c.inline_content is None for c in view.tracked) else None
+    check_published_tracked(table.store, view, listing)
     return tuple(
         CatalogCommit(
             version=c.version,
@@ -230,6 +250,29 @@ def _verified_tail(table: MaintainedTable, view: CatalogView) -> tuple[CatalogCo
         )
         for c in pending
     )
+
+
+def check_published_tracked(store: LogStore, view: CatalogView, listing: StagedListing | None) -> None:
+    """Commits the coordinator still tracks whose ``<v>.json`` is inside the published prefix (a
+    publisher copied them and has not reported yet) count as published only when the file holds
+    the ratified bytes: a different file is a fork (``PublishForkError``), never read, checkpointed
+    or compacted. A tracked commit whose staged file is gone leaves nothing to compare. One commit
+    in memory at a time."""
+    listed = {c.version: c for c in view.files.commits}
+    for c in view.tracked:
+        published = listed.get(c.version)
+        if c.version > view.published_version or published is None:
+            continue
+        try:
+            data = read_ratified_commit(store, c, listing)
+        except MissingStagedCommitError:
+            continue
+        try:
+            same = published.size == len(data) and store.read(published.name) == data
+        except FileNotFoundError:  # removed since the listing (a concurrent cleanup): not read by anyone here
+            continue
+        if not same:
+            raise fork_error(store, c, published.name)
 
 
 def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | None = None) -> TableState:

@@ -32,6 +32,7 @@ __all__ = [
     "EMBEDDED_COORDINATOR_PROPERTY",
     "UC_TABLE_ID_PROPERTY",
     "TableCoordination",
+    "configure_hint",
     "read_table_coordination",
     "resolve_coordinator_spec",
 ]
@@ -66,6 +67,21 @@ class TableCoordination:
         if self.kind == "local":
             return f"the embedded coordinator at {self.local_database}"
         return f"coordinator {self.declared_name!r}"
+
+
+_SPEC_EXAMPLE = {
+    "dynamodb": "dynamodb://<coordinator table>?region=<region> (or set AWS_REGION)",
+    "unity-catalog": "unity-catalog://<host>:<port> (the catalog's endpoint; the table id comes from the table)",
+    "local": "local:///<path>/coordinator.db",
+}
+
+
+def configure_hint(found: TableCoordination) -> str:
+    """How a user gives the coordinator a table declares (one clause for an error message)."""
+    where = "--coordinator on the command line, coordinator: in tables.yaml, or a delta_coordinator connection's host"
+    example = _SPEC_EXAMPLE.get(found.kind or "")
+    configure = f"give it as {example} with {where}" if example else "this provider cannot act through it; maintain the table with its own engine"
+    return f"{configure}; status, versions and inspect show the published log alone with --published-only"
 
 
 def _json_object(configuration: Mapping[str, str], key: str, table_uri: str) -> dict[str, str]:

@@ -9,19 +9,22 @@ Its ``catalog_view()`` is what every operation acts on (``catalog_view.py``).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...coordinators.base import CommitCoordinatorClient, CommitsResponse, RatifiedCommit
+from ...coordinators.errors import CoordinatorError
 from ...deltalog.errors import TableNotFoundError
 from ...deltalog.log_segment.listing import list_log_files
 from ...deltalog.replay.table_state import TableState
 from ...deltalog.storage import LogStore, open_table_storage
+from ..errors import CoordinatorMismatchError, CoordinatorNotConfiguredError, CoordinatorUnreachableError
 from .catalog_view import CatalogView, cap_listing, drop_above_prefix, durable_prefix, read_table_state
 from .coordinator_client import open_coordinator
-from .coordinator_discovery import TableCoordination, read_table_coordination, resolve_coordinator_spec
+from .coordinator_discovery import AUTO, TableCoordination, configure_hint, read_table_coordination, resolve_coordinator_spec
 from .staged_commits import list_staged
 
 __all__ = [
@@ -46,6 +49,10 @@ class MaintainedTable:
     # The protocol/metadata read that built ``coordination``: ``ratified_state`` reuses it when the
     # catalog's view reads the very same files (no pending commit), instead of reading them again.
     identity_state: TableState | None = field(default=None, repr=False, compare=False)
+    # The coordinator was not given but taken from the table's own declaration.
+    coordinator_from_table: bool = False
+    # Asked for explicitly (read-only commands): the published log alone, whatever the table declares.
+    published_only: bool = False
 
     @property
     def table_conf(self) -> dict[str, str]:
@@ -53,7 +60,25 @@ class MaintainedTable:
 
     def get_commits(self, start_version: int = 0, end_version: int | None = None) -> CommitsResponse:
         assert self.coordinator is not None
-        return self.coordinator.get_commits(self.uri, start_version, end_version, table_conf=self.table_conf)
+        try:
+            return self.coordinator.get_commits(self.uri, start_version, end_version, table_conf=self.table_conf)
+        except CoordinatorError as exc:
+            if not (self.coordinator_from_table and exc.retryable and not exc.conflict):
+                raise
+            raise CoordinatorUnreachableError(
+                f"{self.uri}: the table declares {self.coordination.describe()}, which did not answer "
+                f"({type(exc).__name__}: {exc}); {configure_hint(self.coordination)}"
+            ) from exc
+
+    @property
+    def published_only_note(self) -> str | None:
+        """What a read-only result shows when it was asked for the published log alone."""
+        if not self.published_only:
+            return None
+        if self.coordination.kind is None:
+            return "published log only (the table declares no coordinator)"
+        return (f"published log only: the table declares {self.coordination.describe()}, which was not asked; "
+                "ratified commits it has not published are not shown")
 
     def report_published(self, version: int) -> None:
         assert self.coordinator is not None
@@ -79,7 +104,8 @@ class MaintainedTable:
                 "%s: ignoring %d log file(s) above the catalog's latest ratified version %d: %s",
                 self.uri, len(ignored), head, ", ".join(ignored[:10]) + (" …" if len(ignored) > 10 else ""),
             )
-        tracked = tuple(sorted((c for c in (resp.commits if resp else ()) if head is None or c.version <= head), key=lambda c: c.version))
+        answered = resp.commits if resp else ()
+        tracked = tuple(sorted((c for c in answered if head is None or c.version <= head), key=lambda c: c.version))
         durable = durable_prefix(capped, tracked, lambda: list_staged(self.store))
         files, unanchored = drop_above_prefix(capped, durable)
         if unanchored:  # a problem `status`/`versions` list; the task log says it too
@@ -103,6 +129,7 @@ class MaintainedTable:
             reported_latest=resp.latest_table_version if resp is not None else -1,
             tracked_above_head=tuple(sorted(c.version for c in (resp.commits if resp else ()) if head is not None and c.version > head)),
             unanchored_files=unanchored,
+            answer_problem=_answer_problem(answered, resp.latest_table_version if resp is not None else -1),
         )
 
     def identity(self) -> dict[str, Any]:
@@ -118,6 +145,19 @@ class MaintainedTable:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _answer_problem(commits: Sequence[RatifiedCommit], latest: int) -> tuple[str, int] | None:
+    """A coordinator answer that contradicts itself: commits listed out of order or twice, or
+    tracked while no version is ratified."""
+    for a, b in itertools.pairwise(commits):
+        if b.version == a.version:
+            return f"the coordinator lists version {a.version} twice", a.version
+        if b.version < a.version:
+            return f"the coordinator lists version {b.version} after version {a.version} (out of order)", b.version
+    if commits and latest < 0:
+        return f"the coordinator tracks commits {commits[0].version}.. but reports no ratified version", commits[0].version
+    return None
 
 
 def _read_coordination(store: LogStore) -> tuple[TableCoordination, TableState]:
@@ -155,23 +195,50 @@ def open_table(
     connection_spec: str | None = None,
     credentials: Mapping[str, Any] | None = None,
     allow_unsafe_writes: bool = False,
+    published_only: bool = False,
 ) -> MaintainedTable:
     """Build the table's identity once.
 
-    :param coordinator: a coordinator spec, ``"auto"`` (discover it from the table) or None
+    Without a coordinator (no spec, no connection) the table's own declaration decides, as with
+    ``auto``: a table that declares a coordinator is acted on through it, and one that cannot be
+    opened from what the table says is a ``CoordinatorNotConfiguredError`` naming the declaration
+    and how to configure it. A table that declares nothing is acted on as its published log.
+
+    :param coordinator: a coordinator spec, ``"auto"`` (discover it from the table) or None (the same)
     :param connection_spec: the spec held by a coordinator connection; with ``auto`` it supplies
         the endpoint (a Unity Catalog server, a DynamoDB region/endpoint)
     :param credentials: ``login``/``password`` of the coordinator connection
+    :param published_only: the published log alone, whatever the table declares (read-only
+        commands, asked explicitly); excludes ``coordinator`` and ``connection_spec``
     """
     options = dict(storage_options or {})
     store = open_table_storage(table_uri, options, allow_unsafe_writes=allow_unsafe_writes)
-    if not (coordinator or connection_spec):
-        return MaintainedTable(store.uri, store, storage_options=options)
+    given = bool(coordinator or connection_spec)
+    if published_only and given:
+        raise ValueError(f"{store.uri}: the published log alone (published_only) or a coordinator, not both")
     coordination, state = _read_coordination(store)
-    spec = resolve_coordinator_spec(store.uri, coordinator, coordination, connection_spec=connection_spec)
+    if published_only:
+        return MaintainedTable(store.uri, store, coordination=coordination, storage_options=options, identity_state=state, published_only=True)
+    try:
+        spec = resolve_coordinator_spec(store.uri, coordinator if given else AUTO, coordination, connection_spec=connection_spec)
+    except CoordinatorMismatchError as exc:
+        if given:
+            raise
+        raise _not_configured(store.uri, coordination, exc) from exc
     if spec is None:
         return MaintainedTable(store.uri, store, coordination=coordination, storage_options=options, identity_state=state)
-    client = open_coordinator(spec, options, allow_unsafe_writes=allow_unsafe_writes, credentials=credentials)
-    return MaintainedTable(store.uri, store, client, spec, coordination, options, identity_state=state)
+    try:
+        client = open_coordinator(spec, options, allow_unsafe_writes=allow_unsafe_writes, credentials=credentials)
+    except CoordinatorError as exc:
+        if given:
+            raise
+        raise _not_configured(store.uri, coordination, exc) from exc
+    return MaintainedTable(store.uri, store, client, spec, coordination, options, identity_state=state, coordinator_from_table=not given)
 
 
+def _not_configured(uri: str, coordination: TableCoordination, cause: Exception) -> CoordinatorNotConfiguredError:
+    reason = str(cause).removeprefix(f"{uri}: ")
+    return CoordinatorNotConfiguredError(
+        f"{uri}: the table declares {coordination.describe()}, but no coordinator was given and it cannot be opened from "
+        f"what the table says ({reason}); {configure_hint(coordination)}"
+    )

@@ -18,9 +18,9 @@ from typing import Any
 from ...coordinators.base import RatifiedCommit
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
 from ...deltalog.storage import FileStat, LogStore
-from ..errors import MissingStagedCommitError, StagedCommitError
+from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
 
-__all__ = ["is_staged_commit", "StagedListing", "list_staged", "read_ratified_commit", "validate_commit_bytes", "MTIME_TOLERANCE_MS"]
+__all__ = ["fork_error", "is_staged_commit", "StagedListing", "list_staged", "read_ratified_commit", "validate_commit_bytes", "MTIME_TOLERANCE_MS"]
 
 # Coordinators record times in ms; Hadoop truncates, a float round trip may land 1 ms off.
 MTIME_TOLERANCE_MS = 1
@@ -39,6 +39,17 @@ class StagedListing:
 def is_staged_commit(commit: RatifiedCommit) -> bool:
     parsed = parse_log_path(commit.file_name)
     return parsed is not None and parsed.type is LogFileType.STAGED_COMMIT and parsed.version == commit.version
+
+
+def fork_error(store: LogStore, commit: RatifiedCommit, name: str) -> PublishForkError:
+    """``name`` (a published ``<v>.json``) holds bytes other than the ratified commit's."""
+    return PublishForkError(
+        f"{store.display(name)} exists with content different from the ratified commit "
+        f"{commit.file_name or '(inline)'}: the table has forked at version {commit.version}; "
+        "nothing further was published or reported",
+        version=commit.version,
+        path=name,
+    )
 
 
 def list_staged(store: LogStore) -> StagedListing:

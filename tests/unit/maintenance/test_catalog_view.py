@@ -262,7 +262,7 @@ def test_status_and_versions_report_an_inconsistent_coordinator(table: tuple[str
     code, out, _ = run(capsys, "status", uri, "--coordinator", spec, "--json")
     assert code == 0 and out["problems"] and out["cleanup_candidates"] == 0
     code, _, err = run(capsys, "cleanup", uri, "--coordinator", spec, "--execute")
-    assert code == 2 and "InconsistentCoordinatorError" in err
+    assert code == 4 and "InconsistentCoordinatorError" in err
 
 
 def _log_state(uri: str) -> dict[str, bytes]:

@@ -28,12 +28,15 @@ TRIGGER = "airflow_delta_maintenance.triggers.ratified_version.DeltaRatifiedVers
 
 
 def test_poke_is_one_coordinator_call_and_pushes_the_versions(coordinated_table: tuple[str, str]) -> None:
+    """One call per poke; the first poke of a try also checks the coordinator against the log once."""
     spec, uri = coordinated_table
     sensor = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, coordinator_spec=spec, target_version=12)
     with mock.patch("airflow_delta_maintenance.coordinators.local.LocalCoordinator.get_commits", autospec=True,
                     side_effect=__import__("airflow_delta_maintenance.coordinators.local", fromlist=["x"]).LocalCoordinator.get_commits) as calls:
         result = sensor.poke({})
-    assert calls.call_count == 1
+        assert calls.call_count == 2
+        sensor.poke({})
+    assert calls.call_count == 3
     assert isinstance(result, PokeReturnValue) and result.is_done
     assert result.xcom_value["latest_ratified_version"] == 12 and result.xcom_value["latest_published_version"] == 0
     assert DeltaRatifiedVersionSensor(task_id="w2", table_uri=uri, coordinator_spec=spec, target_version=13).poke({}) is False
