@@ -40,7 +40,7 @@ def test_operators_without_a_coordinator_act_through_the_declared_one(coordinate
     # a rogue 9 where the catalog ratified another 9: a fork, never checkpointed or published over
     rogue = _rogue(uri, 9)
     for op in (DeltaCheckpointOperator(task_id="checkpoint", table_uri=uri, force=True, engine="local"), DeltaPublishCommitsOperator(task_id="publish", table_uri=uri)):
-        with pytest.raises(AirflowFailException, match="PublishForkError: .* forked at version 9"):
+        with pytest.raises(AirflowFailException, match=r"PublishForkError: .* forked at version 9"):
             op.execute({})
     rogue.unlink()
     assert DeltaPublishCommitsOperator(task_id="publish", table_uri=uri).execute({})["to_version"] == 12
@@ -60,7 +60,7 @@ def test_an_undeclared_coordinator_that_cannot_be_opened_fails_the_task(coordina
         DeltaCheckpointOperator(task_id="checkpoint", table_uri=uri, engine="local"),
         DeltaLogCleanupOperator(task_id="cleanup", table_uri=uri, dry_run=False),
     ):
-        with pytest.raises(AirflowFailException, match="CoordinatorNotConfiguredError: .* declares the embedded coordinator"):
+        with pytest.raises(AirflowFailException, match=r"CoordinatorNotConfiguredError: .* declares the embedded coordinator"):
             op.execute({})
 
 
@@ -75,7 +75,7 @@ def test_an_inconsistent_coordinator_fails_publish_and_the_sensor(coordinated_ta
     DeltaPublishCommitsOperator(task_id="publish", table_uri=uri, coordinator_spec=spec).execute({})
     _wedge(tmp_path, uri, 40)
     for with_spec in ({"coordinator_spec": spec}, {}):
-        with pytest.raises(AirflowFailException, match="InconsistentCoordinatorError: .*latest ratified version 40 is beyond"):
+        with pytest.raises(AirflowFailException, match=r"InconsistentCoordinatorError: .*latest ratified version 40 is beyond"):
             DeltaPublishCommitsOperator(task_id="publish", table_uri=uri, **with_spec).execute({})
     sensor = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, min_new_commits=1, skip_when_nothing_new=True)
     with pytest.raises(AirflowFailException, match="InconsistentCoordinatorError"):
