@@ -3,7 +3,8 @@
 Rules (PROTOCOL "Catalog-managed tables"): each copy is create-if-absent; a file that
 already exists with identical bytes was published by someone else; different bytes are a fork and
 abort the run. The coordinator hears about a version only after its file and every earlier one are
-durable, so a crash at any point converges on the next run.
+durable, so a crash at any point converges on the next run. Every commit of a run is verified
+before the first copy, in memory bounded whatever the backlog (``publish_copy``).
 """
 
 from __future__ import annotations
@@ -13,15 +14,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...coordinators.base import CommitsResponse, RatifiedCommit
-from ...deltalog.errors import AtomicWriteUnsupportedError, LogFileExistsError, MissingCommitError
-from ...deltalog.log_segment.segment import CatalogCommit
-from ...deltalog.model.paths import commit_name
-from ...deltalog.replay.tail_check import validate_sources
+from ...deltalog.errors import AtomicWriteUnsupportedError
 from ...deltalog.storage import LogStore
 from ..errors import MissingStagedCommitError, StagedCommitError
 from ..table.catalog_view import CatalogView
 from ..table.maintained import MaintainedTable
-from ..table.staged_commits import StagedListing, fork_error, is_staged_commit, list_staged, read_ratified_commit
+from ..table.staged_commits import StagedListing, fork_error, list_staged, published_matches, verify_ratified_commit
+from .publish_copy import copy_verified, verify_backlog
 from .summary import JSONValue, TaskReport, human_bytes, version_range
 
 __all__ = ["PublishResult", "publish_ratified_commits"]
@@ -67,34 +66,6 @@ class PublishResult:
         )
 
 
-_CREATE_ATTEMPTS = 3
-
-
-def _copy(store: LogStore, commit: RatifiedCommit, data: bytes) -> bool:
-    """Make ``<v>.json`` hold the ratified bytes; True if we wrote it, False if identical bytes were
-    already there. A file that vanishes between our create and our read (a concurrent cleanup
-    removed it below its checkpoint) is created again: a version is only ever counted published
-    once its file was seen holding the ratified bytes."""
-    target = commit_name(commit.version)
-    for _ in range(_CREATE_ATTEMPTS):
-        try:
-            store.put_if_absent(target, data)
-            return True
-        except LogFileExistsError:
-            try:
-                existing = store.read(target)
-            except FileNotFoundError:
-                continue
-        if existing != data:
-            raise fork_error(store, commit, target)
-        return False
-    raise MissingCommitError(
-        f"{store.display(target)} kept vanishing between its create and its read ({_CREATE_ATTEMPTS} attempts); "
-        f"version {commit.version} was not published or reported",
-        version=commit.version, path=target,
-    )
-
-
 def _already_published(store: LogStore, view: CatalogView, commit: RatifiedCommit, listing: StagedListing) -> None:
     """A tracked version inside the durable prefix: published, unless its file contradicts the
     ratified commit (a fork). Without a ``<v>.json`` it is inside the prefix only because a cleanup
@@ -106,13 +77,14 @@ def _already_published(store: LogStore, view: CatalogView, commit: RatifiedCommi
     if published is None:
         return
     try:
-        data = read_ratified_commit(store, commit, listing)
+        verified = verify_ratified_commit(store, commit, listing)
     except MissingStagedCommitError:
         return
     try:
-        same = published.size == len(data) and store.read(published.name) == data
+        same = published.size == verified.size and published_matches(store, verified, published.name)
     except FileNotFoundError:  # removed since the listing by a concurrent cleanup
-        _copy(store, commit, data)
+        for _ in copy_verified(store, [verified]):
+            pass
         return
     if not same:
         raise fork_error(store, commit, published.name)
@@ -122,7 +94,8 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
     """Publish every ratified, unpublished commit up to ``up_to`` (default: the latest ratified).
 
     One ``get_commits`` call (unless ``response`` is given), one LIST of ``_delta_log`` and of the
-    staged directories, one verified read and one create per commit, and one ``report_published``
+    staged directories, every commit verified before the first create (``publish_copy``: in memory
+    bounded whatever the backlog), one create per commit in order, and one ``report_published``
     of the highest version that is durable together with every earlier one.
     """
     started = time.monotonic()
@@ -153,24 +126,17 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
     todo = [c for c in view.pending if c.version <= target]  # contiguous from durable + 1: check_consistent
     if todo:  # learn that we may report before copying: a refusal after copying leaves <v>.json files unreported
         table.coordinator.check_may_report(table.uri, table.table_conf)
-    # Staged files are read concurrently up front (S3 round trips); writes stay strictly ordered.
-    names = [c.file_name for c in todo if c.inline_content is None and is_staged_commit(c)]
-    try:
-        prefetched = store.read_many(names) if names and not store.is_local else {}  # local reads refuse symlinks one by one
-    except (FileNotFoundError, OSError):
-        prefetched = {}  # read one by one below, so a missing file gets its typed error
-    # Every commit is verified before the first copy: an altered one publishes nothing at all.
-    verified = [(c, read_ratified_commit(store, c, listing, prefetched)) for c in todo]
-    # ... and reads as a valid commit: a corrupt one is not copied into the published log.
-    validate_sources(store, [CatalogCommit(c.version, c.file_name, data) for c, data in verified])
+    # Every commit is verified before the first copy: an altered one publishes nothing at all. In
+    # bounded memory (publish_copy): sizes and digests are kept, the bytes of a small backlog too.
+    verified = verify_backlog(store, todo, listing)
     copied_bytes = 0
-    for c, data in verified:
-        if _copy(store, c, data):
-            published.append(c.version)
-            copied_bytes += len(data)
+    for v, wrote in copy_verified(store, verified):
+        if wrote:
+            published.append(v.commit.version)
+            copied_bytes += v.size
         else:
-            already.append(c.version)
-        durable = c.version
+            already.append(v.commit.version)
+        durable = v.commit.version
 
     reported = None
     # Report when the coordinator still tracks something now known durable (including commits a

@@ -31,7 +31,7 @@ from ...deltalog.replay.tail_check import validate_tail
 from ...deltalog.storage import LogStore
 from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError, MissingStagedCommitError
 from .coordinator_discovery import read_table_coordination
-from .staged_commits import StagedListing, fork_error, list_staged, read_ratified_commit
+from .staged_commits import StagedListing, fork_error, list_staged, published_matches, read_ratified_commit, verify_ratified_commit
 
 if TYPE_CHECKING:
     from ...deltalog.replay.snapshot import Snapshot
@@ -264,11 +264,11 @@ def check_published_tracked(store: LogStore, view: CatalogView, listing: StagedL
         if c.version > view.published_version or published is None:
             continue
         try:
-            data = read_ratified_commit(store, c, listing)
+            verified = verify_ratified_commit(store, c, listing)
         except MissingStagedCommitError:
             continue
         try:
-            same = published.size == len(data) and store.read(published.name) == data
+            same = published.size == verified.size and published_matches(store, verified, published.name)
         except FileNotFoundError:  # removed since the listing (a concurrent cleanup): not read by anyone here
             continue
         if not same:

@@ -6,24 +6,46 @@ in place of the file or of its directory), its size equals the size the coordina
 recorded one where both sides know it, every line is one JSON action, and the first line's
 in-commit timestamp is the coordinator's. Anything else is a ``StagedCommitError`` naming the file
 and version; nothing is published, reported or read into the table's state from it.
+
+``verify_ratified_commit`` checks the same in bounded memory: a staged file above
+``WHOLE_FILE_LIMIT`` is read in chunks and only its size and SHA-256 are kept, so that a later copy
+can prove it copied the very bytes that were verified (``stream_verified_copy``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from ...coordinators.base import RatifiedCommit
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
 from ...deltalog.storage import FileStat, LogStore
 from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
 
-__all__ = ["fork_error", "is_staged_commit", "StagedListing", "list_staged", "read_ratified_commit", "validate_commit_bytes", "MTIME_TOLERANCE_MS"]
+__all__ = [
+    "fork_error",
+    "is_staged_commit",
+    "StagedListing",
+    "list_staged",
+    "read_ratified_commit",
+    "validate_commit_bytes",
+    "VerifiedCommit",
+    "verify_ratified_commit",
+    "stream_verified_copy",
+    "file_digest",
+    "published_matches",
+    "MTIME_TOLERANCE_MS",
+    "WHOLE_FILE_LIMIT",
+]
 
 # Coordinators record times in ms; Hadoop truncates, a float round trip may land 1 ms off.
 MTIME_TOLERANCE_MS = 1
+# A staged commit up to this size is read whole; a larger one is verified and copied in chunks.
+WHOLE_FILE_LIMIT = 8 << 20
+CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -62,10 +84,10 @@ def list_staged(store: LogStore) -> StagedListing:
     return StagedListing(stats)
 
 
-def _check_recorded(store: LogStore, commit: RatifiedCommit, name: str, data: bytes, stat: FileStat | None) -> None:
-    if len(data) != commit.file_size:
+def _check_recorded(store: LogStore, commit: RatifiedCommit, name: str, size: int, stat: FileStat | None) -> None:
+    if size != commit.file_size:
         raise StagedCommitError(
-            f"{store.display(name)}: staged file of ratified version {commit.version} has {len(data)} bytes, "
+            f"{store.display(name)}: staged file of ratified version {commit.version} has {size} bytes, "
             f"but the coordinator recorded {commit.file_size}",
             version=commit.version,
             path=name,
@@ -78,6 +100,28 @@ def _check_recorded(store: LogStore, commit: RatifiedCommit, name: str, data: by
             version=commit.version,
             path=name,
         )
+
+
+def _staged_candidates(store: LogStore, commit: RatifiedCommit) -> tuple[str, str]:
+    """Where the staged file of ``commit`` may be: its name, then the legacy ``_commits/`` directory
+    (coordinators that store bare names, DynamoDB's fsName, written by older delta-spark releases)."""
+    parsed = parse_log_path(commit.file_name)
+    if parsed is None or parsed.type is not LogFileType.STAGED_COMMIT or parsed.version != commit.version:
+        raise StagedCommitError(
+            f"{store.uri}: ratified commit {commit.version} points at {commit.file_name!r}, "
+            "which is not a staged commit of that version under _staged_commits/ or _commits/",
+            version=commit.version,
+            path=commit.file_name,
+        )
+    return commit.file_name, f"{LEGACY_STAGED_DIR}/{parsed.filename}"
+
+
+def _missing(store: LogStore, commit: RatifiedCommit) -> MissingStagedCommitError:
+    return MissingStagedCommitError(
+        f"{store.display(commit.file_name)}: staged file of ratified version {commit.version} is missing",
+        version=commit.version,
+        path=commit.file_name,
+    )
 
 
 def read_ratified_commit(
@@ -93,63 +137,177 @@ def read_ratified_commit(
     if commit.inline_content is not None:
         validate_commit_bytes(store, commit, commit.inline_content)
         return commit.inline_content
-    parsed = parse_log_path(commit.file_name)
-    if parsed is None or parsed.type is not LogFileType.STAGED_COMMIT or parsed.version != commit.version:
-        raise StagedCommitError(
-            f"{store.uri}: ratified commit {commit.version} points at {commit.file_name!r}, "
-            "which is not a staged commit of that version under _staged_commits/ or _commits/",
-            version=commit.version,
-            path=commit.file_name,
-        )
-    # Coordinators that store bare names (DynamoDB's fsName) written by older delta-spark
-    # releases staged into the legacy _commits/ directory.
-    for name in (commit.file_name, f"{LEGACY_STAGED_DIR}/{parsed.filename}"):
+    for name in _staged_candidates(store, commit):
         try:
             # the store never follows a symlink inside _delta_log (file or directory)
             data = prefetched[name] if prefetched is not None and name in prefetched else store.read(name)
         except FileNotFoundError:
             continue
         stat = (listing.get(name) if listing is not None else None) or store.stat(name)
-        _check_recorded(store, commit, name, data, stat)
+        _check_recorded(store, commit, name, len(data), stat)
         validate_commit_bytes(store, commit, data)
         return data
-    raise MissingStagedCommitError(
-        f"{store.display(commit.file_name)}: staged file of ratified version {commit.version} is missing",
-        version=commit.version,
-        path=commit.file_name,
-    )
+    raise _missing(store, commit)
+
+
+@dataclass(frozen=True)
+class VerifiedCommit:
+    """A ratified commit whose bytes were verified: where they are, their size and SHA-256, and
+    the bytes themselves when the caller kept them (inline commits always)."""
+
+    commit: RatifiedCommit
+    name: str | None  # the staged file (relative to _delta_log); None for an inline commit
+    size: int
+    digest: bytes
+    data: bytes | None = None
+
+    def matches(self, size: int, digest: bytes) -> bool:
+        return size == self.size and digest == self.digest
+
+
+def verify_ratified_commit(
+    store: LogStore,
+    commit: RatifiedCommit,
+    listing: StagedListing | None = None,
+    prefetched: Mapping[str, bytes] | None = None,
+    *,
+    keep: bool = True,
+) -> VerifiedCommit:
+    """``read_ratified_commit``'s checks in bounded memory: a staged file above
+    ``WHOLE_FILE_LIMIT`` is streamed in chunks (never whole in memory); the bytes are kept only
+    when ``keep`` and the file was read whole."""
+    if commit.inline_content is not None:
+        validate_commit_bytes(store, commit, commit.inline_content)
+        data = commit.inline_content
+        return VerifiedCommit(commit, None, len(data), hashlib.sha256(data).digest(), data)
+    for name in _staged_candidates(store, commit):
+        stat = listing.get(name) if listing is not None else None
+        try:
+            if (prefetched is not None and name in prefetched) or (stat is not None and stat.size <= WHOLE_FILE_LIMIT):
+                data = prefetched[name] if prefetched is not None and name in prefetched else store.read(name)
+                _check_recorded(store, commit, name, len(data), stat or store.stat(name))
+                validate_commit_bytes(store, commit, data)
+                return VerifiedCommit(commit, name, len(data), hashlib.sha256(data).digest(), data if keep else None)
+            with store.open_input(name) as f:
+                size, digest = _stream_validated(store, commit, name, f)
+        except FileNotFoundError:
+            continue
+        _check_recorded(store, commit, name, size, stat or store.stat(name))
+        return VerifiedCommit(commit, name, size, digest)
+    raise _missing(store, commit)
+
+
+def _chunks(f: BinaryIO) -> Iterable[bytes]:
+    while chunk := f.read(CHUNK):
+        yield chunk
+
+
+def _stream_validated(store: LogStore, commit: RatifiedCommit, name: str, f: BinaryIO) -> tuple[int, bytes]:
+    """Validate a staged file chunk by chunk (lines split across chunks are joined); its size and SHA-256."""
+    lines = _CommitLines(store, commit, name)
+    h = hashlib.sha256()
+    size = 0
+    for chunk in _chunks(f):
+        h.update(chunk)
+        size += len(chunk)
+        lines.feed(chunk)
+    lines.finish()
+    return size, h.digest()
+
+
+def stream_verified_copy(store: LogStore, verified: VerifiedCommit, sink: BinaryIO) -> None:
+    """Copy the staged file of ``verified`` into ``sink`` chunk by chunk, and fail (before the caller
+    makes the copy visible) unless the bytes copied are the bytes that were verified."""
+    assert verified.name is not None
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with store.open_input(verified.name) as f:
+            for chunk in _chunks(f):
+                h.update(chunk)
+                size += len(chunk)
+                sink.write(chunk)
+    except FileNotFoundError:
+        raise _missing(store, verified.commit) from None
+    if not verified.matches(size, h.digest()):
+        raise StagedCommitError(
+            f"{store.display(verified.name)}: staged file of ratified version {verified.commit.version} changed after it was "
+            f"verified ({size} bytes now, {verified.size} then); nothing was published from it",
+            version=verified.commit.version,
+            path=verified.name,
+        )
+
+
+def file_digest(store: LogStore, name: str) -> tuple[int, bytes]:
+    """Size and SHA-256 of a log file, read in chunks (``FileNotFoundError`` when it is gone)."""
+    h = hashlib.sha256()
+    size = 0
+    with store.open_input(name) as f:
+        for chunk in _chunks(f):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.digest()
+
+
+class _CommitLines:
+    """The line rules of a ratified commit, fed whole or in chunks: every non-blank line is one JSON
+    action object, there is one, and the first one's in-commit timestamp is the coordinator's."""
+
+    def __init__(self, store: LogStore, commit: RatifiedCommit, name: str) -> None:
+        self.store, self.commit, self.name = store, commit, name
+        self.number = 0
+        self.first: dict[str, Any] | None = None
+        self.rest = b""
+
+    def _error(self, what: str) -> StagedCommitError:
+        return StagedCommitError(
+            f"{self.store.display(self.name)}: {what}", version=self.commit.version, path=self.name
+        )
+
+    def check(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            self.number += 1
+            if not line.strip():
+                continue
+            try:
+                action = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise self._error(f"line {self.number} of ratified commit {self.commit.version} is not JSON ({exc})") from None
+            if not isinstance(action, dict) or len(action) != 1:
+                raise self._error(f"line {self.number} of ratified commit {self.commit.version} is not one action")
+            if self.first is None:
+                self.first = action
+
+    def feed(self, chunk: bytes) -> None:
+        lines = (self.rest + chunk).split(b"\n")
+        self.rest = lines.pop()
+        self.check(lines)
+
+    def finish(self) -> None:
+        self.check([self.rest])
+        self.rest = b""
+        if self.first is None:
+            raise self._error(f"ratified commit {self.commit.version} is empty")
+        if self.commit.commit_timestamp >= 0:
+            info = self.first.get("commitInfo")
+            ict = info.get("inCommitTimestamp") if isinstance(info, dict) else None
+            if ict is not None and (not isinstance(ict, int) or isinstance(ict, bool) or ict != self.commit.commit_timestamp):
+                raise self._error(
+                    f"in-commit timestamp {ict!r} of version {self.commit.version} differs from the coordinator's {self.commit.commit_timestamp}"
+                )
 
 
 def validate_commit_bytes(store: LogStore, commit: RatifiedCommit, data: bytes) -> None:
     """Every line is one JSON action object; the in-commit timestamp equals the coordinator's."""
-    name = commit.file_name or f"<inline commit {commit.version}>"
-    first: dict[str, Any] | None = None
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            action = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise StagedCommitError(
-                f"{store.display(name)}: line {number} of ratified commit {commit.version} is not JSON ({exc})",
-                version=commit.version,
-                path=name,
-            ) from None
-        if not isinstance(action, dict) or len(action) != 1:
-            raise StagedCommitError(
-                f"{store.display(name)}: line {number} of ratified commit {commit.version} is not one action",
-                version=commit.version,
-                path=name,
-            )
-        first = first if first is not None else action
-    if first is None:
-        raise StagedCommitError(f"{store.display(name)}: ratified commit {commit.version} is empty", version=commit.version, path=name)
-    if commit.commit_timestamp >= 0:
-        ict = (first.get("commitInfo") or {}).get("inCommitTimestamp")
-        if ict is not None and int(ict) != commit.commit_timestamp:
-            raise StagedCommitError(
-                f"{store.display(name)}: in-commit timestamp {ict} of version {commit.version} differs from "
-                f"the coordinator's {commit.commit_timestamp}",
-                version=commit.version,
-                path=name,
-            )
+    lines = _CommitLines(store, commit, commit.file_name or f"<inline commit {commit.version}>")
+    lines.check(data.split(b"\n"))
+    lines.finish()
+
+
+def published_matches(store: LogStore, verified: VerifiedCommit, name: str) -> bool:
+    """Does the published file ``name`` hold exactly the verified bytes? Read whole when the
+    verified bytes are at hand, else compared by size and SHA-256 in chunks. ``FileNotFoundError``
+    when it is gone."""
+    if verified.data is not None:
+        return store.read(name) == verified.data
+    return verified.matches(*file_digest(store, name))

@@ -209,7 +209,7 @@ def test_a_commit_another_publisher_wrote_and_a_cleanup_removed_before_we_read_i
     the run."""
     from airflow_delta_maintenance.deltalog.errors import LogFileExistsError, MissingCommitError
     from airflow_delta_maintenance.demo.sample_table import create_sample_table
-    from airflow_delta_maintenance.maintenance.operations import publish
+    from airflow_delta_maintenance.maintenance.operations import publish_copy
 
     store = create_sample_table(str(tmp_path / "t"), commits=2)
     real_put = store.put_if_absent
@@ -222,7 +222,7 @@ def test_a_commit_another_publisher_wrote_and_a_cleanup_removed_before_we_read_i
         real_put(name, data)
 
     monkeypatch.setattr(store, "put_if_absent", exists_once)
-    assert publish._copy(store, RatifiedCommit(version=2, commit_timestamp=1), b"{}\n") is True
+    assert publish_copy.copy_bytes(store, RatifiedCommit(version=2, commit_timestamp=1), b"{}\n") is True
     assert attempts == [f"{2:020d}.json"] * 2 and store.read(f"{2:020d}.json") == b"{}\n"
 
     def exists(name: str, data: bytes) -> None:
@@ -234,4 +234,4 @@ def test_a_commit_another_publisher_wrote_and_a_cleanup_removed_before_we_read_i
     monkeypatch.setattr(store, "put_if_absent", exists)
     monkeypatch.setattr(store, "read", vanished)
     with pytest.raises(MissingCommitError, match="kept vanishing"):
-        publish._copy(store, RatifiedCommit(version=3, commit_timestamp=1), b"{}\n")
+        publish_copy.copy_bytes(store, RatifiedCommit(version=3, commit_timestamp=1), b"{}\n")
