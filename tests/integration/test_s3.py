@@ -181,3 +181,63 @@ def test_stat_and_exists_see_a_file_another_writer_created_after_a_listing(s3_bu
     assert not later.has_log_dir()
     client.put_object(Bucket=bucket, Key="u/_delta_log/00000000000000000000.json", Body=b"{}\n")
     assert later.has_log_dir()
+
+
+def test_a_streamed_create_on_s3_is_create_if_absent_and_all_or_nothing(s3_bucket: tuple[str, dict], s3_endpoint: str) -> None:
+    """``put_if_absent_stream`` on S3 is a multipart upload completed with If-None-Match: never whole
+    in memory, never replacing an object, and nothing (no object, no open upload) when the writer
+    fails. Before, it buffered the whole content."""
+    import boto3
+
+    from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
+    from airflow_delta_maintenance.deltalog.storage import log_store
+
+    bucket, options = s3_bucket
+    store = open_table_storage(f"s3://{bucket}/t", options)
+    chunk = bytes(range(256)) * 4096  # 1 MiB
+    parts = log_store.S3_PART_BYTES // len(chunk) * 2 + 3  # more than two parts
+
+    def write(sink: Any) -> None:
+        for _ in range(parts):
+            sink.write(chunk)
+
+    assert store.put_if_absent_stream("00000000000000000001.json", write) == parts * len(chunk)
+    assert store.read("00000000000000000001.json") == chunk * parts
+    with pytest.raises(LogFileExistsError):
+        store.put_if_absent_stream("00000000000000000001.json", lambda sink: sink.write(b"other\n"))
+    with pytest.raises(LogFileExistsError):  # a multipart create meeting an object: refused at completion
+        store.put_if_absent_stream("00000000000000000001.json", write)
+    assert store.read("00000000000000000001.json") == chunk * parts
+
+    def failing(sink: Any) -> None:
+        write(sink)
+        raise RuntimeError("the source changed")
+
+    with pytest.raises(RuntimeError):
+        store.put_if_absent_stream("00000000000000000002.json", failing)
+    assert not store.exists("00000000000000000002.json")
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_publish_streams_a_large_commit_to_s3(s3_bucket: tuple[str, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A staged commit above the whole-file limit is verified in chunks and streamed into place."""
+    from airflow_delta_maintenance.maintenance.operations import publish_copy
+    from airflow_delta_maintenance.maintenance.table import staged_commits
+
+    monkeypatch.setattr(publish_copy, "WHOLE_FILE_LIMIT", 1 << 20)
+    monkeypatch.setattr(staged_commits, "WHOLE_FILE_LIMIT", 1 << 20)
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/tables/large"
+    client = open_coordinator(f"local://{tmp_path}/c.db?create=true", options)
+    client.commit(uri, 0, create_actions(ict=True))
+    big = [add(f"part-{i:07d}-{'x' * 80}.parquet") for i in range(110_000)]  # ~17 MiB: three parts
+    client.commit(uri, 1, big)
+    client.commit(uri, 2, [add("small")])
+    store = open_table_storage(uri, options)
+    staged = {c.version: store.read(c.file_name) for c in client.get_commits(uri).commits}
+    assert len(staged[1]) > 16 << 20
+    result = publish_ratified_commits(bind_table(store, client))
+    assert result.published == [1, 2] and result.reported_version == 2
+    assert store.read("00000000000000000001.json") == staged[1] and store.read("00000000000000000002.json") == staged[2]
+    assert load_snapshot(uri, storage_options=options).num_files == 110_001
