@@ -152,8 +152,8 @@ def read_ratified_commit(
 
 @dataclass(frozen=True)
 class VerifiedCommit:
-    """A ratified commit whose bytes were verified: where they are, their size and SHA-256, and
-    the bytes themselves when the caller kept them (inline commits always)."""
+    """A ratified commit whose bytes were verified: where they are, their size, and either the
+    bytes themselves (kept by the caller; inline commits always) or their SHA-256."""
 
     commit: RatifiedCommit
     name: str | None  # the staged file (relative to _delta_log); None for an inline commit
@@ -162,6 +162,7 @@ class VerifiedCommit:
     data: bytes | None = None
 
     def matches(self, size: int, digest: bytes) -> bool:
+        assert self.data is None, "kept bytes are compared as bytes"
         return size == self.size and digest == self.digest
 
 
@@ -178,8 +179,7 @@ def verify_ratified_commit(
     when ``keep`` and the file was read whole."""
     if commit.inline_content is not None:
         validate_commit_bytes(store, commit, commit.inline_content)
-        data = commit.inline_content
-        return VerifiedCommit(commit, None, len(data), hashlib.sha256(data).digest(), data)
+        return VerifiedCommit(commit, None, len(commit.inline_content), b"", commit.inline_content)
     for name in _staged_candidates(store, commit):
         stat = listing.get(name) if listing is not None else None
         try:
@@ -187,7 +187,9 @@ def verify_ratified_commit(
                 data = prefetched[name] if prefetched is not None and name in prefetched else store.read(name)
                 _check_recorded(store, commit, name, len(data), stat or store.stat(name))
                 validate_commit_bytes(store, commit, data)
-                return VerifiedCommit(commit, name, len(data), hashlib.sha256(data).digest(), data if keep else None)
+                if keep:
+                    return VerifiedCommit(commit, name, len(data), b"", data)
+                return VerifiedCommit(commit, name, len(data), hashlib.sha256(data).digest())
             with store.open_input(name) as f:
                 size, digest = _stream_validated(store, commit, name, f)
         except FileNotFoundError:
