@@ -83,3 +83,42 @@ def test_generated_dag_runs_end_to_end_and_a_second_run_changes_nothing(airflow_
     assert second["xcom"]["publish"]["count"] == 0 and second["xcom"]["checkpoint"]["skipped"]
     assert second["xcom"]["compact_log"]["count"] == 0 and second["xcom"]["compact_log"]["skipped"]
     assert log_state(uri) == before
+
+
+def test_generated_dag_without_a_coordinator_acts_through_the_one_the_table_declares(airflow_home: Path, tmp_path: Path) -> None:
+    """tables.yaml names no coordinator for a table the embedded coordinator created. Before, the
+    tasks saw only the published log: the cleanup (mode delete) took retention and
+    enableExpiredLogCleanup from it and deleted commits while the ratified, unpublished version 6
+    said "keep"; the checkpoint ignored the catalog's head."""
+    import os
+    import time
+
+    spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "table")
+    client = open_coordinator(spec + "?create=true")
+    client.commit(uri, 0, create_actions())
+    for v in range(1, 6):
+        client.commit(uri, v, [{"add": {"path": f"f{v}", "partitionValues": {"region": "x"}, "size": 10, "modificationTime": 1, "dataChange": True}}])
+    from airflow_delta_maintenance.cli import main
+
+    assert main(["publish", uri, "--coordinator", spec]) == 0
+    past = time.time() - 60 * 86400
+    for p in (Path(uri) / "_delta_log").iterdir():
+        if p.is_file():
+            os.utime(p, (past, past))
+    meta = load_snapshot(uri).metadata.to_dict()
+    meta["configuration"] = {**meta["configuration"], "delta.enableExpiredLogCleanup": "false"}
+    client.commit(uri, 6, [{"metaData": meta}])  # ratified, not published
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "tables:\n"
+        f"  - name: undeclared\n    uri: {uri}\n    publish: false\n    schedule: null\n"
+        "    checkpoint: {interval: 1, engine: local}\n    compaction: {enabled: false}\n    cleanup: {mode: delete}\n"
+    )
+    before = {p.name for p in (Path(uri) / "_delta_log").iterdir()}
+    run, _ = run_dag(airflow_home, config)
+    assert run["state"] == "success", run
+    x = run["xcom"]
+    assert x["checkpoint"]["version"] == 5 and not x["checkpoint"]["skipped"], x["checkpoint"]
+    assert x["cleanup"]["skipped"] and "enableExpiredLogCleanup" in x["cleanup"]["reason"] and x["cleanup"]["deleted"] == 0, x["cleanup"]
+    after = {p.name for p in (Path(uri) / "_delta_log").iterdir()}
+    assert before <= after and [c.version for c in list_log_files(open_table_storage(uri)).commits] == list(range(6))
