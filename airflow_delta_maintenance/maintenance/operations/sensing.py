@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...coordinators.errors import CoordinatorError, TableNotFoundError, is_expired_credentials
+from ..errors import CoordinatorUnreachableError
 from ..table.maintained import MaintainedTable, restore_table
 
 __all__ = ["VersionObservation", "observe_ratified_versions", "observe_for_watch", "poll_ratified_versions", "is_transient"]
@@ -115,4 +116,4 @@ def is_transient(exc: BaseException) -> bool:
     signs with refreshed ones."""
     if isinstance(exc, CoordinatorError):
         return exc.retryable
-    return isinstance(exc, (ConnectionError, TimeoutError)) or is_expired_credentials(exc)
+    return isinstance(exc, (ConnectionError, TimeoutError, CoordinatorUnreachableError)) or is_expired_credentials(exc)

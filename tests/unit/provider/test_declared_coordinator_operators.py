@@ -80,3 +80,21 @@ def test_an_inconsistent_coordinator_fails_publish_and_the_sensor(coordinated_ta
     sensor = DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, min_new_commits=1, skip_when_nothing_new=True)
     with pytest.raises(AirflowFailException, match="InconsistentCoordinatorError"):
         sensor.poke({})
+
+
+def test_a_declared_coordinator_that_does_not_answer_is_transient(coordinated_table: tuple[str, str]) -> None:
+    """Taken from the table, a coordinator that does not answer says so with what the table
+    declares; the sensor pokes again and operators retry (a permanent failure would hide an outage)."""
+    from unittest import mock
+
+    from airflow.providers.common.compat.sdk import AirflowException
+
+    from airflow_delta_maintenance.coordinators.errors import CoordinatorError
+
+    _, uri = coordinated_table
+    busy = CoordinatorError("database is locked", retryable=True)
+    with mock.patch("airflow_delta_maintenance.coordinators.local.LocalCoordinator.get_commits", side_effect=busy):
+        assert DeltaRatifiedVersionSensor(task_id="wait", table_uri=uri, min_new_commits=1).poke({}) is False
+        with pytest.raises(AirflowException, match=r"CoordinatorUnreachableError: .* declares the embedded coordinator .* did not answer") as err:
+            DeltaPublishCommitsOperator(task_id="publish", table_uri=uri).execute({})
+    assert not isinstance(err.value, AirflowFailException)
