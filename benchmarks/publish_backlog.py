@@ -15,7 +15,7 @@ so every run publishes the same backlog from the same page-cache state. ``baseli
 package as it is at ``--baseline`` (``git archive``), ``ours`` the working tree; runs alternate
 (``_harness.interleaved``) and the load average is recorded before each.
 
-Targets (issue 28): ours flat in the backlog's size and below 250 MiB; time per MiB no worse than
+Targets: ours flat in the backlog's size and below 250 MiB; time per MiB no worse than
 the baseline's.
 """
 
@@ -136,7 +136,7 @@ def main() -> int:
         return 0
     print(f"cpus {os.cpu_count()}; fresh process per run; median [min–max] of n runs; loadavg mean/max; baseline = {ns.baseline}")
     print(f"{'pending':>9} {'engine':<9} {'peak RSS MiB':>20} {'publish s':>22} {'ms per MiB':>12} {'cpu s':>16} {'n':>2} {'loadavg':>9}")
-    for size, (pending, by_engine) in results.items():
+    for pending, by_engine in results.values():
         mib = pending / 2**20
         for engine, r in by_engine.items():
             d, m = r.to_dict(), r.to_dict()["peak_mib"]

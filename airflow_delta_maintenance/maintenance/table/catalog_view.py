@@ -31,7 +31,7 @@ from ...deltalog.replay.tail_check import validate_tail
 from ...deltalog.storage import LogStore
 from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError, MissingStagedCommitError
 from .coordinator_discovery import read_table_coordination
-from .staged_commits import StagedListing, fork_error, list_staged, published_matches, read_ratified_commit, verify_ratified_commit
+from .staged_commits import StagedListing, fork_error, list_staged, published_matches, verify_ratified_commit
 
 if TYPE_CHECKING:
     from ...deltalog.replay.snapshot import Snapshot
@@ -231,25 +231,31 @@ def check_view_coordination(table: MaintainedTable, view: CatalogView, state: Ta
         )
 
 
+# Verified bytes of the pending tail handed to the state reader as they are; beyond this the tail's
+# staged files are handed by name (verified first, read again by the reader one at a time), so a
+# large backlog costs a status, a checkpoint plan or a cleanup no more memory than a small one.
+TAIL_KEEP_BYTES = 32 << 20
+
+
 def _verified_tail(table: MaintainedTable, view: CatalogView) -> tuple[CatalogCommit, ...]:
-    """The pending commits, each verified (``read_ratified_commit``) and carried inline, once the
-    coordinator's answer is consistent and every commit it still tracks inside the published prefix
-    holds the ratified bytes."""
+    """The pending commits, each verified (``verify_ratified_commit``), once the coordinator's
+    answer is consistent and every commit it still tracks inside the published prefix holds the
+    ratified bytes. The first ``TAIL_KEEP_BYTES`` are carried inline, the rest by name."""
     view.check_consistent()
     pending = view.pending
     listing = list_staged(table.store) if any(c.inline_content is None for c in view.tracked) else None
     check_published_tracked(table.store, view, listing)
-    return tuple(
-        CatalogCommit(
-            version=c.version,
-            file_name=c.file_name,
-            inline_content=read_ratified_commit(table.store, c, listing),
-            timestamp=c.commit_timestamp,
-            size=c.file_size,
-            modification_time=c.file_modification_time,
-        )
-        for c in pending
-    )
+    tail: list[CatalogCommit] = []
+    kept = 0
+    for c in pending:
+        v = verify_ratified_commit(table.store, c, listing, keep=c.inline_content is not None or kept + c.file_size <= TAIL_KEEP_BYTES)
+        if v.data is not None and c.inline_content is None:
+            kept += v.size
+        tail.append(CatalogCommit(
+            version=c.version, file_name=v.name or c.file_name, inline_content=v.data, timestamp=c.commit_timestamp,
+            size=c.file_size, modification_time=c.file_modification_time,
+        ))
+    return tuple(tail)
 
 
 def check_published_tracked(store: LogStore, view: CatalogView, listing: StagedListing | None) -> None:

@@ -251,43 +251,77 @@ def file_digest(store: LogStore, name: str) -> tuple[int, bytes]:
     return size, h.digest()
 
 
+_DECODER = json.JSONDecoder()
+_JSON_SPACE = " \t\n\r"  # what json.loads allows around a value
+_BLANK = " \t\n\r\x0b\x0c"  # what bytes.strip() removes: such a line is skipped
+
+
 class _CommitLines:
     """The line rules of a ratified commit, fed whole or in chunks: every non-blank line is one JSON
-    action object, there is one, and the first one's in-commit timestamp is the coordinator's."""
+    action object, there is one, and the first one's in-commit timestamp is the coordinator's.
+
+    Text that is valid UTF-8 is decoded once per block and each line parsed with ``raw_decode``
+    (about a third less CPU than ``json.loads`` per line, which detects the encoding and decodes
+    each line again); whatever that path refuses is judged by ``json.loads`` on the line's bytes, so
+    what is accepted, and the message of what is not, are ``json.loads``'s."""
 
     def __init__(self, store: LogStore, commit: RatifiedCommit, name: str) -> None:
         self.store, self.commit, self.name = store, commit, name
         self.number = 0
         self.first: dict[str, Any] | None = None
-        self.rest = b""
+        self.pending: list[bytes] = []  # the start of a line a chunk cut
 
     def _error(self, what: str) -> StagedCommitError:
-        return StagedCommitError(
-            f"{self.store.display(self.name)}: {what}", version=self.commit.version, path=self.name
-        )
+        return StagedCommitError(f"{self.store.display(self.name)}: {what}", version=self.commit.version, path=self.name)
 
-    def check(self, lines: Iterable[bytes]) -> None:
-        for line in lines:
+    def _loads(self, line: bytes) -> Any:
+        try:
+            return json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise self._error(f"line {self.number} of ratified commit {self.commit.version} is not JSON ({exc})") from None
+
+    def _action(self, action: Any) -> None:
+        if not isinstance(action, dict) or len(action) != 1:
+            raise self._error(f"line {self.number} of ratified commit {self.commit.version} is not one action")
+        if self.first is None:
+            self.first = action
+
+    def check(self, block: bytes) -> None:
+        """Whole lines (the last may lack its newline only at the end of the file)."""
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            for raw_line in block.split(b"\n"):
+                self.number += 1
+                if raw_line.strip():
+                    self._action(self._loads(raw_line))
+            return
+        decode = _DECODER.raw_decode
+        for line in text.split("\n"):
             self.number += 1
-            if not line.strip():
+            if not line.strip(_BLANK):
                 continue
             try:
-                action = json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                raise self._error(f"line {self.number} of ratified commit {self.commit.version} is not JSON ({exc})") from None
-            if not isinstance(action, dict) or len(action) != 1:
-                raise self._error(f"line {self.number} of ratified commit {self.commit.version} is not one action")
-            if self.first is None:
-                self.first = action
+                action, end = decode(line)
+                if end != len(line) and line[end:].strip(_JSON_SPACE):
+                    action = self._loads(line.encode())  # "Extra data"
+            except (ValueError, RecursionError):
+                action = self._loads(line.encode())
+            self._action(action)
 
     def feed(self, chunk: bytes) -> None:
-        lines = (self.rest + chunk).split(b"\n")
-        self.rest = lines.pop()
-        self.check(lines)
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            self.pending.append(chunk)
+            return
+        block = b"".join([*self.pending, chunk[:cut]]) if self.pending else chunk[:cut]
+        self.pending = [chunk[cut + 1 :]] if cut + 1 < len(chunk) else []
+        self.check(block)
 
     def finish(self) -> None:
-        self.check([self.rest])
-        self.rest = b""
+        if self.pending:
+            self.check(b"".join(self.pending))
+            self.pending = []
         if self.first is None:
             raise self._error(f"ratified commit {self.commit.version} is empty")
         if self.commit.commit_timestamp >= 0:
@@ -302,7 +336,7 @@ class _CommitLines:
 def validate_commit_bytes(store: LogStore, commit: RatifiedCommit, data: bytes) -> None:
     """Every line is one JSON action object; the in-commit timestamp equals the coordinator's."""
     lines = _CommitLines(store, commit, commit.file_name or f"<inline commit {commit.version}>")
-    lines.check(data.split(b"\n"))
+    lines.check(data)
     lines.finish()
 
 

@@ -148,3 +148,85 @@ def test_a_streamed_commit_meeting_a_different_published_file_is_a_fork(tmp_path
     with open_table(uri, coordinator=spec) as table:
         result = publish_ratified_commits(table)
     assert result.already_published == [1, 2] and result.reported_version == 2
+
+
+def _accepts_as_json_loads_did(data: bytes) -> tuple[bool, Any]:
+    """The rule before: every non-blank line parsed by ``json.loads`` on its bytes."""
+    first = None
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except (ValueError, RecursionError):
+            return False, None
+        if not isinstance(action, dict) or len(action) != 1:
+            return False, None
+        first = first if first is not None else action
+    return first is not None, first
+
+
+LINES = [
+    b'{"add":{"path":"a","size":1}}', b' {"add":{}}', b'{"add":{}} ', b'{"add":{}}\r', b'{"add":{}} x', b'{"a":1}{"b":2}',
+    b"\xef\xbb\xbf{\"a\":1}", b'{"a":"\xff"}', b'{"a":"\xc3\xa9"}', b"[1]", b'{"a":1,"b":2}', b"", b"   ", b"\xc2\xa0",
+    b'{"a":NaN}', b'{"a":Infinity}', b'{"a":1e400}', b'{"a":' * 3000 + b"1" + b"}" * 3000, b"\x00{}", b'{"a":"\\ud800"}',
+    b'{"commitInfo":{"inCommitTimestamp":5}}', b'{"commitInfo":{"inCommitTimestamp":"5"}}', b"\t", b"\x0b", b'{"a":1}\x0c',
+]
+
+
+def test_the_line_rules_accept_exactly_what_json_loads_did() -> None:
+    """The faster line parser (UTF-8 decoded once, ``raw_decode``) accepts and refuses what
+    ``json.loads`` per line did, whole or fed in chunks of any size."""
+    import itertools
+
+    from airflow_delta_maintenance.coordinators.base import RatifiedCommit
+    from airflow_delta_maintenance.deltalog.storage import open_table_storage
+    from airflow_delta_maintenance.maintenance.table.staged_commits import _CommitLines
+
+    store = open_table_storage("memory://lines")
+    commit = RatifiedCommit(version=1, commit_timestamp=-1, file_name="x")
+    for a, b in itertools.product(LINES, repeat=2):
+        for data in (a + b"\n" + b, a + b"\n" + b + b"\n", a + b"\r\n" + b):
+            ok, first = _accepts_as_json_loads_did(data)
+            for chunk in (len(data) + 1, 1, 7):
+                lines = _CommitLines(store, commit, "x")
+                try:
+                    if chunk > len(data):
+                        lines.check(data)
+                    else:
+                        for i in range(0, len(data), chunk):
+                            lines.feed(data[i : i + chunk])
+                    lines.finish()
+                    got = True
+                except StagedCommitError:
+                    got = False
+                assert got == ok and (not ok or lines.first == first), (data[:80], chunk)
+
+
+def test_status_and_cleanup_of_a_large_backlog_read_the_ratified_tail_in_bounded_memory(
+    tmp_path: Path, small_limits: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ratified state (gates, retention, protocol) reads every pending commit: beyond a budget
+    they are verified and handed to the reader by name, one in memory at a time. Before, a status
+    or cleanup held the whole backlog too. A gate in the last commit is still obeyed."""
+    from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
+    from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
+    from airflow_delta_maintenance.maintenance.operations.status import table_status
+    from airflow_delta_maintenance.maintenance.table import catalog_view
+
+    monkeypatch.setattr(catalog_view, "TAIL_KEEP_BYTES", 512 * KIB)
+    spec, uri, staged = backlog(tmp_path, [300 * KIB] * 40 + [1536 * KIB] * 4)
+    meta = load_snapshot(uri).metadata.to_dict()
+    meta["configuration"] = {**meta["configuration"], "delta.enableExpiredLogCleanup": "false"}
+    open_coordinator(spec).commit(uri, 45, [{"metaData": meta}])
+    with open_table(uri, coordinator=spec) as table:
+        tracemalloc.start()
+        try:
+            status = table_status(table)
+            cleanup = run_metadata_cleanup(table, dry_run=False)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert status.pending_versions == list(range(1, 46)) and status.cleanup_skipped_reason == "delta.enableExpiredLogCleanup is false"
+    assert cleanup.plan.skip_reason == "delta.enableExpiredLogCleanup is false"
+    assert peak < 6 << 20, f"peak {peak / 2**20:.1f} MiB for {sum(map(len, staged.values())) / 2**20:.1f} MiB pending"
