@@ -190,12 +190,12 @@ def test_a_streamed_create_on_s3_is_create_if_absent_and_all_or_nothing(s3_bucke
     import boto3
 
     from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
-    from airflow_delta_maintenance.deltalog.storage import log_store
+    from airflow_delta_maintenance.deltalog.storage import object_creates
 
     bucket, options = s3_bucket
     store = open_table_storage(f"s3://{bucket}/t", options)
     chunk = bytes(range(256)) * 4096  # 1 MiB
-    parts = log_store.S3_PART_BYTES // len(chunk) * 2 + 3  # more than two parts
+    parts = object_creates.STREAM_PART_BYTES // len(chunk) * 2 + 3  # more than two parts
 
     def write(sink: Any) -> None:
         for _ in range(parts):

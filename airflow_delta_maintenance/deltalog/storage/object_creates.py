@@ -28,7 +28,7 @@ from .fsspec_files import AZURE, GCS, MEMORY, S3, forget_listings, is_conflict_i
 if TYPE_CHECKING:
     import fsspec
 
-__all__ = ["WRITE_TOKEN_KEY", "create_object", "create_object_stream"]
+__all__ = ["WRITE_TOKEN_KEY", "STREAM_PART_BYTES", "create_object", "create_object_stream"]
 
 # User-metadata key of the create token (lower-case letters only: valid as an S3 x-amz-meta- name,
 # an Azure metadata name, which must be a C# identifier, and a GCS metadata key).
@@ -36,6 +36,9 @@ WRITE_TOKEN_KEY = "deltamaintenancewrite"
 # S3 409 ConditionalRequestConflict (another conditional write of the key in flight): tries, first pause.
 IN_FLIGHT_TRIES = 6
 IN_FLIGHT_PAUSE_S = 0.05
+# Part (S3) / chunk (GCS) size of a streamed create: about the memory one holds (s3fs's default is
+# 50 MiB). S3's minimum part is 5 MiB; 10,000 parts of 8 MiB allow objects up to 78 GiB.
+STREAM_PART_BYTES = 8 << 20
 
 _MEMORY_LOCK = threading.Lock()
 
@@ -131,7 +134,7 @@ async def _azure_put_blob(fs: Any, path: str, data: bytes, token: str) -> None:
 
 def _open_exclusive(fs: fsspec.AbstractFileSystem, backend: str, path: str, token: str) -> Any:
     if backend == S3:
-        return fs.open(path, "xb", Metadata={WRITE_TOKEN_KEY: token})
+        return fs.open(path, "xb", block_size=STREAM_PART_BYTES, Metadata={WRITE_TOKEN_KEY: token})
     if backend == GCS:
         return fs.open(path, "xb", metadata={WRITE_TOKEN_KEY: token})
     if backend == AZURE:

@@ -77,7 +77,7 @@ def _already_published(store: LogStore, view: CatalogView, commit: RatifiedCommi
     if published is None:
         return
     try:
-        verified = verify_ratified_commit(store, commit, listing)
+        verified = verify_ratified_commit(store, commit, listing, strict=True)
     except MissingStagedCommitError:
         return
     try:

@@ -2,7 +2,8 @@
 
 Two passes keep publish's guarantees without holding the backlog: the first verifies every commit
 of the run in order (``verify_ratified_commit``: recorded size and modification time, every line
-one JSON action, the coordinator's in-commit timestamp) and keeps each one's size and SHA-256; the
+one JSON action, the coordinator's in-commit timestamp, and the one strict validation of log
+actions, ``validate_sources``) and keeps each one's size and SHA-256; the
 second copies them strictly in order, each create-if-absent, and proves for each that the bytes it
 copies are the bytes it verified (a staged file altered in between publishes nothing from it). So
 an altered commit anywhere in the backlog still publishes nothing at all.
@@ -11,7 +12,8 @@ Memory: the bytes of the first ``KEEP_BYTES`` of the backlog are kept between th
 backlog is read once, as before); object stores fetch staged files ``WINDOW_BYTES`` at a time
 (concurrently, in each pass); a staged file above ``WHOLE_FILE_LIMIT`` is never whole in memory —
 it is verified in chunks and copied as a stream (``LogStore.put_if_absent_stream``: a temp file
-linked into place locally, a multipart upload completed create-if-absent on S3).
+linked into place locally, on object stores an upload completed with the store's create-if-absent
+condition, ``object_creates``).
 """
 
 from __future__ import annotations
@@ -67,14 +69,18 @@ def _prefetch(store: LogStore, commits: Sequence[RatifiedCommit]) -> dict[str, b
 
 
 def verify_backlog(store: LogStore, commits: Sequence[RatifiedCommit], listing: StagedListing) -> list[VerifiedCommit]:
-    """Every commit verified, in order, before anything is copied; bytes kept up to ``KEEP_BYTES``."""
+    """Every commit verified, in order, before anything is copied; bytes kept up to ``KEEP_BYTES``.
+
+    Verified means both what the coordinator recorded and the one strict validation of log actions
+    every reader applies (``strict=True``), from the very bytes (or chunks) whose digest the copy
+    proves: a commit no reader could load is never copied into the published log."""
     out: list[VerifiedCommit] = []
     kept = 0
     for window in _windows(commits):
         prefetched = _prefetch(store, window)
         for c in window:
             keep = c.inline_content is not None or kept + c.file_size <= KEEP_BYTES
-            v = verify_ratified_commit(store, c, listing, prefetched, keep=keep)
+            v = verify_ratified_commit(store, c, listing, prefetched, keep=keep, strict=True)
             if v.data is not None and c.inline_content is None:
                 kept += v.size
             out.append(v)

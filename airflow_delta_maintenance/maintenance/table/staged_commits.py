@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 
 from ...coordinators.base import RatifiedCommit
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
+from ...deltalog.replay.tail_check import CommitStreamValidator
 from ...deltalog.storage import FileStat, LogStore
 from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
 
@@ -165,6 +166,11 @@ class VerifiedCommit:
         assert self.data is None, "kept bytes are compared as bytes"
         return size == self.size and digest == self.digest
 
+    def digest_only(self) -> VerifiedCommit:
+        """The same verified commit with its bytes let go (size and SHA-256 kept for the copy's proof)."""
+        assert self.data is not None and self.name is not None
+        return VerifiedCommit(self.commit, self.name, self.size, hashlib.sha256(self.data).digest())
+
 
 def verify_ratified_commit(
     store: LogStore,
@@ -173,12 +179,15 @@ def verify_ratified_commit(
     prefetched: Mapping[str, bytes] | None = None,
     *,
     keep: bool = True,
+    strict: bool = False,
 ) -> VerifiedCommit:
     """``read_ratified_commit``'s checks in bounded memory: a staged file above
     ``WHOLE_FILE_LIMIT`` is streamed in chunks (never whole in memory); the bytes are kept only
-    when ``keep`` and the file was read whole."""
+    when ``keep`` and the file was read whole. ``strict``: also the one strict validation of log
+    actions every reader applies (``CommitStreamValidator``), from the same bytes or chunks — for
+    a commit about to be copied into the published log."""
     if commit.inline_content is not None:
-        validate_commit_bytes(store, commit, commit.inline_content)
+        validate_commit_bytes(store, commit, commit.inline_content, strict=strict)
         return VerifiedCommit(commit, None, len(commit.inline_content), b"", commit.inline_content)
     for name in _staged_candidates(store, commit):
         stat = listing.get(name) if listing is not None else None
@@ -186,12 +195,12 @@ def verify_ratified_commit(
             if (prefetched is not None and name in prefetched) or (stat is not None and stat.size <= WHOLE_FILE_LIMIT):
                 data = prefetched[name] if prefetched is not None and name in prefetched else store.read(name)
                 _check_recorded(store, commit, name, len(data), stat or store.stat(name))
-                validate_commit_bytes(store, commit, data)
+                validate_commit_bytes(store, commit, data, strict=strict)
                 if keep:
                     return VerifiedCommit(commit, name, len(data), b"", data)
                 return VerifiedCommit(commit, name, len(data), hashlib.sha256(data).digest())
             with store.open_input(name) as f:
-                size, digest = _stream_validated(store, commit, name, f)
+                size, digest = _stream_validated(store, commit, name, f, strict)
         except FileNotFoundError:
             continue
         _check_recorded(store, commit, name, size, stat or store.stat(name))
@@ -204,9 +213,9 @@ def _chunks(f: BinaryIO) -> Iterable[bytes]:
         yield chunk
 
 
-def _stream_validated(store: LogStore, commit: RatifiedCommit, name: str, f: BinaryIO) -> tuple[int, bytes]:
+def _stream_validated(store: LogStore, commit: RatifiedCommit, name: str, f: BinaryIO, strict: bool) -> tuple[int, bytes]:
     """Validate a staged file chunk by chunk (lines split across chunks are joined); its size and SHA-256."""
-    lines = _CommitLines(store, commit, name)
+    lines = _CommitLines(store, commit, name, CommitStreamValidator(store.display(name)) if strict else None)
     h = hashlib.sha256()
     size = 0
     for chunk in _chunks(f):
@@ -265,8 +274,9 @@ class _CommitLines:
     each line again); whatever that path refuses is judged by ``json.loads`` on the line's bytes, so
     what is accepted, and the message of what is not, are ``json.loads``'s."""
 
-    def __init__(self, store: LogStore, commit: RatifiedCommit, name: str) -> None:
+    def __init__(self, store: LogStore, commit: RatifiedCommit, name: str, strict: CommitStreamValidator | None = None) -> None:
         self.store, self.commit, self.name = store, commit, name
+        self.strict = strict  # the one strict validation, fed the same blocks (a commit too large to hold)
         self.number = 0
         self.first: dict[str, Any] | None = None
         self.pending: list[bytes] = []  # the start of a line a chunk cut
@@ -288,6 +298,11 @@ class _CommitLines:
 
     def check(self, block: bytes) -> None:
         """Whole lines (the last may lack its newline only at the end of the file)."""
+        self._check_lines(block)
+        if self.strict is not None:
+            self.strict.feed(block)
+
+    def _check_lines(self, block: bytes) -> None:
         try:
             text = block.decode("utf-8")
         except UnicodeDecodeError:
@@ -324,6 +339,8 @@ class _CommitLines:
             self.pending = []
         if self.first is None:
             raise self._error(f"ratified commit {self.commit.version} is empty")
+        if self.strict is not None:
+            self.strict.finish()
         if self.commit.commit_timestamp >= 0:
             info = self.first.get("commitInfo")
             ict = info.get("inCommitTimestamp") if isinstance(info, dict) else None
@@ -333,9 +350,11 @@ class _CommitLines:
                 )
 
 
-def validate_commit_bytes(store: LogStore, commit: RatifiedCommit, data: bytes) -> None:
-    """Every line is one JSON action object; the in-commit timestamp equals the coordinator's."""
-    lines = _CommitLines(store, commit, commit.file_name or f"<inline commit {commit.version}>")
+def validate_commit_bytes(store: LogStore, commit: RatifiedCommit, data: bytes, *, strict: bool = False) -> None:
+    """Every line is one JSON action object; the in-commit timestamp equals the coordinator's;
+    with ``strict``, every action passes the one strict validation too."""
+    name = commit.file_name or f"<inline commit {commit.version}>"
+    lines = _CommitLines(store, commit, name, CommitStreamValidator(store.display(name) if commit.file_name else name) if strict else None)
     lines.check(data)
     lines.finish()
 

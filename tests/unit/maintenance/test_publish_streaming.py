@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from airflow_delta_maintenance.deltalog.errors import CorruptLogError
+from airflow_delta_maintenance.deltalog.replay import tail_check
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.errors import StagedCommitError
 from airflow_delta_maintenance.maintenance.operations import publish_copy
@@ -58,6 +60,7 @@ def small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(publish_copy, "WHOLE_FILE_LIMIT", 384 * KIB)
     monkeypatch.setattr(staged_commits, "WHOLE_FILE_LIMIT", 384 * KIB)
     monkeypatch.setattr(staged_commits, "CHUNK", 64 * KIB)
+    monkeypatch.setattr(tail_check, "_BATCH_BYTES", 256 * KIB)  # the strict validation's columnar batches, scaled down alike
 
 
 def published_bytes(uri: str, version: int) -> bytes:
@@ -230,3 +233,26 @@ def test_status_and_cleanup_of_a_large_backlog_read_the_ratified_tail_in_bounded
     assert status.pending_versions == list(range(1, 46)) and status.cleanup_skipped_reason == "delta.enableExpiredLogCleanup is false"
     assert cleanup.plan.skip_reason == "delta.enableExpiredLogCleanup is false"
     assert peak < 6 << 20, f"peak {peak / 2**20:.1f} MiB for {sum(map(len, staged.values())) / 2**20:.1f} MiB pending"
+
+
+@pytest.mark.parametrize(("where", "version"), [("kept", 2), ("re-read", 5), ("streamed", 7)])
+def test_a_commit_no_reader_could_load_publishes_nothing_wherever_it_sits(tmp_path: Path, small_limits: None, where: str, version: int) -> None:
+    """The one strict validation of log actions runs on every commit of the backlog before the first
+    copy — from the bytes that were verified, and for a commit too large to hold from the chunks it
+    is verified from: valid JSON whose last line adds the first line's path again (every reader
+    refuses that version) is a typed error naming the file and line, and nothing is published."""
+    spec, uri = f"local://{tmp_path}/c.db", str(tmp_path / "t")
+    client = open_coordinator(spec + "?create=true")
+    client.commit(uri, 0, create_actions(ict=True))
+    lines = 0
+    for v, size in enumerate([300 * KIB] * 6 + [1536 * KIB], start=1):
+        body = actions(v, size)
+        if v == version:
+            body.append({"add": {**body[0]["add"], "size": 7}})
+            lines = len(body) + 1  # after the commitInfo line the coordinator adds
+        client.commit(uri, v, body)
+    with open_table(uri, coordinator=spec) as table, pytest.raises(CorruptLogError, match=f"adds path 'v{version}/part-000000.parquet' twice") as refused:
+        publish_ratified_commits(table)
+    assert "_staged_commits/" in str(refused.value) and f"line {lines}" in str(refused.value), str(refused.value)
+    assert sorted(p.name for p in (Path(uri) / "_delta_log").glob("*.json")) == [f"{0:020d}.json"]
+    assert [c.version for c in open_coordinator(spec).get_commits(uri).commits] == list(range(1, 8))
