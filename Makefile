@@ -7,7 +7,7 @@ UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 SYSDEPS_STAMP := .cache/.system-deps
-BUILDDEPS_STAMP := .cache/.build-deps
+BUILDDEPS_STAMP := .cache/.build-deps-clang
 
 .PHONY: demo test setup venv jars servers system-deps clean
 
@@ -20,21 +20,23 @@ APT_INSTALL_MISSING = if [ -n "$$missing" ]; then \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# A C compiler and Python's headers for the package's optional C accelerators (setup.py): without
-# them the editable install quietly builds none, and the suite checks that they are there.
+# A C compiler and Python's headers for the optional C accelerators (accel/, a distribution of its
+# own that the dev environment installs so that tests and benchmarks run with them), and clang for
+# the suite's fuzz target (tests/fuzz: the accelerators built with libFuzzer's instrumentation).
 $(BUILDDEPS_STAMP):
 	@missing=""; command -v cc >/dev/null || missing="gcc libc6-dev"; \
+	 command -v clang >/dev/null || missing="$$missing clang"; \
 	 $(PYTHON) -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))" \
 	   || missing="$$missing python3-dev"; \
 	 $(APT_INSTALL_MISSING)
 	mkdir -p $(dir $@) && touch $@
 
 # The lock pins every transitive dependency, so a fresh machine resolves nothing new.
-$(STAMP): pyproject.toml setup.py $(wildcard airflow_delta_maintenance/deltalog/*/*.c) requirements/dev.lock | $(BUILDDEPS_STAMP)
+$(STAMP): pyproject.toml setup.py accel/pyproject.toml accel/setup.py $(wildcard accel/airflow_delta_maintenance_accel/*.c accel/airflow_delta_maintenance_accel/*.py) requirements/dev.lock | $(BUILDDEPS_STAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "uv==0.13.9"
 	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements/dev.lock
-	$(UV) pip install -q --python $(PY) --no-deps -e .
+	$(UV) pip install -q --python $(PY) --no-deps -e . -e accel
 	touch $@
 
 # Maven Central jars for delta-spark, hadoop-aws and DynamoDB Local (.ci/maven/*.xml) into

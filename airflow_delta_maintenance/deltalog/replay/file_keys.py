@@ -1,9 +1,11 @@
-"""The compiled newest-action-per-path pass (``_file_keys.c``), when it was built.
+"""The compiled newest-action-per-path pass (``_file_keys`` of the optional
+``airflow-delta-maintenance-accel`` distribution), when it is installed.
 
 Reconciliation needs, for every distinct file path, the largest action order. The pure path
 dictionary-encodes the paths with pyarrow (which also copies each distinct path into a new
 dictionary); the extension hashes them in place and compares keys byte for byte, so both give the
-same answer. It is optional, like the statistics reader: ``AVAILABLE`` says whether it loaded.
+same answer. It is optional, like the statistics reader: ``AVAILABLE`` says whether it loaded (see
+``_runtime/accelerators.py``).
 """
 
 from __future__ import annotations
@@ -13,15 +15,11 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
+from .._runtime import accelerators
 from ..stats.parsed_columns import string_offsets
 
-try:
-    from . import _file_keys  # type: ignore[attr-defined]
-
-    AVAILABLE = True
-except ImportError:  # not built here: replay dictionary-encodes with pyarrow
-    _file_keys = None
-    AVAILABLE = False
+_file_keys = accelerators.load("_file_keys")  # None: replay dictionary-encodes with pyarrow
+AVAILABLE = _file_keys is not None
 
 __all__ = ["AVAILABLE", "newest_orders"]
 

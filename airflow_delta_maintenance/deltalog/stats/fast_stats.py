@@ -1,4 +1,5 @@
-"""The compiled reader of plain ``add.stats`` objects (``_stats_json.c``), when it was built.
+"""The compiled reader of plain ``add.stats`` objects (``_stats_json`` of the optional
+``airflow-delta-maintenance-accel`` distribution), when it is installed.
 
 ``read(strings, ...)`` gives what ``pyarrow.json.read_json`` gives for the same objects
 under the same explicit schema (unknown keys ignored), or None when pyarrow would fail. The C code
@@ -8,8 +9,8 @@ cannot read exactly as pyarrow would — escapes, invalid UTF-8, duplicate keys,
 non-integer numbers for integer fields, other types. The flagged rows are read by pyarrow and put
 back in place, so results never depend on whether the extension exists, only speed does.
 
-The extension is optional (a source install without a C compiler skips it; so does a Spark job's
-zipped copy of the package): ``AVAILABLE`` says whether it loaded.
+The extension is optional (the ``[accel]`` extra installs it; a Spark job's zipped copy of the
+package never has it): ``AVAILABLE`` says whether it loaded (see ``_runtime/accelerators.py``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-try:
-    from . import _stats_json  # type: ignore[attr-defined]
+from .._runtime import accelerators
 
-    AVAILABLE = True
-except ImportError:  # not built here: the pyarrow reader does all the work
-    _stats_json = None
-    AVAILABLE = False
+_stats_json = accelerators.load("_stats_json")  # None: the pyarrow reader does all the work
+AVAILABLE = _stats_json is not None
 
 __all__ = ["AVAILABLE", "read"]
 

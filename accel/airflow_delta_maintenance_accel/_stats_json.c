@@ -1,6 +1,7 @@
-/* Optional accelerator for parsed_columns: reads ``add.stats`` JSON objects into Arrow-shaped
- * buffers that Python allocated (one validity byte per row per field; int64, double, float,
- * string-view or byte values), for the plain form writers produce.
+/* Accelerator for airflow_delta_maintenance.deltalog.stats (parsed_columns, through fast_stats.py):
+ * reads ``add.stats`` JSON objects into Arrow-shaped buffers that Python allocated (one validity
+ * byte per row per field; int64, double, float, string-view or byte values), for the plain form
+ * writers produce.
  *
  * Exactness rule: a row is either read completely and exactly as pyarrow's JSON reader would read
  * it, or it is *flagged* and left for pyarrow. Anything outside the plain subset flags the row:
@@ -399,7 +400,7 @@ static void free_tree(Node *n) {
 /* Fills `node->children` from a tuple of (name: bytes, kind, valid, values, lo, hi, children). */
 static int build_children(Node *node, PyObject *specs, Py_ssize_t rows, Buffers *bufs) {
     if (!PyTuple_Check(specs)) { PyErr_SetString(PyExc_TypeError, "children must be a tuple"); return 0; }
-    Py_ssize_t n = PyTuple_GET_SIZE(specs);
+    Py_ssize_t n = PyTuple_Size(specs);
     node->nchildren = (int)n;
     node->hint = 0;
     node->children = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Node));
@@ -409,9 +410,9 @@ static int build_children(Node *node, PyObject *specs, Py_ssize_t rows, Buffers 
         PyObject *name, *valid, *values, *children;
         long long lo, hi;
         ch->seen_row = -1;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(specs, i), "SiOOLLO", &name, &ch->kind, &valid, &values, &lo, &hi, &children)) return 0;
-        ch->name = PyBytes_AS_STRING(name);
-        ch->name_len = PyBytes_GET_SIZE(name);
+        if (!PyArg_ParseTuple(PyTuple_GetItem(specs, i), "SiOOLLO", &name, &ch->kind, &valid, &values, &lo, &hi, &children)) return 0;
+        ch->name = PyBytes_AsString(name);
+        ch->name_len = PyBytes_Size(name);
         ch->lo = lo;
         ch->hi = hi;
         if (!(ch->valid = take_buffer(bufs, valid, rows))) return 0;
@@ -469,7 +470,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"parse", stats_parse, METH_VARARGS, "Read plain add.stats objects into caller-allocated buffers; see _stats_fast.py."},
+    {"parse", stats_parse, METH_VARARGS, "Read plain add.stats objects into caller-allocated buffers; see airflow_delta_maintenance/deltalog/stats/fast_stats.py."},
     {NULL, NULL, 0, NULL},
 };
 

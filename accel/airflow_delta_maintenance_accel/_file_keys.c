@@ -1,4 +1,5 @@
-/* Optional accelerator for replay._winners: the newest action per file path in one hash pass.
+/* Accelerator for airflow_delta_maintenance.deltalog.replay (reconcile._winners, through
+ * file_keys.py): the newest action per file path in one hash pass.
  *
  * pyarrow's dictionary_encode, which the pure path uses, also copies every distinct path into a new
  * dictionary; reconciliation only needs, per distinct path, the largest action order. Keys are
@@ -96,7 +97,7 @@ static int take_chunk(PyObject *spec, Chunk *c) {
 static PyObject *file_keys_newest(PyObject *self, PyObject *args) {
     PyObject *specs, *won_obj;
     if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &specs, &won_obj)) return NULL;
-    Py_ssize_t nchunks = PyTuple_GET_SIZE(specs);
+    Py_ssize_t nchunks = PyTuple_Size(specs);
     Chunk *chunks = PyMem_Calloc((size_t)(nchunks ? nchunks : 1), sizeof(Chunk));
     if (!chunks) return PyErr_NoMemory();
     Py_buffer won = {0};
@@ -104,7 +105,7 @@ static PyObject *file_keys_newest(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < nchunks; i++) {
-        if (!take_chunk(PyTuple_GET_ITEM(specs, i), &chunks[i])) goto done;
+        if (!take_chunk(PyTuple_GetItem(specs, i), &chunks[i])) goto done;
         total += chunks[i].rows;
     }
     if (PyObject_GetBuffer(won_obj, &won, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
@@ -175,7 +176,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"newest", file_keys_newest, METH_VARARGS, "Mark the largest order per distinct key; see replay._winners."},
+    {"newest", file_keys_newest, METH_VARARGS, "Mark the largest order per distinct key; see deltalog/replay/file_keys.py."},
     {NULL, NULL, 0, NULL},
 };
 
