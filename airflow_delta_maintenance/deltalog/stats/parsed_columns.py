@@ -48,35 +48,32 @@ def _string_bytes(strings: pa.Array) -> pa.Buffer:
 
 
 def _read_json(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
-    """One pyarrow JSON read of the objects held by ``strings``, straight from their bytes: the
-    reader takes objects one after another without a separator, so no joined copy is built."""
-    data = _string_bytes(strings)
-    # pyarrow's reader crashes the process (SIGSEGV, pyarrow 26) when its input begins with a
-    # `null` value, as a damaged add's `"stats": "null"` would make it: an empty object read first
-    # and dropped keeps it from ever seeing one there (a null further on reads as a row of nulls).
-    lead = 1 if _first_value_is_null(data) else 0
-    if lead:
-        data = pa.py_buffer(b"{}" + data.to_pybytes())
+    """One pyarrow JSON read of the objects held by ``strings``, one row each, or None.
+
+    pyarrow's reader takes objects one after another without a separator, so read back to back a
+    blank row would read as nothing and a row of two objects as two, pairing later objects with the
+    wrong rows while the count still matched. Each row is read as the value of a one-key object
+    (``{"r":<row>}``, built by one vectorised join) instead: such a row is then a parse error and the
+    input is refused, as the compiled reader refuses it. That also keeps a leading ``null`` (a damaged
+    add's ``"stats": "null"``) away from the start of the input, where pyarrow 26 crashes on it."""
+    wrapped = pc.binary_join_element_wise(_ROW_OPEN, strings, _ROW_CLOSE, "")
+    data = _string_bytes(wrapped)
     try:
         table = pj.read_json(
             pa.BufferReader(data),
             read_options=pj.ReadOptions(block_size=data.size + 1, use_threads=False),  # one block: no newlines to split at
-            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+            parse_options=pj.ParseOptions(explicit_schema=pa.schema([("r", pa.struct(list(schema)))]), unexpected_field_behavior="ignore"),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    return table.slice(lead) if lead else table
+    if table.num_rows != len(strings):
+        return None
+    rows = _single(table.column("r"))
+    # a row ``null`` reads as a row of nulls, as it did read bare (flatten carries the row's null down)
+    return pa.Table.from_arrays(rows.flatten() if len(rows) else [pa.array([], f.type) for f in schema], schema=schema)
 
 
-def _first_value_is_null(data: pa.Buffer) -> bool:
-    view = memoryview(data)
-    for start in range(0, len(view), 4096):  # whitespace first, in bounded pieces
-        piece = bytes(view[start : start + 4096])
-        rest = piece.lstrip(b" \t\r\n")
-        if rest:
-            at = start + len(piece) - len(rest)
-            return bytes(view[at : at + 4]) == b"null"
-    return False
+_ROW_OPEN, _ROW_CLOSE = '{"r":', "}"
 
 
 def _read_objects(strings: pa.Array, schema: pa.Schema) -> pa.Table | None:
