@@ -68,8 +68,11 @@ $(SYSDEPS_STAMP): | $(BUILDDEPS_STAMP)  # after it: two apt-get runs at once wou
 demo: $(STAMP)
 	$(VENV)/bin/python -m airflow_delta_maintenance.demo
 
+# The whole suite (`pytest` without arguments runs only the fast tier: tests/_infra/tiers.py), with the
+# accelerators required: the dev environment builds them, and a failed build must not quietly test
+# only the pure path (tests/integration/test_test_tiers.py runs the log library's tests without them).
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	DELTA_MAINTENANCE_ACCEL=require $(PY) -m pytest tests $(PYTEST_ARGS)
 
 # Everything the suite needs, installed side by side (make -j): on a fresh machine the store
 # servers' builds (MinIO's go build is most of it) overlap the venv install and the jar fetches

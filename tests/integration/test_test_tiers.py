@@ -1,0 +1,65 @@
+"""The suite's tiers hold as the issue words them: the log library's tests run where Airflow (and
+the accelerators) are not installed, and the fast tier runs on the lowest Airflow the package
+claims (requirements/airflow-min.lock: pyproject's ``apache-airflow>=3.0``, with the dev lock's
+other pins)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+REPO = Path(__file__).resolve().parents[2]
+UV = str(Path(sys.executable).with_name("uv"))
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, **kwargs)  # type: ignore[call-overload]
+    assert out.returncode == 0, f"{cmd}: {out.stdout[-4000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+def venv(path: Path) -> str:
+    run([UV, "venv", "-q", str(path), "--python", sys.executable])
+    return str(path / "bin" / "python")
+
+
+def env_without(*prefixes: str) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
+def test_the_log_library_tests_run_without_airflow_or_accelerators(tmp_path: Path) -> None:
+    """``tests/unit/deltalog`` and ``tests/golden`` in a venv with only the library's own
+    dependencies and the test tools: no Airflow, no provider, no accelerators (the pure path, as a
+    machine without a C compiler runs it; ``make test`` runs the rest with them)."""
+    python = venv(tmp_path / "venv")
+    tools = ["pyarrow", "numpy", "fsspec", "pyyaml", "pytest", "pytest-asyncio", "pytest-timeout", "hypothesis", "deltalake"]
+    run([UV, "pip", "install", "-q", "--python", python, "-c", str(REPO / "requirements" / "dev.lock"), *tools])
+    missing = run([python, "-c", "import importlib.util as u; print([m for m in ('airflow', 'airflow_delta_maintenance_accel') if u.find_spec(m)])"], cwd=tmp_path)
+    assert missing.stdout.strip() == "[]", missing.stdout
+    out = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/deltalog", "tests/golden"],
+              cwd=REPO, env=env_without("AIRFLOW", "PYTHON", "DELTA_MAINTENANCE_ACCEL", "VIRTUAL_ENV"))
+    last = out.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", last) and "failed" not in last and "error" not in last, out.stdout[-3000:]
+
+
+def test_the_fast_tier_runs_on_the_lowest_airflow_claimed(tmp_path: Path) -> None:
+    floor = next(d for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"] if d.startswith("apache-airflow>="))
+    lowest = re.match(r"apache-airflow>=([\d.]+)", floor).group(1)  # type: ignore[union-attr]
+    lock = (REPO / "requirements" / "airflow-min.lock").read_text()
+    assert f"\napache-airflow=={lowest}.0\n" in lock or f"\napache-airflow=={lowest}\n" in lock, f"airflow-min.lock is not on {floor}"
+    python = venv(tmp_path / "venv")
+    run([UV, "pip", "install", "-q", "--python", python, "-r", str(REPO / "requirements" / "airflow-min.lock")])
+    run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "-e", str(REPO), "-e", str(REPO / "accel")])
+    env = env_without("AIRFLOW", "PYTHON", "VIRTUAL_ENV") | {"AIRFLOW_HOME": str(tmp_path / "airflow")}
+    version = run([python, "-c", "import airflow; print(airflow.__version__)"], cwd=tmp_path, env=env)
+    assert version.stdout.split()[-1].startswith(lowest), version.stdout
+    out = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=REPO, env=env)  # no arguments: the fast tier
+    last = out.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", last) and "failed" not in last and "error" not in last, out.stdout[-3000:]
