@@ -43,6 +43,13 @@ try:
     from airflow.sdk.configuration import conf
 except ImportError:  # pragma: no cover - Airflow 3.0 / 3.1
     from airflow.configuration import conf
+try:
+    from airflow.sdk import BaseNotifier
+except ImportError:  # pragma: no cover - 3.0.0's airflow.sdk points at a module it lacks (definitions.notifier)
+    try:
+        from airflow.sdk.bases.notifier import BaseNotifier  # type: ignore[no-redef,import-not-found,unused-ignore]
+    except ImportError:
+        from airflow.notifications.basenotifier import BaseNotifier  # type: ignore[no-redef,import-not-found,unused-ignore]  # gone in 3.3
 
 __all__ = [
     "DAG",
@@ -52,6 +59,7 @@ __all__ = [
     "AirflowSensorTimeout",
     "AirflowSkipException",
     "BaseHook",
+    "BaseNotifier",
     "BaseOperator",
     "BaseSensorOperator",
     "Connection",

@@ -17,12 +17,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-try:
-    from airflow.sdk import BaseNotifier
-except ImportError:  # pragma: no cover - older Airflow 3 releases keep it in core
-    from airflow.notifications.basenotifier import BaseNotifier  # type: ignore[no-redef,import-not-found]  # gone in 3.3
-
-from ..version_compat import BaseHook
+from ..version_compat import BaseHook, BaseNotifier
 
 __all__ = ["ALERTS_KEY", "DeltaHealthNotifier", "alert_text"]
 
