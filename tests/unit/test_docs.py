@@ -16,6 +16,8 @@ import pytest
 
 from airflow_delta_maintenance.cli import main as cli_main
 
+pytestmark = pytest.mark.slow  # a whole Sphinx build: run by make test, or name this file
+
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 README = REPO / "README.md"

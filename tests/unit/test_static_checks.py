@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # ruff, mypy and import-linter over the tree: run by make test, or name this file
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 

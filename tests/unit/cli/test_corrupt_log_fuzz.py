@@ -36,8 +36,11 @@ from pathlib import Path
 
 import deltalake
 import pyarrow as pa
+import pytest
 
 from tests.helpers.log_fuzz import CLI_COMMANDS, build_table, fresh_copy, fuzz_worker, log_listing, mutate, now_ms, run_commands
+
+pytestmark = pytest.mark.slow  # 10,000 mutated commits in two processes: minutes, not the inner loop (make test runs it)
 
 FUZZ_COMMITS = int(os.environ.get("DELTA_FUZZ_COMMITS", "10000"))
 PROPERTY_MUTATIONS = 150
