@@ -28,6 +28,7 @@ def probe(cwd: Path, mode: str | None, fake: str | None = None) -> subprocess.Co
     env = {k: v for k, v in os.environ.items() if k != accelerators.ENV}
     if mode is not None:
         env[accelerators.ENV] = mode
+    env["PYTHONPATH"] = str(REPO)  # the checkout's package, installed or not (the log library's no-Airflow run)
     if fake is not None:
         (cwd / "fake" / accelerators.PACKAGE).mkdir(parents=True, exist_ok=True)
         (cwd / "fake" / accelerators.PACKAGE / "__init__.py").write_text(fake)
