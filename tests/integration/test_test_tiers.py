@@ -39,7 +39,9 @@ def test_the_log_library_tests_run_without_airflow_or_accelerators(tmp_path: Pat
     dependencies and the test tools: no Airflow, no provider, no accelerators (the pure path, as a
     machine without a C compiler runs it; ``make test`` runs the rest with them)."""
     python = venv(tmp_path / "venv")
-    own = [d for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"] if not d.startswith("apache-airflow")]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    own = [d for d in [*project["dependencies"], *extras["azure"], *extras["gcs"]] if not d.startswith("apache-airflow")]  # the stores' file systems too
     tools = ["pytest", "pytest-asyncio", "pytest-timeout", "hypothesis", "deltalake"]
     run([UV, "pip", "install", "-q", "--python", python, "-c", str(REPO / "requirements" / "dev.lock"), *own, *tools])
     missing = run([python, "-c", "import importlib.util as u; print([m for m in ('airflow', 'airflow_delta_maintenance_accel') if u.find_spec(m)])"], cwd=tmp_path)
