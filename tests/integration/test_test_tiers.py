@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,16 @@ def test_the_fast_tier_runs_on_the_lowest_airflow_claimed(tmp_path: Path) -> Non
     env = env_without("AIRFLOW", "PYTHON", "VIRTUAL_ENV") | {"AIRFLOW_HOME": str(tmp_path / "airflow")}
     version = run([python, "-c", "import airflow; print(airflow.__version__)"], cwd=tmp_path, env=env)
     assert version.stdout.split()[-1].startswith(lowest), version.stdout
-    out = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=REPO, env=env)  # no arguments: the fast tier
-    last = out.stdout.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", last) and "failed" not in last and "error" not in last, out.stdout[-3000:]
+    # no arguments: the fast tier; -rfE lists every failure and error by node id
+    out = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE"], cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
+    failed = set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M))
+    known = {line.split("#")[0].strip() for line in KNOWN.read_text().splitlines()} - {""}
+    assert re.search(r"\d+ passed", out.stdout.strip().splitlines()[-1]), out.stdout[-3000:]
+    assert not failed - known, f"new failures on Airflow {lowest} (fix them, or list them in {KNOWN.name} with the reason):\n" + "\n".join(sorted(failed - known))
+    if known - failed:  # fixed (or an artefact of the run that listed them): said, not failed
+        warnings.warn(f"these pass on Airflow {lowest} now, remove them from {KNOWN.name}: " + ", ".join(sorted(known - failed)), stacklevel=1)
+
+
+# The fast tier's tests that fail on the lowest Airflow claimed, each to be fixed (in the package, or
+# the floor raised) and then removed: a ratchet, so that nothing new breaks there meanwhile.
+KNOWN = REPO / "requirements" / "airflow-min-known-failures.txt"

@@ -106,6 +106,7 @@ def glibc() -> None:
             pytest.skip(f"{name} is set: glibc's thresholds are the user's here")
 
 
+@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
 def test_an_operator_run_in_process_leaves_mallocs_dynamic_threshold_and_the_arrow_pool(glibc: None, tmp_path: Path) -> None:
     got = run(OPERATOR, str(tmp_path / "table"))
     assert got["version"] == 11

@@ -174,6 +174,7 @@ def test_many_odd_rows_go_to_pyarrow_at_once() -> None:
     assert _assert_same(rows) is not None
 
 
+@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
 def test_numbers_match_pyarrow_bit_for_bit() -> None:
     rng = random.Random(11)
     tokens: list[str] = []
