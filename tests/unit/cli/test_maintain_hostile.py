@@ -251,6 +251,7 @@ def test_the_spark_compaction_job_checks_a_huge_window_from_the_files_present(tm
     assert proc.returncode == 2 and "version 12 is not published" in proc.stderr, proc.stderr[-2000:]
 
 
+@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
 def test_a_stats_string_that_is_null_does_not_kill_the_checkpoint_command(tmp_path: Path) -> None:
     # pyarrow's JSON reader crashed the process (SIGSEGV) on an add whose stats string is `null`:
     # the command, run as a user runs it, in its own process so that a crash fails this test.

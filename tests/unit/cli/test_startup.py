@@ -12,6 +12,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from airflow_delta_maintenance.demo.sample_table import create_sample_table
 
 HEAVY = ("pyarrow", "fsspec", "numpy", "pandas", "pydantic", "yaml", "airflow_delta_maintenance.deltalog.replay.snapshot", "airflow_delta_maintenance.maintenance.spark.submit")
@@ -142,6 +144,7 @@ def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
 def test_the_entry_point_skips_teardown_but_keeps_output_exit_code_and_exit_handlers(tmp_path: Path) -> None:
     root = str(tmp_path / "t")
     create_sample_table(root, commits=3)

@@ -40,6 +40,7 @@ def _racer(spec: str, table: str, name: str, rounds: int, queue: multiprocessing
     queue.put(won)
 
 
+@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
 def test_processes_racing_on_one_database_ratify_each_version_once(tmp_path: Path) -> None:
     spec, table = f"local://{tmp_path}/c.db?create=true", str(tmp_path / "t")
     open_coordinator(spec).commit(table, 0, create_actions(ict=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import fsspec
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from airflow_delta_maintenance.deltalog.cleanup.plan import execute_cleanup, plan_log_cleanup, utc_midnight
@@ -77,6 +78,7 @@ def state(store, version: int) -> set:
     return load_snapshot(store, version, now_ms=NOW).active_file_keys()
 
 
+@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_logs())
 def test_cleanup_keeps_every_retained_version_and_removes_what_the_protocol_says(spec: dict) -> None:
@@ -169,6 +171,7 @@ def _write_checkpoint(log: LogBuilder, store, v: int, form: str, v2: bool) -> li
     return [f"{v:020d}.checkpoint.parquet"] * 2
 
 
+@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(damaged_logs())
 def test_damaged_anchors_and_corrupt_timestamps_never_lead_to_a_deletion_that_breaks_a_retained_version(spec: dict) -> None:

@@ -153,6 +153,7 @@ def _writer(spec: str, uri: str, first: int, count: int) -> None:
         client.commit(uri, v, [add(f"w{v}")])
 
 
+@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
 def test_four_racing_publishers_and_a_writer_lose_nothing(table: tuple[str, str]) -> None:
     spec, uri = table
     ctx = multiprocessing.get_context("spawn")
