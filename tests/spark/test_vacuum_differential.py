@@ -114,3 +114,35 @@ def test_plans_equal_delta_spark_and_the_wheel(name: str, zoo_copy: Any, spark: 
     ours_100, plan100 = _ours(t.uri, "full", 100 * HOUR_MS)
     assert ours_100 == spark_100 - link - _retained_cdc(t.path, plan100.retained_from)
     assert "stray-5-days.parquet" in ours_100 and "young-stray.parquet" not in ours_100
+
+
+EXECUTED = ["spark_deletion_vectors", "spark_cdf", "spark_special_partitions", "wheel_partitioned"]
+
+
+@pytest.mark.parametrize("name", EXECUTED)
+def test_after_execute_every_retained_version_reads_identically_in_delta_spark_and_the_wheel(
+    name: str, zoo_copy: Any, spark: Any, tmp_path: Path
+) -> None:
+    from tests._infra.zoo_oracle import compare_versions
+
+    t = zoo_copy(name)
+    plant_strays(t, tmp_path / "outside")
+    age_everything(t, 10)
+    recorded = sorted(int(v) for v in t.manifest.versions)
+    for retention in (None, 0):  # the table's (7 days), then none at all (the head only is retained)
+        with open_table(t.uri) as table:
+            result = run_vacuum(table, dry_run=False, retention_ms=retention, allow_shorter_retention=retention is not None)
+        plan = result.plan
+        assert plan is not None and result.deleted == plan.count - result.dropped
+        # our VACUUM START/END commits read as the recorded head: the recorded versions from the
+        # one live at the cutoff (or the recorded head) on must read as recorded
+        start = 0 if plan.retained_from is None else min(plan.retained_from, max(recorded))
+        retained = [v for v in recorded if v >= start]
+        problems = compare_versions(t.path, t.manifest, spark=spark, versions=retained)
+        assert problems == [], problems
+    assert (tmp_path / "outside" / "outside.parquet").exists() and (t.path / "link_out").is_symlink()
+    assert not (t.path / "stray-root.parquet").exists() and (t.path / "young-stray.parquet").exists()
+    # delta-spark reads the head after our VACUUM START/END commits as the recorded head
+    head = max(recorded)
+    rows = spark.read.format("delta").load(str(t.path)).count()
+    assert rows == spark.read.format("delta").option("versionAsOf", head).load(str(t.path)).count()

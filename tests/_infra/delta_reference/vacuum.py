@@ -75,12 +75,15 @@ def age_everything(t: ZooTable, days: float) -> None:
     os.utime(t.path / "young-stray.parquet", (now, now))
 
 
-def relative(t: ZooTable, paths: list[str]) -> list[str]:
+def relative(t: ZooTable, paths: list[str], *, decode: bool = True) -> list[str]:
+    """Paths relative to the table root. ``decode=False`` for delta-spark's and the wheel's VACUUM
+    output: both give the name on disk (a partition directory ``p=100%25`` is literal)."""
     root = str(t.path).rstrip("/") + "/"
     out = []
     for p in paths:
         p = p.removeprefix("file://").removeprefix("file:")
-        out.append(unquote(p[len(root) :] if p.startswith(root) else p))
+        p = p[len(root) :] if p.startswith(root) else p
+        out.append(unquote(p) if decode else p)
     return sorted(out)
 
 
@@ -89,7 +92,7 @@ def spark_vacuum(spark: Any, t: ZooTable, sql_tail: str, conf: dict[str, str] | 
     try:
         with session_conf(spark, **(conf or {})):
             rows = spark.sql(statement).collect()
-        return {"sql": statement.replace(str(t.path), "<table>"), "conf": conf or {}, "paths": relative(t, [r[0] for r in rows])}
+        return {"sql": statement.replace(str(t.path), "<table>"), "conf": conf or {}, "paths": relative(t, [r[0] for r in rows], decode=False)}
     except Exception as exc:  # noqa: BLE001 - a refusal is a reference fact: recorded, not raised
         return {"sql": statement.replace(str(t.path), "<table>"), "conf": conf or {}, "error": error_line(exc)}
 
@@ -100,7 +103,7 @@ def wheel_vacuum(t: ZooTable, **kwargs: Any) -> dict[str, Any]:
     call = f"vacuum({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
     try:
         paths = deltalake.DeltaTable(str(t.path)).vacuum(**kwargs)
-        return {"call": call, "raw_sample": sorted(paths)[:3], "paths": relative(t, list(paths))}
+        return {"call": call, "raw_sample": sorted(paths)[:3], "paths": relative(t, list(paths), decode=False)}
     except Exception as exc:  # noqa: BLE001 - a refusal is a reference fact: recorded, not raised
         return {"call": call, "error": error_line(exc)}
 
