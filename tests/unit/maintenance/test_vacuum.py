@@ -19,7 +19,6 @@ import pytest
 
 from airflow_delta_maintenance.coordinators.local import EMBEDDED_COORDINATOR_PROPERTY
 from airflow_delta_maintenance.demo.sample_table import create_actions
-from airflow_delta_maintenance.maintenance.errors import CoordinatorMismatchError
 from airflow_delta_maintenance.maintenance.operations.log_cleanup import RetentionTooShortError
 from airflow_delta_maintenance.maintenance.operations.vacuum import HOUR_MS, run_vacuum
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
@@ -128,9 +127,8 @@ def test_files_of_ratified_unpublished_commits_survive_at_any_age(tmp_path: Path
     assert not (root / "_delta_log" / f"{1:020d}.json").exists()  # nothing published
     planned = plan_paths(uri, coordinator=spec, retention_ms=0, allow_shorter_retention=True)
     assert planned == {"stray.parquet"}
-    # The table declares its coordinator: without it VACUUM refuses (it would see only v0).
-    with pytest.raises(CoordinatorMismatchError, match="declares the embedded coordinator"):
-        plan_paths(uri, retention_ms=0, allow_shorter_retention=True)
+    # The table declares its coordinator: given none, VACUUM still acts through it (never on v0 alone).
+    assert plan_paths(uri, retention_ms=0, allow_shorter_retention=True) == {"stray.parquet"}
     with open_table(uri, coordinator=spec) as table:
         result = run_vacuum(table, dry_run=False, retention_ms=0, allow_shorter_retention=True)
     assert result.deleted == 1 and data_files(root) >= {"region=x/a.parquet", "region=x/b.parquet"}
