@@ -4,7 +4,7 @@
 
 The submitter (``maintenance.operations.optimize``, the one orchestration of both engines) plans
 the bins and writes them as JSON tasks to ``<run-dir>/tasks.json`` under ``_delta_log``. This job
-follows Spark's DelayedCommitProtocol (seed 001): each task reads its bin's files (deletion vectors
+follows Spark's DelayedCommitProtocol: each task reads its bin's files (deletion vectors
 applied), writes one file ``part-<split>-<uuid>.<codec>.parquet`` into the partition's directory
 and returns its ``add`` action as its commit message; only when every task has succeeded does the
 driver collect them, and it writes them, created if absent, to ``<run-dir>/result.json``. The job

@@ -1,4 +1,4 @@
-"""The ``optimize:`` section of a table's configuration (data-file compaction, issue 31).
+"""The ``optimize:`` section of a table's configuration (data-file compaction).
 
 Off unless the table has the section (``base.OptInSection``): ``optimize: true`` or a mapping of
 some of its keys turns it on. Sizes are bytes or byte strings (``128MB``, ``1GiB``) checked here as
