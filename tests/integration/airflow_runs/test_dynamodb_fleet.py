@@ -114,7 +114,7 @@ def test_one_shared_spec_and_auto_maintain_every_delta_spark_table(
         out = cli("versions", uri, "--coordinator", "auto", "--json", env=env)
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout) | {"table_uri": None} == {
-            "table_uri": None, "latest_ratified_version": ROWS, "latest_published_version": 5, "pending": [6, 7, 8], "problems": []}
+            "table_uri": None, "latest_ratified_version": ROWS, "latest_published_version": 5, "pending": [6, 7, 8], "problems": [], "published_only": False}
 
     # One shared spec for two tables, auto for the third; generated DAGs, dag.test().
     shared = f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}"
