@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 SYSDEPS_STAMP := .cache/.system-deps
 BUILDDEPS_STAMP := .cache/.build-deps-clang
 
-.PHONY: demo test setup venv jars servers system-deps clean
+.PHONY: demo test test-zoo test-tiers setup venv jars servers system-deps clean
 
 venv: $(STAMP)
 
@@ -73,6 +73,15 @@ demo: $(STAMP)
 # only the pure path (tests/integration/test_test_tiers.py runs the log library's tests without them).
 test: setup
 	DELTA_MAINTENANCE_ACCEL=require $(PY) -m pytest tests $(PYTEST_ARGS)
+
+# Every zoo table in the differential tests (make test runs a few each; hours on two cores).
+test-zoo: setup
+	DELTA_TEST_ZOO=all DELTA_MAINTENANCE_ACCEL=require $(PY) -m pytest tests/spark $(PYTEST_ARGS)
+
+# The test tiers themselves: the log library's tests without Airflow, the fast tier on the lowest
+# Airflow claimed (a venv each).
+test-tiers: setup
+	DELTA_TEST_TIERS=1 $(PY) -m pytest tests/integration/test_test_tiers.py $(PYTEST_ARGS)
 
 # Everything the suite needs, installed side by side (make -j): on a fresh machine the store
 # servers' builds (MinIO's go build is most of it) overlap the venv install and the jar fetches

@@ -17,7 +17,13 @@ import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 UV = str(Path(sys.executable).with_name("uv"))
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# A venv built per tier and a whole test run in each (about 15 minutes on two cores): outside
+# make test's budget, run by make test-tiers.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("DELTA_TEST_TIERS") != "1", reason="make test-tiers runs the tiers (DELTA_TEST_TIERS=1)"),
+]
 
 
 def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -22,6 +22,7 @@ from airflow_delta_maintenance.maintenance.operations.optimize import run_optimi
 from airflow_delta_maintenance.maintenance.table.maintained import open_table
 from tests._infra.table_zoo import ZooTable
 from tests._infra.zoo_oracle import assert_versions_unchanged
+from tests._infra.zoo_tier import zoo_tables
 from tests.spark.test_cluster import SMALL_JOB_CONF
 from tests.spark.test_optimize_zoo import _commit, assert_optimized
 
@@ -48,7 +49,7 @@ def _files(path: Path, version: int) -> list[tuple[Any, ...]]:
                    a["add"].get("baseRowId"), a["add"].get("defaultRowCommitVersion")) for a in _commit(path, version) if "add" in a)
 
 
-@pytest.mark.parametrize("name", TABLES)
+@pytest.mark.parametrize("name", zoo_tables(TABLES, ["spark_deletion_vectors", "wheel_special_partitions"]))
 def test_the_spark_engine_keeps_every_version_and_writes_the_worker_engines_files(name: str, zoo_copy: Any, spark: Any) -> None:
     t: ZooTable = zoo_copy(name)
     before = t.manifest.latest_version
@@ -76,7 +77,7 @@ def _referenced(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("seed", [3, 7])
+@pytest.mark.parametrize("seed", zoo_tables([3, 7], [3]))
 def test_a_killed_spark_run_leaves_nothing_visible_and_a_rerun_converges(seed: int, zoo_copy: Any, spark: Any) -> None:
     rng = random.Random(seed)
     t: ZooTable = zoo_copy("wheel_many_small_files_partitioned")

@@ -15,6 +15,7 @@ from airflow_delta_maintenance.maintenance.operations.optimize import run_optimi
 from airflow_delta_maintenance.maintenance.table.maintained import open_table
 from tests._infra.table_zoo import ZOO, ZooTable
 from tests._infra.zoo_oracle import assert_versions_unchanged, read_rows, record
+from tests._infra.zoo_tier import zoo_tables
 from tests.spark.test_table_zoo import ENGINES_DISAGREE
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop, pytest.mark.timeout(1800)]
@@ -24,7 +25,10 @@ def _commit(path: Path, version: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
+# make test: the features the acceptance names (column mapping, deletion vectors, type widening,
+# timestamp NTZ, variant, special partition values); make test-zoo: every table.
+@pytest.mark.parametrize("name", zoo_tables(sorted(ZOO), ["spark_column_mapping_id", "spark_deletion_vectors", "spark_type_widening",
+                                                       "spark_timestamp_ntz", "spark_variant", "wheel_special_partitions"]))  # fmt: skip
 def test_optimize_keeps_every_version_and_the_rows(name: str, zoo_copy: Any, spark: Any) -> None:
     t: ZooTable = zoo_copy(name)
     before = t.manifest.latest_version

@@ -27,6 +27,7 @@ import pytest
 from airflow_delta_maintenance.maintenance.operations.vacuum import HOUR_MS, run_vacuum
 from airflow_delta_maintenance.maintenance.table.maintained import open_table
 from tests._infra.delta_reference.vacuum import CHECK_OFF, age_everything, plant_strays, spark_vacuum, wheel_vacuum
+from tests._infra.zoo_tier import zoo_tables
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop, pytest.mark.slow]
 
@@ -66,7 +67,7 @@ def _retained_cdc(path: Path, retained_from: int | None) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("name", TABLES)
+@pytest.mark.parametrize("name", zoo_tables(TABLES, ["spark_deletion_vectors"]))  # 4 min a table: make test-zoo runs all
 def test_plans_equal_delta_spark_and_the_wheel(name: str, zoo_copy: Any, spark: Any, tmp_path: Path) -> None:
     t = zoo_copy(name)
     plant_strays(t, tmp_path / "outside")
@@ -119,7 +120,7 @@ def test_plans_equal_delta_spark_and_the_wheel(name: str, zoo_copy: Any, spark: 
 EXECUTED = ["spark_deletion_vectors", "spark_cdf", "spark_special_partitions", "wheel_partitioned"]
 
 
-@pytest.mark.parametrize("name", EXECUTED)
+@pytest.mark.parametrize("name", zoo_tables(EXECUTED, ["spark_special_partitions"]))
 def test_after_execute_every_retained_version_reads_identically_in_delta_spark_and_the_wheel(
     name: str, zoo_copy: Any, spark: Any, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ import pytest
 from airflow_delta_maintenance.cli import main
 from airflow_delta_maintenance.deltalog.model.paths import crc_name
 from tests._infra.delta_reference.checksums import TABLES, probe
+from tests._infra.zoo_tier import zoo_tables
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
 
@@ -83,8 +84,9 @@ def test_our_checksums_equal_delta_sparks_own_field_by_field(zoo_copy: Any, name
     assert compared_files, name
 
 
-@pytest.mark.parametrize("name", ["spark_partitioned", "spark_deletion_vectors", "spark_checkpoint_v2", "spark_row_tracking",
-                                  "wheel_partitioned", "wheel_many_small_files_partitioned"])  # fmt: skip
+@pytest.mark.parametrize("name", zoo_tables(["spark_partitioned", "spark_deletion_vectors", "spark_checkpoint_v2", "spark_row_tracking",
+                                              "wheel_partitioned", "wheel_many_small_files_partitioned"],
+                                             ["spark_deletion_vectors", "spark_checkpoint_v2", "wheel_partitioned"]))  # fmt: skip
 def test_delta_spark_validates_our_checksums_with_mismatches_fatal(zoo_copy: Any, spark: Any, name: str) -> None:
     t = zoo_copy(name)
     log = t.path / "_delta_log"
