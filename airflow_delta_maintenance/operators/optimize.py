@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..maintenance.operations.optimize import run_optimize
 from ..version_compat import AirflowSkipException
 from ._base import DeltaTableOperator, translate_errors
-from ._params import as_bool, as_seconds
+from ._due import not_due, record_work
+from ._params import as_bool
 from ._spark import SparkEngineMixin
 
 if TYPE_CHECKING:
@@ -90,20 +91,8 @@ class DeltaOptimizeOperator(SparkEngineMixin, DeltaTableOperator):
         self.catalog_permits_optimize = catalog_permits_optimize
         self.max_workers = max_workers
 
-    def _not_due(self, context: Context) -> str | None:
-        seconds = as_seconds(self.min_interval, "min_interval")
-        if not seconds:
-            return None
-        last = context.get("prev_start_date_success") if context else None
-        if not isinstance(last, datetime):
-            return None
-        age = datetime.now(timezone.utc) - (last if last.tzinfo else last.replace(tzinfo=timezone.utc))
-        if age.total_seconds() >= seconds:
-            return None
-        return f"the last OPTIMIZE ran {age.total_seconds() / 3600:.1f} h ago; min_interval is {seconds / 3600:.1f} h"
-
     def execute(self, context: Context) -> dict[str, Any]:
-        reason = self._not_due(context)
+        reason = not_due(context, self.task_id, self.min_interval, "OPTIMIZE")
         if reason is not None:
             self.log.info("optimize: skipped — %s", reason)
             raise AirflowSkipException(reason)
@@ -144,6 +133,7 @@ class DeltaOptimizeOperator(SparkEngineMixin, DeltaTableOperator):
                     extra["engine"] = WorkerEngine(DataFiles(table.store), self.max_workers)
                 result = run_optimize(table, options, dry_run=dry_run, catalog_permits_optimize=permits, progress=self.progress(), **extra)
             record = self.finish(result.report())
+            record_work(context)
             if result.commits:
                 self.emit_log_event(context, optimize_version=result.commits[-1], optimize_commits=len(result.commits))
             return record

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..maintenance.operations.vacuum import run_vacuum
 from ..version_compat import AirflowSkipException
 from ._base import DeltaTableOperator, translate_errors
+from ._due import not_due, record_work
 from ._params import as_bool, as_seconds
 
 if TYPE_CHECKING:
@@ -73,18 +74,8 @@ class DeltaVacuumOperator(DeltaTableOperator):
         seconds = as_seconds(value, "retention_hours")
         return None if seconds is None else round(seconds * 1000)
 
-    def _not_due(self, context: Context) -> str | None:
-        seconds = as_seconds(self.min_interval, "min_interval")
-        last = context.get("prev_start_date_success") if seconds and context else None
-        if not isinstance(last, datetime):
-            return None
-        age = datetime.now(timezone.utc) - (last if last.tzinfo else last.replace(tzinfo=timezone.utc))
-        if seconds is None or age.total_seconds() >= seconds:
-            return None
-        return f"the last VACUUM ran {age.total_seconds() / 3600:.1f} h ago; min_interval is {seconds / 3600:.1f} h"
-
     def execute(self, context: Context) -> dict[str, Any]:
-        reason = self._not_due(context)
+        reason = not_due(context, self.task_id, self.min_interval, "VACUUM")
         if reason is not None:
             self.log.info("vacuum: skipped — %s", reason)
             raise AirflowSkipException(reason)
@@ -106,6 +97,7 @@ class DeltaVacuumOperator(DeltaTableOperator):
                     progress=self.progress(),
                 )
             record = self.finish(result.report())
+            record_work(context)
             if result.commits:
                 self.emit_log_event(context, vacuum_version=result.commits[-1])
             return record

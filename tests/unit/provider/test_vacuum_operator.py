@@ -34,13 +34,31 @@ def test_dry_run_by_default_then_delete_with_a_templated_retention(tmp_path: Pat
     assert not (root / "stray.parquet").exists()
 
 
-def test_min_interval_skips_until_due(tmp_path: Path) -> None:
+class _TaskXComs:
+    """A task instance's XComs across runs, as include_prior_dates sees them (newest wins)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str, include_prior_dates: bool = False) -> Any:
+        assert include_prior_dates and task_ids == "vacuum"
+        return self.values.get(key)
+
+
+def test_min_interval_measures_from_this_tasks_last_work_not_the_last_dag_run(tmp_path: Path) -> None:
     root = tmp_path / "t"
     wheel_table(root, versions=1)
     op = DeltaVacuumOperator(task_id="vacuum", table_uri=str(root), min_interval="7d")
-    recent: Any = {"prev_start_date_success": datetime.now(timezone.utc) - timedelta(days=2)}
+    ti = _TaskXComs()
+    assert op.execute({"ti": ti})["count"] == 0  # never ran: due, and the work is recorded
+    # an hour later: the previous DAG run succeeded an hour ago and so did this task's work
     with pytest.raises(AirflowSkipException, match=r"min_interval is 168\.0 h"):
-        op.execute(recent)
-    due: Any = {"prev_start_date_success": datetime.now(timezone.utc) - timedelta(days=8)}
-    assert op.execute(due)["count"] == 0
-    assert op.execute({})["count"] == 0  # never ran: due
+        op.execute({"ti": ti, "prev_start_date_success": datetime.now(timezone.utc) - timedelta(hours=1)})
+    # eight days on, hourly DAG runs all succeeded (the previous one an hour ago; old code: skipped
+    # forever), but this task last worked eight days ago: due
+    ti.values["last_work_at"] = (datetime.now(timezone.utc) - timedelta(days=8)).isoformat()
+    assert op.execute({"ti": ti, "prev_start_date_success": datetime.now(timezone.utc) - timedelta(hours=1)})["count"] == 0
+    assert op.execute({})["count"] == 0  # no task instance (a direct call): due
