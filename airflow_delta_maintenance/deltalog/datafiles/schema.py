@@ -10,7 +10,6 @@ schema no longer has are dropped. Timestamps are microseconds (``INT96`` is read
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CorruptLogError
+from ..model.schema import primitive_to_arrow
 
 __all__ = [
     "DataSchema",
@@ -30,21 +30,6 @@ __all__ = [
 ]
 
 FIELD_ID_KEY = b"PARQUET:field_id"
-_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
-_PRIMITIVES: dict[str, pa.DataType] = {
-    "byte": pa.int8(),
-    "short": pa.int16(),
-    "integer": pa.int32(),
-    "long": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "boolean": pa.bool_(),
-    "binary": pa.binary(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
 VARIANT_TYPE = pa.struct([pa.field("value", pa.binary(), nullable=False), pa.field("metadata", pa.binary(), nullable=False)])
 
 
@@ -64,11 +49,9 @@ def _field_id(field: Mapping[str, Any]) -> int | None:
 def arrow_type(typ: Any, *, with_ids: bool) -> pa.DataType:
     """A Delta type (JSON schema) as its Arrow type in data files (physical names)."""
     if isinstance(typ, str):
-        if typ in _PRIMITIVES:
-            return _PRIMITIVES[typ]
-        m = _DECIMAL.match(typ)
-        if m:
-            return pa.decimal128(int(m.group(1)), int(m.group(2)))
+        primitive = primitive_to_arrow(typ)  # the log's own mapping: one table of Delta's primitive types
+        if primitive is not None:
+            return primitive
         if typ == "variant":
             return VARIANT_TYPE
         raise SchemaMismatchError(f"unsupported data type {typ!r}")
