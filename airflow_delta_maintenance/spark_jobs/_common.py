@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession, Window, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -48,6 +49,8 @@ __all__ = [
 # Storage options without secrets (JSON) come from this variable; the secrets from the file named
 # by the second one — never from argv nor an environment value (maintenance.spark_submit).
 STORAGE_OPTIONS_ENV = "DELTA_MAINTENANCE_STORAGE_OPTIONS"
+# Sessions this process's jobs started: only those are stopped when a job ends.
+_OWNED_SESSIONS: list[SparkSession] = []
 CREDENTIALS_FILE_ENV = "DELTA_MAINTENANCE_CREDENTIALS_FILE"
 
 ACTION_SCHEMA = from_arrow_schema(
@@ -117,7 +120,10 @@ def spark_session(app_name: str, store: LogStore | None = None) -> SparkSession:
             builder = builder.config("spark.hadoop.fs.s3a.session.token", secret["token"]).config(
                 "spark.hadoop.fs.s3a.aws.credentials.provider", "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
             )
+    started_here = SparkContext._active_spark_context is None
     session = builder.getOrCreate()
+    if started_here:
+        _OWNED_SESSIONS.append(session)
     if store is not None:
         hadoop_conf = session.sparkContext._jsc.hadoopConfiguration()
         for key, value in hadoop_settings(store, _STORE_OPTIONS.get(id(store), {})).items():
@@ -281,10 +287,14 @@ def run_job(main_fn: Any, argv: Sequence[str] | None) -> int:
 def _close_hadoop_filesystems() -> None:
     """Close the JVM's Hadoop file systems before the driver exits: hadoop-azure's ABFS keeps
     non-daemon thread pools until its file system is closed, and spark-submit's JVM would wait
-    for them forever after this Python driver ended."""
-    session = SparkSession.getActiveSession()
-    if session is None:
-        return
+    for them forever after this Python driver ended. Only a session the job started is closed:
+    a job run inside a process that already had one (a notebook, a test's session) must leave
+    that session and its cached file systems working."""
+    while _OWNED_SESSIONS:
+        _stop(_OWNED_SESSIONS.pop())
+
+
+def _stop(session: SparkSession) -> None:
     try:
         session._jvm.org.apache.hadoop.fs.FileSystem.closeAll()  # type: ignore[union-attr]
         session.stop()

@@ -268,6 +268,19 @@ def test_a_spark_run_whose_staging_is_emptied_publishes_nothing(tmp_path: Path, 
     assert load_snapshot(uri).num_files == load_snapshot(uri, 11).num_files
 
 
+def test_a_job_run_in_a_process_that_has_a_session_leaves_that_session_working(tmp_path: Path, spark: Any) -> None:
+    """A job stops the session it started (spark-submit's JVM must exit), never one it found: run
+    in a notebook or beside other work, stopping it broke every later query (the suite's own
+    session died this way and every later Spark test failed)."""
+    from airflow_delta_maintenance.spark_jobs import checkpoint as job
+
+    uri = synthetic(tmp_path / "t", v2=False)
+    assert job.main(["--table-uri", uri, "--version", "11"]) == 0
+    assert not spark.sparkContext._jsc.sc().isStopped()
+    assert spark.range(3).count() == 3
+    assert spark.read.text(f"{uri}/_delta_log/{0:020d}.json").count() == 4  # its Hadoop file systems too
+
+
 @pytest.mark.parametrize("job", ["checkpoint", "compaction"])
 def test_a_file_action_without_a_path_fails_the_job_naming_its_version(tmp_path: Path, job: str) -> None:
     uri = synthetic(tmp_path / "t", v2=False)
