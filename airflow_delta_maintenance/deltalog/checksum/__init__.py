@@ -1,9 +1,11 @@
 """Version checksums (``<v>.crc``): computed from a replay or from the previous checksum plus one
-commit, written create-if-absent, parsed strictly and verified against the replay."""
+commit, written create-if-absent, parsed strictly and verified against the replay; and the
+protocol/metadata load that takes them from the newest checksum (``protocol_metadata``)."""
 
-from .compute import apply_commit, checksum_from_snapshot, commit_actions
-from .state import ChecksumError, ChecksumState, parse_checksum
-from .verify import checksum_mismatches
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "ChecksumError",
@@ -14,3 +16,16 @@ __all__ = [
     "commit_actions",
     "parse_checksum",
 ]
+
+# Imported on first use: the protocol/metadata load (identity, gates, cleanup) reads a checksum
+# without the computing side's numpy and Arrow compute.
+_HOME = {
+    "apply_commit": "compute", "checksum_from_snapshot": "compute", "commit_actions": "compute",
+    "ChecksumError": "state", "ChecksumState": "state", "parse_checksum": "state", "checksum_mismatches": "verify",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)

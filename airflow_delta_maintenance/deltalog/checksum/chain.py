@@ -19,7 +19,7 @@ from ..replay.snapshot import load_snapshot
 from ..replay.table_state import load_table_state
 from ..storage import LogStore
 from .compute import NeedsReplay, apply_commit, checksum_from_snapshot, commit_actions
-from .state import ChecksumError, ChecksumState, parse_checksum
+from .state import ChecksumError, ChecksumState, parse_checksum, self_inconsistency
 from .verify import checksum_mismatches
 
 __all__ = ["ChecksumRun", "ChecksumProblem", "read_checksum", "self_inconsistency", "walk_checksums", "oldest_reconstructable"]
@@ -57,21 +57,6 @@ def read_checksum(store: LogStore, version: int) -> ChecksumState | None:
     except FileNotFoundError:
         return None
     return parse_checksum(data, store.display(crc_name(version)), version)
-
-
-def self_inconsistency(state: ChecksumState) -> str | None:
-    """Why a checksum cannot be true of any table (its histograms or file list against its totals)."""
-    if state.num_files < 0 or state.table_size_bytes < 0:
-        return "negative file count or size"
-    if (state.num_metadata, state.num_protocol) != (1, 1):
-        return "numMetadata/numProtocol are not 1"
-    if state.file_counts is not None and state.file_bytes is not None and (sum(state.file_counts), sum(state.file_bytes)) != (state.num_files, state.table_size_bytes):
-        return "fileSizeHistogram does not add up to numFiles/tableSizeBytes"
-    if state.all_files is not None and (len(state.all_files), sum(int(a["size"]) for a in state.all_files.values())) != (state.num_files, state.table_size_bytes):
-        return "allFiles does not add up to numFiles/tableSizeBytes"
-    if state.deleted_record_counts is not None and sum(state.deleted_record_counts) != state.num_files:
-        return "deletedRecordCountsHistogramOpt does not add up to numFiles"
-    return None
 
 
 def oldest_reconstructable(files: LogSegmentFiles) -> int:

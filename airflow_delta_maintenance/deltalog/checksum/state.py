@@ -14,7 +14,7 @@ from ..model.schema_validation import strict_json_loads
 from ..model.validation import validate_action
 from .histograms import DELETED_RECORD_BINS, FILE_SIZE_BINS
 
-__all__ = ["ChecksumError", "ChecksumState", "FileKey", "parse_checksum", "ALL_FILES_THRESHOLD"]
+__all__ = ["ChecksumError", "ChecksumState", "FileKey", "parse_checksum", "self_inconsistency", "ALL_FILES_THRESHOLD"]
 
 # delta-spark's `allFilesInCrc.thresholdNumFiles`: the live adds are embedded below this many files.
 ALL_FILES_THRESHOLD = 50
@@ -190,3 +190,18 @@ def parse_checksum(data: bytes, name: str, version: int) -> ChecksumState:
         num_metadata=_long(d, "numMetadata", name, version) or 0,
         num_protocol=_long(d, "numProtocol", name, version) or 0,
     )
+
+
+def self_inconsistency(state: ChecksumState) -> str | None:
+    """Why a checksum cannot be true of any table (its histograms or file list against its totals)."""
+    if state.num_files < 0 or state.table_size_bytes < 0:
+        return "negative file count or size"
+    if (state.num_metadata, state.num_protocol) != (1, 1):
+        return "numMetadata/numProtocol are not 1"
+    if state.file_counts is not None and state.file_bytes is not None and (sum(state.file_counts), sum(state.file_bytes)) != (state.num_files, state.table_size_bytes):
+        return "fileSizeHistogram does not add up to numFiles/tableSizeBytes"
+    if state.all_files is not None and (len(state.all_files), sum(int(a["size"]) for a in state.all_files.values())) != (state.num_files, state.table_size_bytes):
+        return "allFiles does not add up to numFiles/tableSizeBytes"
+    if state.deleted_record_counts is not None and sum(state.deleted_record_counts) != state.num_files:
+        return "deletedRecordCountsHistogramOpt does not add up to numFiles"
+    return None

@@ -41,7 +41,7 @@ from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 if TYPE_CHECKING:  # pyarrow.parquet is imported where a checkpoint is read: a log without one never needs it
     import pyarrow.parquet as pq
 
-__all__ = ["TableState", "load_table_state", "referenced_sidecar_names", "NON_FILE_KINDS", "segment_non_file_actions"]
+__all__ = ["TableState", "StateSeed", "load_table_state", "referenced_sidecar_names", "NON_FILE_KINDS", "segment_non_file_actions"]
 
 _PM_COLUMNS = ("protocol", "metaData")
 _PM_BATCH_ROWS = 16_384
@@ -76,6 +76,20 @@ class TableState(VersionFacts):
     timestamp: int  # in-commit timestamp where enabled, else the commit's modification time
     now_ms: int
     bytes_read: int = 0  # log bytes read to build this state (for benchmarks and tests)
+    # The version of the checksum whose protocol or metadata this state holds (no commit after it
+    # changed them); None when both came from the log itself. Writers never act on such a state.
+    checksum_version: int | None = None
+
+
+@dataclass(frozen=True)
+class StateSeed:
+    """Protocol and metadata of ``version`` from a source other than the log (a version checksum
+    the caller parsed and checked): used only where no commit after ``version`` supplies them, and
+    only when ``version`` lies inside the segment, at or above its checkpoint."""
+
+    version: int
+    protocol: Protocol
+    metadata: Metadata
 
 
 class _Finder:
@@ -304,6 +318,7 @@ def load_table_state(
     latest_ratified_version: int | None = None,
     files: LogSegmentFiles | None = None,
     now_ms: int | None = None,
+    seed: StateSeed | None = None,
 ) -> TableState:
     """Protocol, metadata and properties at ``version`` (default latest), with one LIST of ``_delta_log``.
 
@@ -311,7 +326,7 @@ def load_table_state(
     come from a coordinator (ratified commits not yet published win over published files, and
     nothing above the ratified version is read). Raises what ``load_snapshot`` raises for a
     missing commit, an incomplete checkpoint, a missing protocol or metadata, or an unsupported
-    reader feature.
+    reader feature. ``seed`` (see ``StateSeed``) ends the backwards read at its version.
     """
     store = table if isinstance(table, LogStore) else open_table_storage(table, storage_options)
     files = files if files is not None else list_log_files(store)
@@ -321,7 +336,7 @@ def load_table_state(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     for attempt in range(LISTING_ATTEMPTS):
         try:
-            return _state_from(store, files, segment, now)
+            return _state_from(store, files, segment, now, seed)
         except FileNotFoundError as exc:
             # A file of this listing is gone: a concurrent cleanup removed commits and checkpoints
             # below a newer checkpoint, which a fresh listing shows. Same version, listed again.
@@ -337,14 +352,19 @@ def load_table_state(
     raise AssertionError("unreachable")
 
 
-def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, now: int) -> TableState:
+def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, now: int, seed: StateSeed | None = None) -> TableState:
     finder = _Finder()
     target_info: dict[str, Any] | None = None
     target_read = False
     scratch = bytearray()
-    # Newest first: the target's commit is always read (its commitInfo gives the timestamp).
+    if seed is not None and not max(segment.checkpoint_version, 0) <= seed.version <= segment.version:
+        seed = None  # a seed outside the segment says nothing about this version
+    # Newest first: the target's commit is always read (its commitInfo gives the timestamp); with
+    # a seed, only the sources holding a version above it (their protocol or metadata win).
     for source in reversed(segment.deltas):
         if finder.done and target_read:
+            break
+        if target_read and seed is not None and _end_version(source) <= seed.version:
             break
         name, data = _source_bytes(store, source, scratch)
         finder.bytes_read += len(data)
@@ -355,6 +375,11 @@ def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, no
             if isinstance(source, CatalogCommit) or source.end_version == source.version:
                 target_info = next((a["commitInfo"] for _, a in actions if a.get("commitInfo") is not None), None)
         finder.take(actions, name)
+    from_seed = None
+    if not finder.done and seed is not None:
+        from_seed = seed.version
+        finder.protocol = finder.protocol or seed.protocol
+        finder.metadata = finder.metadata or seed.metadata
     if not finder.done and segment.checkpoint is not None:
         _read_checkpoint_pm(store, segment.checkpoint, finder)
     if finder.protocol is None:
@@ -376,4 +401,9 @@ def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, no
         timestamp=_target_timestamp(store, segment, files, target_info, ict_from),
         now_ms=now,
         bytes_read=finder.bytes_read,
+        checksum_version=from_seed,
     )
+
+
+def _end_version(source: JsonSource) -> int:
+    return source.version if isinstance(source, CatalogCommit) else source.end_version

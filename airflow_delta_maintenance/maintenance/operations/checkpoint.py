@@ -6,13 +6,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...deltalog.checkpoint.writer import CheckpointResult, write_checkpoint
-from ...deltalog.errors import UnpublishedVersionError
+from ...deltalog.errors import UnpublishedVersionError, UnsupportedFeatureError
 from ...deltalog.log_segment.listing import CheckpointGroup, LogSegmentFiles
 from ...deltalog.model.features import check_write_supported
 from ...deltalog.model.paths import LogFileType
 from ...deltalog.replay.snapshot import load_snapshot
 from ...deltalog.replay.table_state import TableState
-from ..table.catalog_view import CatalogView, ratified_state, validate_ratified_tail
+from ..table.catalog_view import CatalogView, check_identity_checksum, ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from .summary import JSONValue, Progress, TaskReport, human_bytes
 
@@ -85,11 +85,28 @@ def plan_checkpoint(
     """Is a checkpoint due, over published versions the catalog ratified? The interval default and
     the feature gate come from the latest ratified state."""
     view = table.catalog_view()
-    state = ratified_state(table, view)
+    # A version checksum may say "not due" (a skip, nothing written); a checkpoint is written only
+    # on the log's own protocol and metadata (gates and interval decided again from them).
+    state = ratified_state(table, view, from_checksum=True)
+    if state.checksum_version is not None:
+        try:
+            check_write_supported(state.protocol, operation=f"checkpoint of {table.uri}", path=table.uri)
+        except UnsupportedFeatureError:
+            pass  # a checksum's word fails nothing: the log decides below
+        else:
+            decision = _decide(view, state, interval, version, force)
+            if not decision.due:
+                return CheckpointPlan(view, decision, state)
+        state = ratified_state(table, view)
+    else:
+        check_identity_checksum(table, view, state)
     check_write_supported(state.protocol, operation=f"checkpoint of {table.uri}", path=table.uri)
+    return CheckpointPlan(view, _decide(view, state, interval, version, force), state)
+
+
+def _decide(view: CatalogView, state: TableState, interval: int | None, version: int | None, force: bool) -> CheckpointDecision:
     every = state.properties.checkpoint_interval if interval is None else interval
-    decision = decide_checkpoint(view.files, interval=every, published_version=view.published_version, version=version, force=force)
-    return CheckpointPlan(view, decision, state)
+    return decide_checkpoint(view.files, interval=every, published_version=view.published_version, version=version, force=force)
 
 
 def run_local_checkpoint(table: MaintainedTable, plan: CheckpointPlan, *, progress: Progress | None = None) -> CheckpointResult:

@@ -17,7 +17,7 @@ from ...coordinators.base import CommitsResponse, RatifiedCommit
 from ...deltalog.errors import AtomicWriteUnsupportedError
 from ...deltalog.storage import LogStore
 from ..errors import MissingStagedCommitError, StagedCommitError
-from ..table.catalog_view import CatalogView
+from ..table.catalog_view import CatalogView, check_identity_checksum
 from ..table.maintained import MaintainedTable
 from ..table.staged_commits import StagedListing, fork_error, list_staged, published_matches, verify_ratified_commit
 from .publish_copy import copy_verified, verify_backlog
@@ -112,6 +112,7 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
     # A head nothing reaches, pending commits out of order, twice or with gaps: a failure, never a
     # green "nothing to publish" run after run on a wedged table.
     view.check_consistent()
+    check_identity_checksum(table, view)  # the coordinator published through is the one the log declares
     listing = list_staged(store)
     head = view.latest_ratified_version
     target = head if up_to is None else min(up_to, head)

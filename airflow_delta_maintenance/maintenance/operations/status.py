@@ -8,7 +8,8 @@ from typing import Any
 from ...deltalog.cleanup.plan import plan_log_cleanup
 from ...deltalog.errors import DeltaLogError
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, SIDECAR_DIR, STAGED_DIR
-from ..table.catalog_view import CatalogView, ratified_state, validate_ratified_tail
+from ..errors import ChecksumMismatchError
+from ..table.catalog_view import CatalogView, check_identity_checksum, ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from ..table.staged_commits import StagedListing, list_staged
 
@@ -126,7 +127,17 @@ def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableS
     if problems:
         candidates, size, reason = 0, 0, "the coordinator is inconsistent (see problems); cleanup would not run"
     else:
-        state = ratified_state(table, view, now_ms=now_ms)
+        # Protocol and metadata from the newest checksum where usable; the log's own whenever
+        # that checksum is not the one verified below or does not verify.
+        state = ratified_state(table, view, now_ms=now_ms, from_checksum=True)
+        crc_problems = _checksum_problems(table, view)
+        verified = max((c.version for c in files.crcs if c.version <= published), default=None)
+        if state.checksum_version is not None and (crc_problems or state.checksum_version != verified):
+            state = ratified_state(table, view, now_ms=now_ms, check_identity=False)
+        try:
+            check_identity_checksum(table, view, state)
+        except ChecksumMismatchError as exc:
+            problems.append(" ".join(str(exc).removeprefix(f"{store.uri}: ").split()))
         try:
             validate_ratified_tail(table, state)
         except DeltaLogError as exc:
@@ -134,7 +145,7 @@ def table_status(table: MaintainedTable, *, now_ms: int | None = None) -> TableS
         if problems:
             candidates, size, reason = 0, 0, "a commit up to the head cannot be read (see problems); no writer or cleanup would run"
         else:
-            problems.extend(_checksum_problems(table, view))
+            problems.extend(crc_problems)
             plan = plan_log_cleanup(store, state, now_ms=state.now_ms, latest_published_version=view.released_version, files=files)
             candidates, size, reason = len(plan.deletions), plan.bytes, plan.skip_reason
     return TableStatus(

@@ -25,11 +25,11 @@ from ...coordinators.base import RatifiedCommit
 from ...deltalog.errors import DeltaLogError
 from ...deltalog.log_segment.listing import LogSegmentFiles
 from ...deltalog.log_segment.segment import CatalogCommit, build_log_segment
-from ...deltalog.model.paths import LEGACY_STAGED_DIR
+from ...deltalog.model.paths import LEGACY_STAGED_DIR, crc_name
 from ...deltalog.replay.table_state import TableState, load_table_state
 from ...deltalog.replay.tail_check import validate_tail
 from ...deltalog.storage import LogStore
-from ..errors import CoordinatorMismatchError, InconsistentCoordinatorError, MissingStagedCommitError
+from ..errors import ChecksumMismatchError, CoordinatorMismatchError, InconsistentCoordinatorError, MissingStagedCommitError
 from .coordinator_discovery import read_table_coordination
 from .staged_commits import StagedListing, fork_error, list_staged, published_matches, verify_ratified_commit
 
@@ -45,6 +45,7 @@ __all__ = [
     "read_table_state",
     "ratified_state",
     "check_view_coordination",
+    "check_identity_checksum",
     "check_published_tracked",
     "load_ratified_snapshot",
     "validate_ratified_tail",
@@ -59,9 +60,18 @@ def read_table_state(
     catalog_commits: tuple[Any, ...] = (),
     latest_ratified_version: int | None = None,
     now_ms: int | None = None,
+    from_checksum: bool = False,
 ) -> TableState:
     """Protocol, metadata and properties of ``version`` without replaying file actions (the one
-    place identity and gates read them): the worker's cost does not grow with the table."""
+    place identity and gates read them): the worker's cost does not grow with the table. With
+    ``from_checksum`` the read stops at the newest usable version checksum (its trust rule:
+    ``deltalog.checksum.protocol_metadata``): for answers and skip decisions, never for writing."""
+    if from_checksum:
+        from ...deltalog.checksum.protocol_metadata import load_table_state_from_checksum
+
+        return load_table_state_from_checksum(
+            store, version, files=files, catalog_commits=catalog_commits, latest_ratified_version=latest_ratified_version, now_ms=now_ms
+        )
     return load_table_state(
         store, version, files=files, catalog_commits=catalog_commits, latest_ratified_version=latest_ratified_version, now_ms=now_ms
     )
@@ -281,16 +291,46 @@ def check_published_tracked(store: LogStore, view: CatalogView, listing: StagedL
             raise fork_error(store, c, published.name)
 
 
-def ratified_state(table: MaintainedTable, view: CatalogView, *, now_ms: int | None = None) -> TableState:
+def ratified_state(
+    table: MaintainedTable, view: CatalogView, *, now_ms: int | None = None, from_checksum: bool = False, check_identity: bool = True
+) -> TableState:
     """The table's latest *ratified* state (published files plus the verified pending commits):
-    gates, retention and protocol come from here, never from a stale published snapshot."""
+    gates, retention and protocol come from here, never from a stale published snapshot.
+
+    ``from_checksum``: protocol and metadata may come from the newest version checksum (status,
+    a gate deciding to skip). Without it (every writer and cleanup) they come from the log, and an
+    identity whose coordinator was read from a checksum is checked against the log first
+    (``check_identity``: status reports it instead)."""
     tail = _verified_tail(table, view)
-    state = _identity_state_if_same(table, view, tail, now_ms) or read_table_state(
+    state = _identity_state_if_same(table, view, tail, now_ms, from_checksum) or read_table_state(
         table.store, view.files, view.latest_ratified_version, catalog_commits=tail,
-        latest_ratified_version=view.head, now_ms=now_ms,
+        latest_ratified_version=view.head, now_ms=now_ms, from_checksum=from_checksum,
     )
+    if not from_checksum and check_identity:
+        check_identity_checksum(table, view, state)
     check_view_coordination(table, view, state)
     return state
+
+
+def check_identity_checksum(table: MaintainedTable, view: CatalogView, state: TableState | None = None) -> None:
+    """The identity (which coordinator the table declares) was read from a version checksum: the
+    log at that version must declare the same before anything is written or deleted through it.
+    ``state``: the log's own read, reused when it is of the identity's version."""
+    identity = table.identity_state
+    if identity is None or identity.checksum_version is None:
+        return
+    same = state is not None and state.version == identity.version and state.checksum_version is None
+    logged = state if same and state is not None else read_table_state(
+        table.store, view.files, identity.version, latest_ratified_version=view.head
+    )
+    declared = read_table_coordination(logged.protocol, logged.metadata.configuration, table.uri)
+    if declared != table.coordination:
+        raise ChecksumMismatchError(
+            f"{table.uri}: the checksum of v{identity.checksum_version} ({crc_name(identity.checksum_version)}) says the table "
+            f"declares {table.coordination.describe()}, the log says {declared.describe()}; nothing was done "
+            "(delta-maintenance verify names the checksum; remove it or write it again)",
+            version=identity.checksum_version, path=crc_name(identity.checksum_version),
+        )
 
 
 def validate_ratified_tail(table: MaintainedTable, state: TableState) -> None:
@@ -301,7 +341,7 @@ def validate_ratified_tail(table: MaintainedTable, state: TableState) -> None:
 
 
 def _identity_state_if_same(
-    table: MaintainedTable, view: CatalogView, tail: Sequence[CatalogCommit], now_ms: int | None
+    table: MaintainedTable, view: CatalogView, tail: Sequence[CatalogCommit], now_ms: int | None, from_checksum: bool = False
 ) -> TableState | None:
     """The identity's protocol/metadata read, when the view's state is read from exactly the same
     files: no pending commit, the same version, and the same checkpoint and commits by name, size
@@ -309,6 +349,8 @@ def _identity_state_if_same(
     cached = table.identity_state
     if cached is None or tail or cached.version != view.latest_ratified_version:
         return None
+    if cached.checksum_version is not None and not from_checksum:
+        return None  # read from a checksum: a writer reads the log
     try:
         segment = build_log_segment(view.files, view.latest_ratified_version, latest_ratified_version=view.head, table=table.store.uri)
     except DeltaLogError:

@@ -167,8 +167,16 @@ def _read_coordination(store: LogStore) -> tuple[TableCoordination, TableState]:
     if files.is_empty:
         raise TableNotFoundError(f"{store.uri}: _delta_log holds no commit or checkpoint", path=store.log_dir)
     # The durable prefix: a commit written around the coordinator past a gap is never read here.
-    state = read_table_state(store, files, max(durable_prefix(files), 0))
-    return read_table_coordination(state.protocol, state.metadata.configuration, store.uri), state
+    # From the newest version checksum where one is usable: a writer checks the declaration
+    # against the log before acting (catalog_view.check_identity_checksum).
+    version = max(durable_prefix(files), 0)
+    state = read_table_state(store, files, version, from_checksum=True)
+    coordination = read_table_coordination(state.protocol, state.metadata.configuration, store.uri)
+    if coordination.kind is not None and state.checksum_version is not None:
+        # No coordinator is opened (nor its conf handed on) on a checksum's word: the log says.
+        state = read_table_state(store, files, version)
+        coordination = read_table_coordination(state.protocol, state.metadata.configuration, store.uri)
+    return coordination, state
 
 
 def restore_table(
