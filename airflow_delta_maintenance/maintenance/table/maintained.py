@@ -17,7 +17,7 @@ from typing import Any
 
 from ...coordinators.base import CommitCoordinatorClient, CommitsResponse, RatifiedCommit
 from ...coordinators.errors import CoordinatorError
-from ...deltalog.errors import TableNotFoundError
+from ...deltalog.errors import DeltaLogError, TableNotFoundError
 from ...deltalog.log_segment.listing import list_log_files
 from ...deltalog.replay.table_state import TableState
 from ...deltalog.storage import LogStore, open_table_storage
@@ -171,12 +171,16 @@ def _read_coordination(store: LogStore) -> tuple[TableCoordination, TableState]:
     # against the log before acting (catalog_view.check_identity_checksum).
     version = max(durable_prefix(files), 0)
     state = read_table_state(store, files, version, from_checksum=True)
-    coordination = read_table_coordination(state.protocol, state.metadata.configuration, store.uri)
-    if coordination.kind is not None and state.checksum_version is not None:
+    if state.checksum_version is not None:
+        try:
+            coordination = read_table_coordination(state.protocol, state.metadata.configuration, store.uri)
+        except (DeltaLogError, CoordinatorError, ValueError):  # a checksum's word fails nothing: the log decides
+            coordination = None
+        if coordination is not None and coordination.kind is None:
+            return coordination, state
         # No coordinator is opened (nor its conf handed on) on a checksum's word: the log says.
         state = read_table_state(store, files, version)
-        coordination = read_table_coordination(state.protocol, state.metadata.configuration, store.uri)
-    return coordination, state
+    return read_table_coordination(state.protocol, state.metadata.configuration, store.uri), state
 
 
 def restore_table(
