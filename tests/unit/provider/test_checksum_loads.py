@@ -21,8 +21,8 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 
 from airflow_delta_maintenance.cli import main
 from airflow_delta_maintenance.coordinators.local import EMBEDDED_COORDINATOR_PROPERTY
-from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.deltalog.model.paths import commit_name, crc_name
+from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.table.maintained import open_table
 from airflow_delta_maintenance.operators.checkpoint import DeltaCheckpointOperator
 from airflow_delta_maintenance.operators.log_cleanup import DeltaLogCleanupOperator
@@ -30,8 +30,6 @@ from airflow_delta_maintenance.operators.log_compaction import DeltaLogCompactio
 from airflow_delta_maintenance.operators.publish import DeltaPublishCommitsOperator
 
 from .conftest import add
-
-DAY_MS = 86_400_000
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -58,7 +56,7 @@ def table(tmp_path: Path, commits: int, conf: dict[str, str]) -> Path:
     return root
 
 
-def tamper(root: Path, version: int, change: Callable[[dict[str, Any]], None]) -> None:
+def tamper(root: Path, version: int, change: Callable[[dict[str, Any]], object]) -> None:
     path = root / "_delta_log" / crc_name(version)
     crc = json.loads(path.read_text())
     change(crc)
