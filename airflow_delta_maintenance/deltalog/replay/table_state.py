@@ -7,7 +7,9 @@ newest first, skipping ``add``/``remove`` lines unparsed, until both a ``protoco
 ``metaData`` action have been seen; only then the checkpoint, and of it only the ``protocol`` and
 ``metaData`` columns of the row groups that can hold them (a Parquet part is opened for random
 access: footer plus those column chunks, never the ``add``/``remove`` columns). A V2 checkpoint is
-read at its top-level file only; sidecars hold file actions alone and are never opened.
+read at its top-level file only; sidecars hold file actions alone and are never opened. With a
+``StateSeed`` (a version checksum the caller checked: ``checksum.protocol_metadata``) the read stops
+at the seed's version instead of going on to the checkpoint.
 
 The result equals ``load_snapshot``'s protocol, metadata and properties at every version (the
 golden and differential suites check it). It validates less: file actions it skips are not parsed,
