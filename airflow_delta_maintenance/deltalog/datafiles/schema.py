@@ -25,6 +25,7 @@ __all__ = [
     "arrow_type",
     "data_schema",
     "conform_table",
+    "TableConformer",
     "FIELD_ID_KEY",
     "SchemaMismatchError",
 ]
@@ -172,3 +173,34 @@ def conform_table(table: pa.Table | pa.RecordBatch, target: pa.Schema, by_id: bo
         else:
             columns.append(conform_array(table.column(i), tf.type, by_id, f"{where}: column {tf.name}"))
     return pa.Table.from_arrays(columns, schema=target)
+
+
+class TableConformer:
+    """``conform_table`` for the many files of one bin: the column plan (which source column
+    feeds each target column, and whether it needs conforming) is worked out once per distinct
+    source schema, not once per file — a bin's small files almost always share one schema, and
+    per-file Python work is what holds the GIL while the other workers wait."""
+
+    def __init__(self, target: pa.Schema, by_id: bool) -> None:
+        self.target = target
+        self.by_id = by_id
+        self._schema: pa.Schema | None = None
+        self._plan: list[tuple[int, bool]] = []
+
+    def __call__(self, table: pa.Table | pa.RecordBatch, where: str) -> pa.Table:
+        schema = table.schema
+        if self._schema is None or not schema.equals(self._schema, check_metadata=True):
+            plan = []
+            for tf in self.target:
+                i = _find(schema, tf, self.by_id)
+                plan.append((i, i >= 0 and schema.field(i).type == tf.type))
+            self._schema, self._plan = schema, plan
+        columns = []
+        for (i, same), tf in zip(self._plan, self.target, strict=True):
+            if i < 0:
+                columns.append(pa.nulls(table.num_rows, tf.type))
+            elif same:
+                columns.append(table.column(i))
+            else:
+                columns.append(conform_array(table.column(i), tf.type, self.by_id, f"{where}: column {tf.name}"))
+        return pa.Table.from_arrays(columns, schema=self.target)

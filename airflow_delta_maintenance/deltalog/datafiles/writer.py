@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 from .files import DataFiles
 from .paths import encode_add_path, new_data_file_path
-from .reader import SourceFile, iter_live_rows
-from .schema import data_schema
+from .reader import SMALL_FILE_BYTES, SourceFile, iter_live_rows, iter_small_files
+from .schema import TableConformer, data_schema
 from .stats import StatsCollector, StatsConfig, stats_leaves
 
 __all__ = ["BinTask", "RowTracking", "write_bin", "ROW_GROUP_ROWS", "ROW_GROUP_BYTES"]
@@ -115,22 +115,42 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
         writer.write_table(table, row_group_size=task.row_group_rows)
         buffer, buffered_rows, buffered_bytes = [], 0, 0
 
+    def take(table: pa.Table) -> None:
+        nonlocal buffered_rows, buffered_bytes
+        if task.materialize_partition_columns:
+            for f, logical in zip(part_fields, task.partition_columns, strict=True):
+                table = table.append_column(f, _partition_array(task.partition_values.get(physical_of[logical]), f.type, table.num_rows))
+        table = table.cast(out_schema) if table.schema != out_schema else table
+        buffer.append(table)
+        buffered_rows += table.num_rows
+        buffered_bytes += table.get_total_buffer_size()
+        if buffered_rows >= task.row_group_rows or buffered_bytes >= task.row_group_bytes:
+            flush()
+
+    conformer = TableConformer(read_target, ds.match_by_id)
     try:
-        for src in task.sources:
-            extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
-            for live in iter_live_rows(files, src, read_target, match_by_id=ds.match_by_id, with_row_index=rt is not None, extra_columns=extra):
-                table = live.table
-                if rt is not None:
-                    table = _materialise_row_tracking(table, live.row_index, src, rt)
-                if task.materialize_partition_columns:
-                    for f, logical in zip(part_fields, task.partition_columns, strict=True):
-                        table = table.append_column(f, _partition_array(task.partition_values.get(physical_of[logical]), f.type, table.num_rows))
-                table = table.cast(out_schema) if table.schema != out_schema else table
-                buffer.append(table)
-                buffered_rows += table.num_rows
-                buffered_bytes += table.nbytes
-                if buffered_rows >= task.row_group_rows or buffered_bytes >= task.row_group_bytes:
-                    flush()
+        for fast, run in _runs(files, task, ds.match_by_id):
+            if fast:  # many small files, read by pyarrow's threads; batches gathered before the Python work
+                pending: list[pa.RecordBatch] = []
+                pending_rows = pending_bytes = 0
+                for batch in iter_small_files(files, run, read_target):
+                    pending.append(batch)
+                    pending_rows += batch.num_rows
+                    pending_bytes += batch.get_total_buffer_size()
+                    if pending_rows >= task.row_group_rows or pending_bytes >= task.row_group_bytes // 4:
+                        take(pa.Table.from_batches(pending, schema=read_target))
+                        pending, pending_rows, pending_bytes = [], 0, 0
+                if pending:
+                    take(pa.Table.from_batches(pending, schema=read_target))
+                continue
+            for src in run:
+                extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
+                for live in iter_live_rows(files, src, read_target, match_by_id=ds.match_by_id, with_row_index=rt is not None,
+                                           extra_columns=extra, conformer=conformer):
+                    table = live.table
+                    if rt is not None:
+                        table = _materialise_row_tracking(table, live.row_index, src, rt)
+                    take(table)
         flush()
         if writer is None:
             return None  # every row of the bin was deleted
@@ -160,6 +180,21 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
     if rt is not None:
         add["baseRowId"] = rt.base_row_id
     return add
+
+
+def _runs(files: DataFiles, task: BinTask, match_by_id: bool) -> list[tuple[bool, list[SourceFile]]]:
+    """The task's sources in order, as runs of (read by ``iter_small_files``?, files): small local
+    files without deletion vectors, unless row tracking needs each row's index or columns are
+    matched by field id; every other file is read by ``iter_live_rows``."""
+    runs: list[tuple[bool, list[SourceFile]]] = []
+    eligible = files.is_local and task.row_tracking is None and not match_by_id
+    for src in task.sources:
+        fast = eligible and not src.deletion_vector and 0 < src.size <= SMALL_FILE_BYTES
+        if runs and runs[-1][0] == fast:
+            runs[-1][1].append(src)
+        else:
+            runs.append((fast, [src]))
+    return runs
 
 
 DICTIONARY_SAMPLE_ROWS = 65_536

@@ -7,7 +7,9 @@ import json
 import struct
 import uuid
 import zlib
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -242,3 +244,80 @@ def test_an_old_file_is_read_with_the_current_schema(tmp_path: Path) -> None:
     read = pq.read_table(tmp_path / "x.parquet")
     assert conform_table(read, by_id.without_partitions(), True, "x.parquet").column("col-new").to_pylist() == [5, 6]
     assert json.loads(json.dumps(by_id.logical_to_physical)) == {"renamed": "col-new"}
+
+
+def _bin_table(tmp_path: Path) -> tuple[Any, list[Any], dict]:
+    """A local table and a bin of its small files in three schemas: older files with narrower
+    types and a missing column (read by the many-file scanner), and one with a deletion vector
+    between them (read file by file)."""
+    import deltalake
+
+    from airflow_delta_maintenance.deltalog.datafiles.files import DataFiles
+    from airflow_delta_maintenance.deltalog.datafiles.reader import SourceFile
+    from airflow_delta_maintenance.maintenance.table.maintained import open_table
+
+    root = tmp_path / "t"
+    deltalake.write_deltalake(str(root), pa.table({"id": pa.array([0], pa.int64()), "v": ["x"]}))
+    schema = _schema(("id", "long"), ("v", "string"), ("s", {"type": "struct", "fields": [
+        {"name": "a", "type": "integer", "nullable": True, "metadata": {}}, {"name": "b", "type": "string", "nullable": True, "metadata": {}}]}))
+    sources = []
+    for i in range(6):
+        if i % 2:
+            t = pa.table({"id": pa.array([10 * i, 10 * i + 1], pa.int32()), "v": [f"a{i}", None]})  # before s was added, id widened since
+        else:
+            t = pa.table({"id": pa.array([10 * i, 10 * i + 1], pa.int64()), "v": [f"a{i}", f"b{i}"],
+                          "s": pa.array([{"a": i}, None], pa.struct([("a", pa.int32())]))})  # before s.b was added
+        pq.write_table(t, root / f"f{i}.parquet")
+        dv = None
+        if i == 2:
+            data = _serialized([1])
+            dv = {"storageType": "i", "pathOrInlineDv": z85_encode(data + b"\0" * (-len(data) % 4)), "sizeInBytes": len(data), "cardinality": 1}
+        sources.append(SourceFile(path=f"f{i}.parquet", size=(root / f"f{i}.parquet").stat().st_size, partition_values={},
+                                  deletion_vector=dv, num_records=2))
+    return DataFiles(open_table(str(root)).store), sources, schema
+
+
+def test_a_bin_of_small_files_is_read_by_the_scanner_with_the_same_rows_and_stats(tmp_path: Path) -> None:
+    """Many small local files go through pyarrow's dataset scanner, not Python per file: the rows
+    (conformed to the table's schema: widened ids, the missing column and struct field as nulls,
+    the deletion vector of the middle file applied) and the statistics are those of reading each
+    file on its own."""
+    from airflow_delta_maintenance.deltalog.datafiles import writer
+
+    files, sources, schema = _bin_table(tmp_path)
+    task = writer.BinTask(sources=tuple(sources), partition_values={}, table_schema=schema, partition_columns=())
+    assert [(fast, len(run)) for fast, run in writer._runs(files, task, False)] == [(True, 2), (False, 1), (True, 3)]
+    add = writer.write_bin(files, task)
+    assert add is not None
+    out = pq.read_table(Path(files.root) / add["path"]).sort_by("id").to_pylist()
+    expected = []
+    for i in range(6):
+        expected.append({"id": 10 * i, "v": f"a{i}", "s": {"a": i, "b": None} if i % 2 == 0 else None})
+        if i != 2:
+            expected.append({"id": 10 * i + 1, "v": None if i % 2 else f"b{i}", "s": None})
+    assert out == expected
+    stats = json.loads(add["stats"])
+    assert stats["numRecords"] == 11 and stats["minValues"]["id"] == 0 and stats["maxValues"]["id"] == 51
+    assert stats["nullCount"] == {"id": 0, "v": 3, "s": {"a": 8, "b": 11}}
+
+
+def test_a_bad_small_file_fails_the_bin_with_its_own_error_and_leaves_no_file(tmp_path: Path) -> None:
+    from airflow_delta_maintenance.deltalog.datafiles import writer
+    from airflow_delta_maintenance.deltalog.errors import CorruptLogError, SymlinkInLogError
+
+    files, sources, schema = _bin_table(tmp_path)
+    root = Path(files.root)
+    before = set(root.iterdir())
+    lying = [*sources[:4], dataclasses_replace(sources[4], num_records=3), sources[5]]
+    with pytest.raises(CorruptLogError, match=r"f4\.parquet holds 2 rows, its add action's stats say 3"):
+        writer.write_bin(files, writer.BinTask(sources=tuple(lying), partition_values={}, table_schema=schema, partition_columns=()))
+    (root / "f3.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(CorruptLogError, match=r"data file f3\.parquet of .* is not readable Parquet"):
+        writer.write_bin(files, writer.BinTask(sources=tuple(sources), partition_values={}, table_schema=schema, partition_columns=()))
+    outside = tmp_path / "outside.parquet"
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), outside)
+    (root / "f5.parquet").unlink()
+    (root / "f5.parquet").symlink_to(outside)
+    with pytest.raises(SymlinkInLogError, match=r"f5\.parquet"):
+        writer.write_bin(files, writer.BinTask(sources=(sources[4], sources[5]), partition_values={}, table_schema=schema, partition_columns=()))
+    assert set(root.iterdir()) == before  # nothing written is left behind
