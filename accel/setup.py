@@ -22,7 +22,7 @@ setup(
             define_macros=[("Py_LIMITED_API", "0x030B0000")] if ABI3 else [],
             py_limited_api=ABI3,
         )
-        for name in ("_stats_json", "_file_keys")
+        for name in ("_stats_json", "_file_keys", "_log_lines")
     ],
     options={"bdist_wheel": {"py_limited_api": "cp311"}} if ABI3 else {},
 )

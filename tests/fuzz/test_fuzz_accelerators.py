@@ -1,4 +1,4 @@
-"""The C parsers of untrusted bytes (the accelerators' ``_stats_json`` and ``_file_keys``) fuzzed for
+"""The C parsers of untrusted bytes (the accelerators' ``_stats_json``, ``_file_keys`` and ``_log_lines``) fuzzed for
 a bounded time in the suite: built by clang with AddressSanitizer and libFuzzer's coverage
 instrumentation, driven by atheris's libFuzzer (tests/fuzz/accelerators_target.py), every input
 compared with the pure path. A crash, a sanitizer report or a difference fails the test and leaves
@@ -26,7 +26,7 @@ atheris = pytest.importorskip("atheris")
 
 
 def build_instrumented(dest: Path) -> Path:
-    """The accelerator package with both extensions compiled for fuzzing, in ``dest``."""
+    """The accelerator package with its extensions compiled for fuzzing, in ``dest``."""
     clang = shutil.which("clang")
     if clang is None:
         pytest.fail("clang is missing (make test installs it: the fuzz target needs libFuzzer's instrumentation)")
@@ -34,7 +34,7 @@ def build_instrumented(dest: Path) -> Path:
     package.mkdir(parents=True)
     shutil.copy(ACCEL / "__init__.py", package / "__init__.py")
     include = sysconfig.get_paths()["include"]
-    for name in ("_stats_json", "_file_keys"):
+    for name in ("_stats_json", "_file_keys", "_log_lines"):
         out = subprocess.run([clang, "-shared", "-fPIC", "-g", "-O1", "-std=c11", "-fno-omit-frame-pointer", "-fsanitize=address,fuzzer-no-link",
                               "-DPy_LIMITED_API=0x030B0000", f"-I{include}", str(ACCEL / f"{name}.c"), "-o", str(package / f"{name}.abi3.so")],
                              capture_output=True, text=True, timeout=600)
@@ -49,6 +49,9 @@ def seed_corpus(dest: Path) -> Path:
         b'\x00{"numRecords":1}\x00{"numRecords":2}{"numRecords":3}\x00 \x00{"minValues":{"d":"\xff\xfe"}}',
         b'\x00{"minValues":{"a":9223372036854775808,"b":-0.0,"e":2147483648,"f":-129}}\x00null\x00{"nullCount":{"g":null}}',
         b"\x01a\x00b\x00a\x00-\x00c\x00b\x00-\x00\x00",
+        b'\x02{"commitInfo":{"inCommitTimestamp":1}}\x00{"add":{"path":"p\xc3\xa9","partitionValues":{"r":null},"size":1,"modificationTime":-2,'
+        b'"dataChange":true,"stats":"{\\"numRecords\\":1}","tags":{},"x":[1,{"y":null}]}}\x00{"remove":{"path":"q","dataChange":false}}\x00 \x0b',
+        b'\x02{"add":{"path":"p","partitionValues":{},"size":1,"modificationTime":0,"dataChange":true}}\x00{"remove":{"path":"p","dataChange":true}}',
     ]
     for i, seed in enumerate(seeds):
         (dest / f"seed-{i}").write_bytes(seed)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import CorruptLogError
 
-__all__ = ["MAX_SCHEMA_NESTING", "InvalidValue", "describe", "parse_schema_string", "check_partition_columns", "strict_json_loads", "validate_schema_string"]
+__all__ = ["MAX_SCHEMA_NESTING", "InvalidValue", "describe", "parse_schema_string", "check_partition_columns", "strict_json_loads", "STRICT_DECODER", "validate_schema_string"]
 
 MAX_SCHEMA_NESTING = 128  # nested types of a table schema (struct of array of map ...)
 
@@ -42,6 +42,10 @@ def strict_json_loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses what other readers refuse: duplicate keys, ``NaN``/``Infinity``
     and numbers too large for a double. Deep nesting raises ``RecursionError`` (callers name it)."""
     return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_finite, parse_constant=_no_constant)
+
+
+# The same rules for text already decoded (``raw_decode``: no encoding detection, no copy per line).
+STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys, parse_float=_finite, parse_constant=_no_constant)
 
 
 class InvalidValue(Exception):

@@ -381,18 +381,22 @@ class CommitRules:
         elif kind == "domainMetadata":
             self._once(f"domainMetadata action for domain {body['domain']!r}", ("domainMetadata", body["domain"]), line)
         elif kind in ("add", "remove"):
-            path = self._canonical(body["path"])
-            first = self._paths.setdefault((kind, path), line)
-            if first != line:
-                raise self._error(f"{kind}s path {body['path']!r} twice (also line {first}); a commit holds one {kind} per path", line)
-            dv = dv_unique_id_of(body.get("deletionVector"))
-            other = "remove" if kind == "add" else "add"
-            if (other, path, dv) in self._files:
-                raise self._error(
-                    f"adds and removes the same file {body['path']!r}" + (f" (deletion vector {dv})" if dv else "") + f" (also line {self._files[(other, path, dv)]}); one commit cannot do both",
-                    line,
-                )
-            self._files[(kind, path, dv)] = line
+            self.feed_file(kind, self._canonical(body["path"]), line, dv_unique_id_of(body.get("deletionVector")), body["path"])
+
+    def feed_file(self, kind: str, path: str, line: int | None, dv: str | None = None, shown: str | None = None) -> None:
+        """An ``add`` or ``remove`` of ``path`` (already in canonical form; ``shown``: as written,
+        when it differs) with deletion vector ``dv``."""
+        first = self._paths.setdefault((kind, path), line)
+        shown = path if shown is None else shown
+        if first != line:
+            raise self._error(f"{kind}s path {shown!r} twice (also line {first}); a commit holds one {kind} per path", line)
+        other = "remove" if kind == "add" else "add"
+        if (other, path, dv) in self._files:
+            raise self._error(
+                f"adds and removes the same file {shown!r}" + (f" (deletion vector {dv})" if dv else "") + f" (also line {self._files[(other, path, dv)]}); one commit cannot do both",
+                line,
+            )
+        self._files[(kind, path, dv)] = line
 
     def _once(self, label: str, key: tuple[str, str], line: int | None) -> None:
         if key in self._once_keys:

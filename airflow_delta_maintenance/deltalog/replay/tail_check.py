@@ -24,7 +24,7 @@ from ..model.paths import ParsedLogPath
 from ..model.validation import CommitRules, canonical_path, loads_action, require_commit_content
 from ..storage import LogStore
 
-__all__ = ["validate_tail", "validate_sources", "tail_sources", "mark_validated", "CommitStreamValidator", "SMALL_TAIL_BYTES"]
+__all__ = ["validate_tail", "validate_sources", "tail_sources", "mark_validated", "SMALL_TAIL_BYTES"]
 
 # Below this many bytes the line-by-line validator is as fast as setting up the columnar one.
 SMALL_TAIL_BYTES = 1 << 20
@@ -82,32 +82,6 @@ def _contents(store: LogStore, sources: Sequence[JsonSource]) -> Iterator[tuple[
                 yield s, store.display(s.file_name), store.read(s.file_name)
         else:
             yield s, store.display(s.name), store.read(s.name)
-
-
-class CommitStreamValidator:
-    """``validate_sources``'s rules for one commit too large to hold, fed in blocks of whole lines
-    (as they are read, in order): each line is validated as it comes and the commit's own rules
-    (one add per path, no add and remove of one file) keep their state across blocks."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.rules = CommitRules(name, canonical_path)
-        self.number = 0
-        self.actions = 0
-
-    def feed(self, block: bytes) -> None:
-        for raw in block.split(b"\n"):
-            self.number += 1
-            if not raw.strip():
-                continue
-            action = loads_action(raw, self.name, self.number)
-            kind = next(iter(action))
-            self.rules.feed(kind, action[kind], self.number)
-            self.actions += 1
-
-    def finish(self) -> None:
-        if not self.actions:
-            require_commit_content(self.name, b"")
 
 
 def _line_by_line(store: LogStore, sources: Sequence[JsonSource]) -> int:

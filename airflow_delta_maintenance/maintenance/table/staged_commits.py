@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 
 from ...coordinators.base import RatifiedCommit
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
-from ...deltalog.replay.tail_check import CommitStreamValidator
+from ...deltalog.replay.commit_stream import CommitStreamValidator
 from ...deltalog.storage import FileStat, LogStore
 from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
 
@@ -297,10 +297,18 @@ class _CommitLines:
             self.first = action
 
     def check(self, block: bytes) -> None:
-        """Whole lines (the last may lack its newline only at the end of the file)."""
-        self._check_lines(block)
+        """Whole lines (the last may lack its newline only at the end of the file). With the strict
+        validation, each line is parsed once, by it; these rules judge only what it refuses."""
         if self.strict is not None:
-            self.strict.feed(block)
+            self.strict.feed(block, self._plain_line)
+            self.first = self.strict.first
+        else:
+            self._check_lines(block)
+
+    def _plain_line(self, number: int, raw_line: bytes) -> None:
+        self.number = number
+        if raw_line.strip():
+            self._action(self._loads(raw_line))
 
     def _check_lines(self, block: bytes) -> None:
         try:

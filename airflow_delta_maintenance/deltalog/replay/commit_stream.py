@@ -1,0 +1,142 @@
+"""The one strict validation of one commit's lines (``model.validation``), fed in blocks of whole
+lines as they are read — for a commit about to be copied into the published log, whose bytes are
+streamed and never held whole.
+
+Each line is parsed once. The caller may have line rules of its own (publish's: every line one JSON
+object holding one key) that are looser than the strict ones and whose errors come first; they are
+asked only about a line the strict rules could not accept as it is, and about the rest of its block
+— so the outcome, and the error's wording, are those of running the caller's rules over the whole
+block and then the strict ones.
+
+The compiled scanner (``_log_lines`` of the optional accelerators) vouches for the plain ``add``
+and ``remove`` lines that make up nearly all of a large commit and returns their paths; every other
+line, and every line when it is not installed, is parsed and validated here. It only ever vouches
+for lines the pure path accepts with the same path, so results never depend on it, only speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._runtime import accelerators
+from ..errors import CorruptLogError
+from ..model.schema_validation import STRICT_DECODER
+from ..model.validation import CommitRules, canonical_path, loads_action, require_commit_content, validate_action
+
+__all__ = ["AVAILABLE", "CommitStreamValidator", "PlainRules"]
+
+_log_lines = accelerators.load("_log_lines")  # None: every line is parsed in Python
+AVAILABLE = _log_lines is not None
+
+# The caller's own rules for one line (its number and bytes); raises to refuse it.
+PlainRules = Callable[[int, bytes], None]
+
+_JSON_SPACE = " \t\n\r"  # what json.loads allows around a value
+_BLANK = " \t\n\r\x0b\x0c"  # what bytes.strip() removes: such a line is skipped
+_KINDS = ("", "add", "remove")  # by the scanner's code
+
+
+class CommitStreamValidator:
+    """The strict rules for one commit, fed its blocks of whole lines in order: each line is
+    validated as it comes, and the commit's own rules (one add per path, no add and remove of one
+    file) keep their state across blocks. ``first``: the first action, as parsed."""
+
+    def __init__(self, name: str, *, accelerated: bool = True) -> None:
+        self.name = name
+        self.rules = CommitRules(name, canonical_path)
+        self.number = 0
+        self.actions = 0
+        self.first: dict[str, Any] | None = None
+        self._scan = _log_lines.scan if accelerated and _log_lines is not None else None
+
+    def feed(self, block: bytes, plain: PlainRules | None = None) -> None:
+        """Validate a block of whole lines; ``CorruptLogError`` names the first bad line.
+        ``plain``: the caller's own rules, which win over the strict ones in the same block."""
+        start = self.number
+        try:
+            if self._scan is not None:
+                self._scanned(block, plain)
+            else:
+                self._parsed(block, plain)
+        except CorruptLogError:
+            if plain is not None:  # the caller's rules over the rest of the block come first
+                lines = block.split(b"\n")
+                for number in range(self.number + 1, start + len(lines) + 1):
+                    plain(number, lines[number - start - 1])
+            raise
+
+    def finish(self) -> None:
+        if not self.actions:
+            require_commit_content(self.name, b"")
+
+    def _parsed(self, block: bytes, plain: PlainRules | None) -> None:
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:  # such a line is refused below: its bytes say how
+            for raw in block.split(b"\n"):
+                self.number += 1
+                if raw.strip():
+                    self._line(raw, None, plain)
+            return
+        for line in text.split("\n"):
+            self.number += 1
+            if line.strip(_BLANK):
+                self._line(None, line, plain)
+
+    def _scanned(self, block: bytes, plain: PlainRules | None) -> None:
+        assert self._scan is not None
+        codes, paths = self._scan(block)
+        start = number = self.number
+        lines: list[bytes] | None = None
+        feed_file, kinds = self.rules.feed_file, _KINDS
+        clean = 0
+        path = iter(paths)
+        try:
+            for code in codes:
+                number += 1
+                if not code:
+                    continue
+                if code != 3 and self.first is not None:
+                    feed_file(kinds[code], next(path), number)
+                    clean += 1
+                    continue
+                if code != 3:
+                    next(path)  # the first action is parsed here: its in-commit timestamp is asked for
+                if lines is None:
+                    lines = block.split(b"\n")
+                self.number = number
+                raw = lines[number - start - 1]
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    self._line(raw, None, plain)
+                else:
+                    self._line(raw, text, plain)
+        finally:
+            self.number = number
+            self.actions += clean
+
+    def _line(self, raw: bytes | None, text: str | None, plain: PlainRules | None) -> None:
+        """One non-blank line: parsed once with the strict hooks; whatever that refuses or takes
+        for more than one key goes the exact way (the caller's rules, then ``loads_action``)."""
+        action: Any = None
+        if text is not None:
+            try:
+                action, end = STRICT_DECODER.raw_decode(text)
+                if end != len(text) and text[end:].strip(_JSON_SPACE):
+                    action = None
+            except (ValueError, RecursionError):
+                action = None
+        if isinstance(action, dict) and len(action) == 1:
+            kind = validate_action(action, self.name, self.number)
+        else:
+            raw = raw if raw is not None else text.encode() if text is not None else b""
+            if plain is not None:
+                plain(self.number, raw)
+            action = loads_action(raw, self.name, self.number)
+            kind = next(iter(action))
+        self.rules.feed(kind, action[kind], self.number)
+        self.actions += 1
+        if self.first is None:
+            self.first = action

@@ -1,0 +1,170 @@
+"""The one-parse strict validation of a streamed commit (``deltalog/replay/commit_stream.py``) gives
+exactly the outcome of the two passes it replaced — the caller's plain line rules over the whole
+block, then ``loads_action`` and ``CommitRules`` over every line — with and without the compiled
+scanner (``_log_lines``), on valid commits and on thousands of mutated ones; and the scanner vouches
+only for lines the pure path accepts with the same path."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from airflow_delta_maintenance.deltalog.errors import CorruptLogError
+from airflow_delta_maintenance.deltalog.model.validation import CommitRules, canonical_path, loads_action
+from airflow_delta_maintenance.deltalog.replay import commit_stream
+from airflow_delta_maintenance.deltalog.replay.commit_stream import CommitStreamValidator
+
+needs_scanner = pytest.mark.skipif(not commit_stream.AVAILABLE, reason="the accelerators are not installed (or DELTA_MAINTENANCE_ACCEL=off)")
+
+STATS = json.dumps({"numRecords": 3, "minValues": {"id": 1}, "maxValues": {"id": 9}, "nullCount": {"id": 0}})
+LINES = [
+    {"commitInfo": {"timestamp": 1700000000000, "operation": "WRITE", "inCommitTimestamp": 1700000000000}},
+    {"add": {"path": "region=x/part-0001.parquet", "partitionValues": {"region": "x"}, "size": 4000, "modificationTime": 1700000000000,
+             "dataChange": True, "stats": STATS}},
+    {"add": {"path": "part-0002.parquet", "partitionValues": {}, "size": 0, "modificationTime": -1, "dataChange": False, "stats": None,
+             "tags": {"a": "b", "c": None}, "baseRowId": 4, "defaultRowCommitVersion": 2, "clusteringProvider": "liquid", "future": [1, {"x": None}]}},
+    {"add": {"path": "part-é\u00ff.parquet", "partitionValues": {"d": None}, "size": 1, "modificationTime": 0, "dataChange": True, "deletionVector": None}},
+    {"add": {"path": "dv.parquet", "partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True,
+             "deletionVector": {"storageType": "u", "pathOrInlineDv": "ab", "offset": 1, "sizeInBytes": 3, "cardinality": 1}}},
+    {"add": {"path": "file:/tmp/t/part-3.parquet", "partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True}},
+    {"remove": {"path": "part-0003.parquet", "deletionTimestamp": 1700000000000, "dataChange": True, "extendedFileMetadata": True,
+                "partitionValues": {"region": "y"}, "size": 12}},
+    {"remove": {"path": "part-0004.parquet", "dataChange": False}},
+    {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+    {"txn": {"appId": "app", "version": 3}},
+]
+NOISE = [b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b"\x00", b"\xff", b"\xed\xa0\x80", b" ", b"\t", b"\x0b", b"1", b".", b"e", b"-",
+         b"null", b"true", b"NaN", b"1e400", b"\\ud800", b"\\u00e9", b"99999999999999999999", b'"path":"x",', b'"size":1,']
+
+
+def compact(action: dict) -> bytes:
+    return json.dumps(action, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def mutate(rng: random.Random, line: bytes) -> bytes:
+    b = bytearray(line)
+    for _ in range(rng.choice((1, 1, 1, 2, 3))):
+        at = rng.randrange(len(b) + 1)
+        op = rng.randrange(5)
+        if op == 0 and b:
+            del b[min(at, len(b) - 1)]
+        elif op == 1:
+            b[at:at] = rng.choice(NOISE)
+        elif op == 2 and b:
+            b[min(at, len(b) - 1)] = rng.randrange(256)
+        elif op == 3:  # a key and value repeated (duplicate keys, two actions, twice the same field)
+            cut = line.find(b",", at)
+            b[at:at] = line[at:cut + 1] if cut > 0 else b""
+        else:
+            b = b[: rng.randrange(len(b) + 1)]
+    return bytes(b)
+
+
+def plain_rules(raw: bytes) -> None:
+    """Publish's own line rules (staged_commits._CommitLines): one JSON object holding one key."""
+    if raw.strip():
+        action = json.loads(raw)
+        if not isinstance(action, dict) or len(action) != 1:
+            raise ValueError("not one action")
+
+
+def two_passes(blocks: list[bytes]) -> object:
+    """The outcome of the old code: the plain rules over the block, then the strict ones."""
+    rules = CommitRules("c", canonical_path)
+    number = 0
+    try:
+        for block in blocks:
+            for i, raw in enumerate(block.split(b"\n"), start=number + 1):
+                try:
+                    plain_rules(raw)
+                except (ValueError, RecursionError):
+                    return ("plain", i)
+            for raw in block.split(b"\n"):
+                number += 1
+                if raw.strip():
+                    action = loads_action(raw, "c", number)
+                    kind = next(iter(action))
+                    rules.feed(kind, action[kind], number)
+    except CorruptLogError as exc:
+        return ("strict", str(exc))
+    return ("ok", rules._paths, rules._files, rules._once_keys)
+
+
+def one_pass(blocks: list[bytes], accelerated: bool) -> object:
+    validator = CommitStreamValidator("c", accelerated=accelerated)
+    failed: list[int] = []
+
+    def plain(number: int, raw: bytes) -> None:
+        try:
+            plain_rules(raw)
+        except (ValueError, RecursionError):
+            failed.append(number)
+            raise
+
+    try:
+        for block in blocks:
+            validator.feed(block, plain)
+    except (ValueError, RecursionError):
+        return ("plain", failed[-1])
+    except CorruptLogError as exc:
+        return ("strict", str(exc))
+    return ("ok", validator.rules._paths, validator.rules._files, validator.rules._once_keys)
+
+
+def commits(seed: int, count: int) -> list[list[bytes]]:
+    rng = random.Random(seed)
+    valid = [compact(a) for a in LINES]
+    out = []
+    for _ in range(count):
+        lines = [valid[0]] + [rng.choice(valid[1:]) if rng.random() < 0.6 else mutate(rng, rng.choice(valid)) for _ in range(rng.randrange(1, 7))]
+        data = b"\n".join(lines) + rng.choice((b"", b"\n", b"\n\n", b"\n \t"))
+        cuts = sorted(rng.sample(range(len(lines)), rng.randrange(len(lines))))  # blocks of whole lines, as a stream is fed
+        parts = data.split(b"\n")
+        blocks, prev = [], 0
+        for cut in [*cuts, len(parts)]:
+            if cut > prev:
+                blocks.append(b"\n".join(parts[prev:cut]))
+                prev = cut
+        out.append(blocks)
+    return out
+
+
+@pytest.mark.parametrize("accelerated", [False, pytest.param(True, marks=needs_scanner)], ids=["pure", "compiled"])
+def test_one_parse_per_line_gives_the_two_passes_outcome(accelerated: bool) -> None:
+    outcomes: dict[str, int] = {}
+    for blocks in commits(seed=28, count=3000):
+        expected = two_passes(blocks)
+        got = one_pass(blocks, accelerated)
+        assert got == expected, blocks
+        outcomes[str(expected[0])] = outcomes.get(str(expected[0]), 0) + 1
+    assert min(outcomes.get(k, 0) for k in ("ok", "plain", "strict")) > 300, outcomes  # all three outcomes exercised
+
+
+@needs_scanner
+def test_the_scanner_vouches_only_for_lines_the_pure_path_accepts_with_the_same_path() -> None:
+    rng = random.Random(33)
+    valid = [compact(a) for a in LINES]
+    vouched = 0
+    lines = valid + [mutate(rng, rng.choice(valid)) for _ in range(20000)]
+    lines += [b"  " + valid[1] + b" \r", valid[1].replace(b"4000", b"-0"), b'{"add":' + valid[1][7:-1] + b',"remove":null}', b"\x0b\x0c \t", b""]
+    block = b"\n".join(lines)
+    lines = block.split(b"\n")  # a mutation may have made a newline
+    codes, paths = commit_stream._log_lines.scan(block)  # type: ignore[union-attr]
+    assert len(codes) == len(lines)
+    path = iter(paths)
+    for code, raw in zip(codes, lines, strict=True):
+        if code == 0:
+            assert not raw.strip(), raw
+        elif code in (1, 2):
+            action = loads_action(raw, "c", 1)  # the pure path accepts it ...
+            plain_rules(raw)  # ... and so do publish's own rules
+            kind = next(iter(action))
+            assert (kind, action[kind]["path"]) == (("add", "remove")[code - 1], next(path)), raw
+            assert canonical_path(action[kind]["path"]) == action[kind]["path"] and not action[kind].get("deletionVector")
+            vouched += 1
+    assert next(path, None) is None
+    assert vouched > 1000  # mutations that left a plain line plain: taken by the scanner, not left to Python
+    assert codes[: len(valid)] == b"\x03\x01\x01\x01\x03\x03\x02\x02\x03\x03"  # DV and file: paths are the pure path's
+    assert codes[-5:] == b"\x01\x01\x03\x00\x00"
