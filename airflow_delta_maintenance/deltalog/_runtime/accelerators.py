@@ -1,9 +1,9 @@
 """The optional compiled accelerators (the ``airflow-delta-maintenance-accel`` distribution, which
 the ``[accel]`` extra installs).
 
-The log library is pure Python; two hot loops have C versions in that separate distribution (its
+The log library is pure Python; three hot loops have C versions in that separate distribution (its
 wheels are built per platform, this package's is ``py3-none-any``). Each caller asks ``load(name)``
-and does the same work with pyarrow when it gets None, with identical results.
+and does the same work with pyarrow or Python when it gets None, with identical results.
 
 ``DELTA_MAINTENANCE_ACCEL`` chooses, read once at import:
 
@@ -44,7 +44,7 @@ MODE = _mode()
 
 
 def load(name: str) -> ModuleType | None:
-    """The accelerator module ``name`` (``_stats_json``, ``_file_keys``), or None to go without."""
+    """The accelerator module ``name`` (``_stats_json``, ``_file_keys``, ``_log_lines``), or None to go without."""
     if MODE == "off":
         return None
     try:

@@ -15,11 +15,12 @@ import tomllib
 
 import airflow_delta_maintenance
 from airflow_delta_maintenance.deltalog._runtime import accelerators
-from airflow_delta_maintenance.deltalog.replay import file_keys
+from airflow_delta_maintenance.deltalog.replay import commit_stream, file_keys
 from airflow_delta_maintenance.deltalog.stats import fast_stats
 
 REPO = Path(__file__).resolve().parents[3]
-PROBE = "from airflow_delta_maintenance.deltalog.stats import fast_stats; from airflow_delta_maintenance.deltalog.replay import file_keys; print(fast_stats.AVAILABLE, file_keys.AVAILABLE)"
+PROBE = ("from airflow_delta_maintenance.deltalog.stats import fast_stats; from airflow_delta_maintenance.deltalog.replay import commit_stream, file_keys; "
+         "print(fast_stats.AVAILABLE, file_keys.AVAILABLE, commit_stream.AVAILABLE)")
 
 
 def probe(cwd: Path, mode: str | None, fake: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -32,7 +33,7 @@ def probe(cwd: Path, mode: str | None, fake: str | None = None) -> subprocess.Co
     if fake is not None:
         (cwd / "fake" / accelerators.PACKAGE).mkdir(parents=True, exist_ok=True)
         (cwd / "fake" / accelerators.PACKAGE / "__init__.py").write_text(fake)
-        for module in ("_stats_json", "_file_keys"):  # found before an editable install's own
+        for module in ("_stats_json", "_file_keys", "_log_lines"):  # found before an editable install's own
             (cwd / "fake" / accelerators.PACKAGE / f"{module}.py").write_text("raise ImportError('not built')\n")
         env["PYTHONPATH"] = os.pathsep.join([str(cwd / "fake"), str(REPO)])
     return subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300, cwd=cwd)
@@ -41,19 +42,19 @@ def probe(cwd: Path, mode: str | None, fake: str | None = None) -> subprocess.Co
 def test_the_accelerators_are_used_as_configured() -> None:
     installed = importlib.util.find_spec(accelerators.PACKAGE) is not None
     expected = {"off": False, "require": True, "auto": installed}[accelerators.MODE]
-    assert (expected, expected) == (fast_stats.AVAILABLE, file_keys.AVAILABLE), (accelerators.MODE, installed)
+    assert (expected, expected, expected) == (fast_stats.AVAILABLE, file_keys.AVAILABLE, commit_stream.AVAILABLE), (accelerators.MODE, installed)
 
 
 def test_off_goes_without_them_even_where_installed(tmp_path: Path) -> None:
     out = probe(tmp_path, "off")
-    assert out.returncode == 0 and out.stdout.split() == ["False", "False"], out.stderr[-2000:]
+    assert out.returncode == 0 and out.stdout.split() == ["False", "False", "False"], out.stderr[-2000:]
 
 
 @pytest.mark.skipif(importlib.util.find_spec(accelerators.PACKAGE) is None, reason="the accelerators are not installed here")
 def test_auto_and_require_use_them_where_installed(tmp_path: Path) -> None:
     for mode in (None, "auto", "REQUIRE"):
         out = probe(tmp_path, mode)
-        assert out.returncode == 0 and out.stdout.split() == ["True", "True"], (mode, out.stderr[-2000:])
+        assert out.returncode == 0 and out.stdout.split() == ["True", "True", "True"], (mode, out.stderr[-2000:])
 
 
 def test_a_build_of_another_interface_is_not_used(tmp_path: Path) -> None:
@@ -61,7 +62,7 @@ def test_a_build_of_another_interface_is_not_used(tmp_path: Path) -> None:
     goes without them, require refuses to start."""
     fake = f"__version__ = '9.9.9'\nINTERFACE = {accelerators.INTERFACE + 1}\n"
     out = probe(tmp_path, None, fake)
-    assert out.returncode == 0 and out.stdout.split() == ["False", "False"], out.stderr[-2000:]
+    assert out.returncode == 0 and out.stdout.split() == ["False", "False", "False"], out.stderr[-2000:]
     assert "has interface 2, this package needs 1" in out.stderr
     refused = probe(tmp_path, "require", fake)
     assert refused.returncode != 0 and "has interface 2" in refused.stderr.splitlines()[-1], refused.stderr[-2000:]
@@ -72,7 +73,7 @@ def test_require_without_them_names_the_extra(tmp_path: Path) -> None:
     last = out.stderr.strip().splitlines()[-1]
     assert out.returncode != 0 and "DELTA_MAINTENANCE_ACCEL=require" in last and "airflow-delta-maintenance[accel]" in last, last
     quiet = probe(tmp_path, "auto", f"INTERFACE = {accelerators.INTERFACE}\n")
-    assert quiet.returncode == 0 and quiet.stdout.split() == ["False", "False"] and not quiet.stderr, quiet.stderr[-2000:]
+    assert quiet.returncode == 0 and quiet.stdout.split() == ["False", "False", "False"] and not quiet.stderr, quiet.stderr[-2000:]
 
 
 def test_an_unknown_mode_is_an_error(tmp_path: Path) -> None:
