@@ -41,6 +41,7 @@ __all__ = [
     "CommitRules",
     "loads_action",
     "validate_action",
+    "shallow_text",
     "dv_unique_id_of",
     "require_commit_content",
     "parquet_action",
@@ -319,10 +320,18 @@ def _utf8(s: str, where: str) -> None:
             raise _Invalid(where, f"holds a string that is not valid Unicode ({s[:40]!r})") from None
 
 
-def validate_action(action: Mapping[str, Any], name: str, line: int | None = None) -> str:
+def shallow_text(text: str) -> bool:
+    """Can the JSON ``text`` parse into nothing ``_check_tree`` refuses? True when it has at most
+    ``MAX_NESTING`` opening brackets (strings' own included) and no ``\\u`` escape (the only way to
+    a lone surrogate in text that is already decoded): then the tree walk may be skipped."""
+    return "\\u" not in text and text.count("{") + text.count("[") <= MAX_NESTING
+
+
+def validate_action(action: Mapping[str, Any], name: str, line: int | None = None, *, shallow: bool = False) -> str:
     """Check one parsed action against the rules; returns its kind. A line holds exactly one
     action: one top-level key whose value is not null (a ``"remove": null`` beside an ``add`` is
-    no action, as every reader takes it). ``CorruptLogError`` names the file, the line and the key."""
+    no action, as every reader takes it). ``CorruptLogError`` names the file, the line and the key.
+    ``shallow``: the caller knows the text it was parsed from is ``shallow_text``."""
     present = [k for k, v in action.items() if v is not None]
     if len(present) != 1:
         keys = ", ".join(sorted(map(str, action))) or "no key"
@@ -331,7 +340,8 @@ def validate_action(action: Mapping[str, Any], name: str, line: int | None = Non
     kind = present[0]
     body = action[kind]
     try:
-        _check_tree(action, kind)
+        if not shallow:
+            _check_tree(action, kind)
         check = _ACTIONS.get(kind)
         if check is not None:
             if not isinstance(body, dict):

@@ -22,7 +22,7 @@ from typing import Any
 from .._runtime import accelerators
 from ..errors import CorruptLogError
 from ..model.schema_validation import STRICT_DECODER
-from ..model.validation import CommitRules, canonical_path, loads_action, require_commit_content, validate_action
+from ..model.validation import CommitRules, canonical_path, loads_action, require_commit_content, shallow_text, validate_action
 
 __all__ = ["AVAILABLE", "CommitStreamValidator", "PlainRules"]
 
@@ -129,7 +129,8 @@ class CommitStreamValidator:
             except (ValueError, RecursionError):
                 action = None
         if isinstance(action, dict) and len(action) == 1:
-            kind = validate_action(action, self.name, self.number)
+            assert text is not None
+            kind = validate_action(action, self.name, self.number, shallow=shallow_text(text))
         else:
             raw = raw if raw is not None else text.encode() if text is not None else b""
             if plain is not None:
