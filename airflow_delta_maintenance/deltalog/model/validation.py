@@ -227,8 +227,26 @@ def _commit_info(body: Mapping[str, Any], key: str) -> None:
         _int(body["inCommitTimestamp"], f"{key}.inCommitTimestamp")
 
 
+_PLAIN_ADD = frozenset(("path", "partitionValues", "size", "modificationTime", "dataChange", "stats"))
+
+
+def _add(body: Mapping[str, Any], key: str) -> None:
+    """``_fields(body, key, _ADD)``, with the plain add most writers write accepted in a few checks;
+    anything else (and every error) goes the general way."""
+    if body.keys() <= _PLAIN_ADD:
+        path, values, size, mtime = body.get("path"), body.get("partitionValues"), body.get("size"), body.get("modificationTime")
+        stats = body.get("stats")
+        if (
+            type(path) is str and path and type(values) is dict and type(size) is int and 0 <= size <= _NON_NEGATIVE64[1]
+            and type(mtime) is int and INT64[0] <= mtime <= INT64[1] and type(body.get("dataChange")) is bool
+            and (stats is None or type(stats) is str) and all(v is None or type(v) is str for v in values.values())
+        ):
+            return
+    _fields(body, key, _ADD)
+
+
 _ACTIONS: dict[str, Callable[[Mapping[str, Any], str], None]] = {
-    "add": lambda b, k: _fields(b, k, _ADD),
+    "add": _add,
     "remove": lambda b, k: _fields(b, k, _REMOVE),
     "cdc": lambda b, k: _fields(b, k, _CDC),
     "metaData": _metadata,

@@ -36,7 +36,8 @@ LINES = [
     {"txn": {"appId": "app", "version": 3}},
 ]
 NOISE = [b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b"\x00", b"\xff", b"\xed\xa0\x80", b" ", b"\t", b"\x0b", b"1", b".", b"e", b"-",
-         b"null", b"true", b"NaN", b"1e400", b"\\ud800", b"\\u00e9", b"99999999999999999999", b'"path":"x",', b'"size":1,']
+         b"null", b"true", b"NaN", b"1e400", b"\\ud800", b"\\u00e9", b"99999999999999999999", b'"path":"x",', b'"size":1,',
+         b"[" * 66 + b"]" * 66, b'"x":' + b"[" * 63 + b"]" * 63 + b","]
 
 
 def compact(action: dict) -> bytes:
@@ -168,3 +169,38 @@ def test_the_scanner_vouches_only_for_lines_the_pure_path_accepts_with_the_same_
     assert vouched > 1000  # mutations that left a plain line plain: taken by the scanner, not left to Python
     assert codes[: len(valid)] == b"\x03\x01\x01\x01\x03\x03\x02\x02\x03\x03"  # DV and file: paths are the pure path's
     assert codes[-5:] == b"\x01\x01\x03\x00\x00"
+
+
+def test_the_plain_add_shortcut_decides_as_the_general_field_rules() -> None:
+    """``validation._add`` accepts a plain add in a few checks: on any add body, it accepts and
+    refuses exactly what the general field rules do, with the same message."""
+    from airflow_delta_maintenance.deltalog.model import validation
+
+    def outcome(check: object, body: dict) -> str:
+        try:
+            check(body, "add")  # type: ignore[operator]
+        except validation._Invalid as exc:
+            return str(exc)
+        return "ok"
+
+    rng = random.Random(31)
+    adds = [compact(a) for a in LINES if "add" in a]
+    tried = accepted = 0
+    for _ in range(20000):
+        try:
+            action = json.loads(mutate(rng, rng.choice(adds)))
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(action, dict) or not isinstance(action.get("add"), dict):
+            continue
+        body = action["add"]
+        expected = outcome(lambda b, k: validation._fields(b, k, validation._ADD), body)
+        assert outcome(validation._add, body) == expected, body
+        tried += 1
+        accepted += expected == "ok"
+    for body in ({"path": "p", "partitionValues": {}, "size": 2**63, "modificationTime": 0, "dataChange": True},
+                 {"path": "p", "partitionValues": {}, "size": 1, "modificationTime": -(2**63) - 1, "dataChange": True},
+                 {"path": "p", "partitionValues": {"a": 1}, "size": 1, "modificationTime": 0, "dataChange": 1},
+                 {"path": "", "partitionValues": {}, "size": True, "modificationTime": 0, "dataChange": True}):
+        assert outcome(validation._add, body) == outcome(lambda b, k: validation._fields(b, k, validation._ADD), body) != "ok"
+    assert tried > 2000 and accepted > 500, (tried, accepted)
