@@ -385,8 +385,9 @@ def now_ms() -> int:
 
 
 def _validators_agree(data: bytes, name: str) -> str | None:
-    """Both halves of the one validation — line by line, and the columnar reader — accept or
-    refuse the same commit; a description of the disagreement otherwise."""
+    """Every form of the one validation — line by line, the columnar reader, and the streamed one
+    publish runs (with and without the compiled scanner, which must also word a refusal alike) —
+    accepts or refuses the same commit; a description of the disagreement otherwise."""
     from airflow_delta_maintenance.deltalog.model.validation import CommitRules, canonical_path, loads_action, require_commit_content
     from airflow_delta_maintenance.deltalog.replay.ndjson import parse_ndjson
 
@@ -403,15 +404,27 @@ def _validators_agree(data: bytes, name: str) -> str | None:
         require_commit_content(name, data)
         parse_ndjson([(name, data)], keep_lines=False, partition_columns=["region"])
 
+    def streamed(accelerated: bool) -> Callable[[], None]:
+        def check() -> None:  # as publish validates a commit it copies (with the compiled line scanner, and without)
+            validator = CommitStreamValidator(name, accelerated=accelerated)
+            cut = data.find(b"\n", len(data) // 2)
+            for block in (data[:cut], data[cut + 1 :]) if cut >= 0 else (data,):
+                validator.feed(block)
+            validator.finish()
+
+        return check
+
+    from airflow_delta_maintenance.deltalog.replay.commit_stream import CommitStreamValidator
+
     verdicts = []
-    for check in (by_line, columnar):
+    for check in (by_line, columnar, streamed(True), streamed(False)):
         try:
             check()
             verdicts.append("accepted")
         except DeltaLogError as exc:
             verdicts.append(f"refused ({exc})")
-    if verdicts[0].startswith("accepted") != verdicts[1].startswith("accepted"):
-        return f"line by line {verdicts[0]}; columnar {verdicts[1]}"
+    if len({v.startswith("accepted") for v in verdicts}) != 1 or verdicts[2] != verdicts[3]:
+        return f"line by line {verdicts[0]}; columnar {verdicts[1]}; streamed {verdicts[2]}; streamed without the scanner {verdicts[3]}"
     return None
 
 
