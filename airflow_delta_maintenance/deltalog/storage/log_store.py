@@ -27,18 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AtomicWriteUnsupportedError, InvalidLogPathError, LogFileExistsError, SymlinkInLogError, TableNotFoundError
 from ..model.paths import LOG_DIR, ParsedLogPath, parse_log_path
-from .fsspec_files import ATOMIC_BACKENDS, AZURE, GCS, LOCAL, S3, backend_of, forget_listings, is_local_fs, list_files, mtime_ms
-from .local_files import drop_checksum_shadow, fsync_dir, ignore_missing, link_create, replace_file, scan_local_dir, unlink_batches
+from .fsspec_files import ATOMIC_BACKENDS, LOCAL, backend_of, forget_listings, is_local_fs, list_files, mtime_ms
+from .local_files import drop_checksum_shadow, fsync_dir, link_create, replace_file, scan_local_dir
 from .object_creates import create_object, create_object_stream
-from .run_identity import STAGING_DIR
+from .removal import DELETE_BATCH, LogRemoval
 
 if TYPE_CHECKING:
     import fsspec
 
 __all__ = ["LogStore", "FileStat", "DELETE_BATCH"]
 
-# Files per deletion request (S3's DeleteObjects limit); also the step of cleanup's progress lines.
-DELETE_BATCH = 1000
 
 @dataclass(frozen=True, slots=True)
 class FileStat:
@@ -47,7 +45,7 @@ class FileStat:
     modification_time: int  # epoch milliseconds
 
 
-class LogStore:
+class LogStore(LogRemoval):
     """Storage of one table's ``_delta_log``; names are relative to ``_delta_log``.
 
     ``fs`` None means the local file system (``table_root`` an absolute path)."""
@@ -419,76 +417,3 @@ class LogStore:
         if self.is_local:
             os.makedirs(os.path.dirname(target), exist_ok=True)
         self.fs.mv(self.path(source), target)
-
-    def delete_tree(self, subdir: str) -> None:
-        """Remove a private working directory under ``_delta_log`` (never a log file)."""
-        if not subdir.startswith(STAGING_DIR + "/") or subdir.count("/") != 1:
-            raise InvalidLogPathError(f"{subdir!r} is not a staging directory", path=subdir)
-        path = self.path(subdir)
-        if self.is_local:
-            if os.path.islink(path):
-                raise InvalidLogPathError(f"{self.display(subdir)} is a symbolic link; refusing to delete through it", path=subdir)
-            shutil.rmtree(path, onerror=ignore_missing)  # never follows symbolic links inside
-            return
-        try:
-            self.fs.rm(path, recursive=True)
-        except FileNotFoundError:
-            pass
-
-    def refuse_links(self, names: Sequence[str], *, files: bool = True) -> None:
-        """No-follow check (``lstat``) of names about to be deleted: ``SymlinkInLogError`` if any
-        lies under a symbolic link (a directory such as ``_sidecars`` linked elsewhere) or, with
-        ``files``, is one. Only local storage has links; elsewhere a no-op."""
-        if not self.is_local:
-            return
-        for directory in sorted({n.rpartition("/")[0] for n in names if "/" in n}):
-            self._refuse_local_links(directory, include_last=True)
-        for name in names if files else ():
-            try:
-                if stat_module.S_ISLNK(os.lstat(f"{self.log_dir}/{name}").st_mode):
-                    raise SymlinkInLogError(f"{self.display(name)} is a symbolic link; refusing to delete through it", path=name)
-            except FileNotFoundError:
-                pass
-
-    def delete_many(self, names: Sequence[str], progress: Callable[[int], None] | None = None) -> None:
-        """Delete files of ``_delta_log`` (gone already is fine), in batches of ``DELETE_BATCH``
-        taken in the given order; ``progress`` hears the size of each batch once it is gone. The
-        order *within* a batch is free (callers call once per kind, in their order): local unlinks
-        run on a few threads (started once per call), S3 deletes go in bulk requests."""
-        paths = [self.path(n) for n in names]  # validates every name before the first deletion
-        batches = [paths[i : i + DELETE_BATCH] for i in range(0, len(paths), DELETE_BATCH)]
-        if self.is_local:
-            # unlink never follows a link in the last component: only the directories need checking
-            self.refuse_links(names, files=False)
-            unlink_batches(batches, progress)
-            return
-        for batch in batches:
-            if self.backend in (S3, AZURE, GCS):  # bulk requests (DeleteObjects, Blob Batch, JSON batch)
-                try:
-                    self.fs.rm(batch)
-                except FileNotFoundError:
-                    pass
-            else:
-                for path in batch:
-                    try:
-                        self.fs.rm_file(path)
-                    except FileNotFoundError:
-                        pass
-            if progress is not None:
-                progress(len(batch))
-
-    def delete(self, name: str) -> None:
-        """Delete one file of ``_delta_log``; a file already gone is fine (re-runs converge)."""
-        if self.is_local:
-            if "/" in name:
-                self._refuse_local_links(name, include_last=False)
-            try:
-                os.unlink(self.path(name))
-            except FileNotFoundError:
-                pass
-            drop_checksum_shadow(self.path(name))
-            return
-        try:
-            self.fs.rm_file(self.path(name))
-        except FileNotFoundError:
-            pass

@@ -160,7 +160,7 @@ def test_a_long_local_checkpoint_reports_progress_by_row_group(coordinated_table
 def test_a_long_cleanup_reports_progress_by_batch(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     from airflow_delta_maintenance.deltalog.cleanup import plan as cleanup
     from airflow_delta_maintenance.deltalog.cleanup.plan import CleanupPlan, Deletion, execute_cleanup
-    from airflow_delta_maintenance.deltalog.storage import log_store as storage, open_table_storage
+    from airflow_delta_maintenance.deltalog.storage import open_table_storage, removal as storage
 
     log = tmp_path / "_delta_log"
     log.mkdir()
