@@ -130,7 +130,7 @@ def run_op(op: str, table: str, work: str, i: int) -> tuple[float, float, dict]:
         copy = os.path.join(work, f"ckpt-{i}")
         shutil.copytree(table, copy)
         try:
-            return run_measured([CLI, "checkpoint", copy, "--json"])
+            return run_measured([CLI, "checkpoint", copy, "--force", "--json"])
         finally:
             shutil.rmtree(copy, ignore_errors=True)
     return run_measured([PYTHON, "-c", OPS, op, table])

@@ -22,8 +22,13 @@ def _table(p: argparse.ArgumentParser) -> None:
     add_storage_options(p)
 
 
-def _engine(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=["local", "spark"], default="local", help="local (single node, default) or spark (spark-submit)")
+def _engine(p: argparse.ArgumentParser, *, auto: bool = False) -> None:
+    if auto:
+        p.add_argument("--engine", choices=["auto", "local", "spark"], default="auto",
+                       help="auto (default): local unless the log the checkpoint replays exceeds 512 MiB, then spark; "
+                       "local (single node) or spark (spark-submit)")
+    else:
+        p.add_argument("--engine", choices=["local", "spark"], default="local", help="local (single node, default) or spark (spark-submit)")
     g = p.add_argument_group("Spark engine (--engine spark): the package's Python is shipped to non-local masters by itself")
     g.add_argument("--master", default="local[*]", help="Spark master: local[*], spark://HOST:PORT, yarn, k8s://https://HOST:PORT")
     g.add_argument("--deploy-mode", choices=["client", "cluster"], default=None, help="where the driver runs (default: client)")
@@ -80,11 +85,13 @@ def _job_storage_options(table: Any, settings: Any) -> dict[str, Any]:
 
 
 def register(sub: Any) -> None:
-    c = sub.add_parser("checkpoint", help="write a checkpoint at the latest published version (with --interval: only when that many commits follow the last one)")
+    c = sub.add_parser("checkpoint", help="write a checkpoint at the latest published version when due: when the table's "
+                       "delta.checkpointInterval (or --interval) commits follow the last one, or now with --force")
     _table(c)
     c.add_argument("--version", type=int, default=None, help="published version (default: latest published)")
-    c.add_argument("--interval", type=int, default=None, help="write only when this many commits follow the last checkpoint (default: write now, whatever the table's delta.checkpointInterval)")
-    _engine(c)
+    c.add_argument("--interval", type=int, default=None, help="commits between checkpoints (default: the table's delta.checkpointInterval)")
+    c.add_argument("--force", action="store_true", help="write now, however few commits follow the last checkpoint")
+    _engine(c, auto=True)
     c.set_defaults(handler=lambda a: run_guarded(lambda: _checkpoint(a)))
 
     k = sub.add_parser("compact-log", help="write a log compaction file [start, end], or aligned windows")
@@ -110,39 +117,44 @@ def register(sub: Any) -> None:
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-
     from ..maintenance.operations.checkpoint import CheckpointOutcome, plan_checkpoint, run_local_checkpoint
+    from ..maintenance.operations.checkpoint_engine import choose_checkpoint_engine
+
+    with open_cli_table(args) as table:
+        plan = plan_checkpoint(table, interval=args.interval, version=args.version, force=args.force)
+        decision = plan.decision
+        outcome = CheckpointOutcome(table.uri, decision, args.engine)
+        engine = args.engine
+        if decision.due and engine == "auto":
+            choice = choose_checkpoint_engine(table.store, plan.state)
+            print(choice.reason, file=sys.stderr)
+            engine = choice.engine
+        if decision.due and engine == "spark":
+            outcome = _spark_checkpoint(args, table, plan)
+        elif decision.due:
+            outcome = CheckpointOutcome.local(table.uri, decision, run_local_checkpoint(table, plan, progress=cli_progress()))
+    report = outcome.report()
+    if args.json:
+        emit_json(report.to_dict())  # the operator's XCom record
+    else:
+        print(report.summary())
+    return 0
+
+
+def _spark_checkpoint(args: argparse.Namespace, table: Any, plan: Any) -> Any:
+    from ..maintenance.operations.checkpoint import CheckpointOutcome
     from ..maintenance.spark.jobs import checkpoint_job, verify_checkpoint
     from ..maintenance.spark.submit import run_spark_submit
 
-    with open_cli_table(args) as table:
-        plan = plan_checkpoint(table, interval=args.interval or 1, version=args.version, force=args.interval is None)
-        decision, store = plan.decision, table.store
-        out: dict[str, Any] = {"decision": decision.to_dict(), "checkpoint_version": decision.version, "written": False,
-                               "files": [], "num_actions": 0, "num_add_files": 0, "size_bytes": 0}
-        outcome = CheckpointOutcome(table.uri, decision, args.engine)
-        if (decision.due or decision.last_checkpoint_version == decision.version) and args.engine == "spark":
-            started = time.monotonic()
-            plan.check_tail(table)
-            settings = _spark_settings(args)
-            job = checkpoint_job(table.uri, decision.version, _job_storage_options(table, settings), conf=_spark_conf(args))
-            reported = json.loads(run_spark_submit(job, settings, **_spark_output(args)).strip().splitlines()[-1])
-            group = verify_checkpoint(store, decision.version)  # the log, not the exit code, says it worked
-            out.update(kind="spark", written=not reported.get("existed", False), existed=reported.get("existed", False),
-                       files=[f.name for f in group.files], num_actions=reported.get("num_actions", 0),
-                       num_add_files=reported.get("num_add_files", 0), size_bytes=group.size_in_bytes)
-            outcome = CheckpointOutcome.spark(table.uri, decision, group, existed=bool(reported.get("existed", False)),
-                                              num_actions=int(reported.get("num_actions", 0)), seconds=time.monotonic() - started)
-        elif decision.due or decision.last_checkpoint_version == decision.version:
-            r = run_local_checkpoint(table, plan, progress=cli_progress())
-            out.update(kind=r.kind, written=not r.existed, existed=r.existed, files=r.files, num_actions=r.num_actions,
-                       num_add_files=r.num_add_files, size_bytes=r.size_in_bytes, stats_parsed=r.stats_parsed)
-            outcome = CheckpointOutcome.local(table.uri, decision, r)
-    if args.json:
-        emit_json(out)
-    else:
-        print(outcome.report().summary())
-    return 0
+    started = time.monotonic()
+    version = plan.decision.version
+    plan.check_tail(table)
+    settings = _spark_settings(args)
+    job = checkpoint_job(table.uri, version, _job_storage_options(table, settings), conf=_spark_conf(args))
+    reported = json.loads(run_spark_submit(job, settings, **_spark_output(args)).strip().splitlines()[-1])
+    group = verify_checkpoint(table.store, version)  # the log, not the exit code, says it worked
+    return CheckpointOutcome.spark(table.uri, plan.decision, group, existed=bool(reported.get("existed", False)),
+                                   num_actions=int(reported.get("num_actions", 0)), seconds=time.monotonic() - started)
 
 
 def _spark_output(args: argparse.Namespace) -> dict[str, Any]:

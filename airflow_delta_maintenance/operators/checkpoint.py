@@ -1,4 +1,4 @@
-"""``DeltaCheckpointOperator``: a checkpoint when due, by Spark (default) or on the worker."""
+"""``DeltaCheckpointOperator``: a checkpoint when due, on the worker or by Spark as the log's size says (default), or as told."""
 
 from __future__ import annotations
 
@@ -26,12 +26,13 @@ class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
     in 3.1 s``, or ``checkpoint: skipped — <reason>``) and returns the common record (docs:
     operators/results.md): ``version``, ``count`` (actions), ``bytes``, ``engine``, ``kind``, ``files``.
 
-    ``engine="spark"`` submits ``spark_jobs/checkpoint.py`` through ``SparkSubmitHook``
+    ``engine="auto"`` (default) writes it on the worker unless the log the checkpoint replays exceeds
+    512 MiB (about 2-5M live files; measured in benchmarks/RESULTS.md), then submits the Spark job
+    (``maintenance.operations.checkpoint_engine``); the task log says which and why.
+    ``engine="spark"`` always submits ``spark_jobs/checkpoint.py`` through ``SparkSubmitHook``
     (connection ``spark_conn_id``, ``local[*]`` by default; its extras say where and how, see
     ``hooks.spark``) and then verifies the checkpoint by reading the log: a zero exit code alone
-    is not success. ``engine="local"`` writes it here. ``engine="auto"`` writes it here unless the
-    log the checkpoint replays exceeds 512 MiB (about 2-5M live files), then submits the Spark job
-    (``maintenance.operations.checkpoint_engine``); the task log says which and why.
+    is not success. ``engine="local"`` always writes it here.
 
     :param auto_local_max_log_bytes: with ``engine="auto"``, the largest log (bytes) written here
     :param interval: commits between checkpoints (default: the table's ``delta.checkpointInterval``) (templated)
@@ -48,7 +49,7 @@ class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
     def __init__(
         self,
         *,
-        engine: str = "spark",
+        engine: str = "auto",
         interval: int | str | None = None,
         force: bool | str = False,
         version: int | str | None = None,

@@ -111,7 +111,7 @@ def _build(table: Table, rng: random.Random, env: dict[str, str]) -> None:
         actions = [_protocol(table.v2), _metadata(table.v2)] if v == 0 else table.next_actions(rng)
         store.put_if_absent(commit_name(v), "".join(json.dumps(a) + "\n" for a in [info, *actions]).encode())
         table.expected[v] = frozenset(table.live)
-    proc = _cli(["checkpoint", table.uri, "--version", str(OLD_VERSIONS - 1), *table.cli_options], env)
+    proc = _cli(["checkpoint", table.uri, "--force", "--version", str(OLD_VERSIONS - 1), *table.cli_options], env)
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err.decode()
     client = open_coordinator(table.coordinator + "?create=true", table.options)  # the coordinator starts here
@@ -152,7 +152,7 @@ def _schedule(table: Table, rng: random.Random, spark_args: list[str], spark_che
     o = [*table.cli_options, *coord]  # every command is told the table's coordinator, as a user would
     runs: list[tuple[float, str, list[str]]] = []
     for i in range(spark_checkpoints):
-        runs.append((rng.uniform(0, 2), f"spark-checkpoint-{i}", ["checkpoint", t, "--engine", "spark", "--master", "local[1]", *spark_args, *o]))
+        runs.append((rng.uniform(0, 2), f"spark-checkpoint-{i}", ["checkpoint", t, "--force", "--engine", "spark", "--master", "local[1]", *spark_args, *o]))
     start = OLD_VERSIONS + rng.randint(0, 1)
     if spark_compaction:
         runs.append((rng.uniform(0, 2), "spark-compaction", ["compact-log", t, "--engine", "spark", "--master", "local[1]", "--start", str(start),
@@ -160,12 +160,12 @@ def _schedule(table: Table, rng: random.Random, spark_args: list[str], spark_che
     for i in range(rng.randint(3, 5)):
         runs.append((rng.uniform(0, WINDOW_S), f"publish-{i}", ["publish", t, *o]))
     for i in range(rng.randint(2, 4)):
-        runs.append((rng.uniform(0, WINDOW_S), f"checkpoint-{i}", ["checkpoint", t, *o]))
+        runs.append((rng.uniform(0, WINDOW_S), f"checkpoint-{i}", ["checkpoint", t, "--force", *o]))
     for i in range(rng.randint(1, 3)):
         runs.append((rng.uniform(0, WINDOW_S), f"compact-{i}", ["compact-log", t, "--interval", str(rng.choice([3, 4, 5])), *o]))
     for i in range(rng.randint(2, 4)):
         runs.append((rng.uniform(0, WINDOW_S), f"cleanup-{i}", ["cleanup", t, "--execute", "--retention-days", "1", "--allow-shorter-retention", *o]))
-    runs.append((rng.uniform(1, WINDOW_S), "killed-checkpoint", ["checkpoint", t, *o]))
+    runs.append((rng.uniform(1, WINDOW_S), "killed-checkpoint", ["checkpoint", t, "--force", *o]))
     return sorted(runs)
 
 

@@ -50,7 +50,7 @@ def test_delta_spark_reads_the_table_after_our_checkpoint_and_cleanup_without_a_
     log = Path(uri) / "_delta_log"
     assert (log / "._last_checkpoint.crc").exists() and (log / f".{3:020d}.json.crc").exists()
 
-    rc, _, err = run("checkpoint", uri)
+    rc, _, err = run("checkpoint", uri, "--force")
     assert rc == 0, err
     later = (datetime.now(timezone.utc) + timedelta(days=60)).isoformat()  # every commit past the 30-day retention
     rc, out, err = run("cleanup", uri, "--execute", "--now", later, "--allow-future-now")

@@ -226,7 +226,7 @@ def test_checkpoint_and_compaction_jobs_on_a_standalone_cluster_over_s3(
         assert out.returncode == 0, out.stderr[-3000:]
         assert json.loads(out.stdout)["created"] is True
         started = time.monotonic()
-        out = subprocess.run([cli, "checkpoint", uri, "--json", *spark], capture_output=True, text=True, env=cli_env, timeout=600)
+        out = subprocess.run([cli, "checkpoint", uri, "--force", "--json", *spark], capture_output=True, text=True, env=cli_env, timeout=600)
         timings["CLI checkpoint"] = time.monotonic() - started
         assert out.returncode == 0, out.stderr[-3000:]
         assert json.loads(out.stdout)["checkpoint_version"] == 19 and json.loads(out.stdout)["written"] is True

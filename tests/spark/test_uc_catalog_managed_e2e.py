@@ -159,7 +159,7 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
     assert cli_main(["publish", uri, "--coordinator", spec, "--json"]) == 0
     published = json.loads(capsys.readouterr().out)
     assert published["latest_published_version"] == 5 and {4, 5} <= set(published["published"])
-    assert cli_main(["checkpoint", uri, "--engine", "local", "--json"]) == 0
+    assert cli_main(["checkpoint", uri, "--force", "--engine", "local", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["checkpoint_version"] == 5
     lap("CLI publish + checkpoint")
 

@@ -64,7 +64,7 @@ from airflow_delta_maintenance.demo.sample_table import create_sample_table
 from airflow_delta_maintenance import cli
 create_sample_table(sys.argv[1], commits=12)
 before = dynamic_mmap_threshold()
-sys.argv = ["delta-maintenance", "checkpoint", sys.argv[1], "--json"]
+sys.argv = ["delta-maintenance", "checkpoint", sys.argv[1], "--force", "--json"]
 code = cli.console_main()
 print(json.dumps({"before": before, "after": dynamic_mmap_threshold(), "code": code}))
 '''

@@ -39,9 +39,9 @@ class CheckpointConfig(ConfigModel):
     enabled: bool = Field(default=True, description="`false`: no checkpoint task")
     interval: PositiveInt | None = Field(default=None, description="commits between checkpoints; null: the table's `delta.checkpointInterval`")
     engine: Literal["spark", "local", "auto"] = Field(
-        default="spark",
-        description="where the checkpoint is written: `spark` (a Spark job), `local` (the worker), or `auto`: the worker unless the log the checkpoint "
-        "replays exceeds 512 MiB (about 2-5M live files), then Spark",
+        default="auto",
+        description="where the checkpoint is written: `auto` (default): the worker unless the log the checkpoint replays exceeds 512 MiB "
+        "(about 2-5M live files), then Spark; `local` (always the worker) or `spark` (always a Spark job)",
     )
     spark_conn_id: str = Field(default="spark_default", description="the Spark connection")
     spark_conf: StringMapping = Field(default_factory=dict, description="extra Spark conf (values become strings)")

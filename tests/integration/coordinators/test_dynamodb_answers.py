@@ -75,7 +75,7 @@ def coordinated(dynamodb_endpoint: str, dynamodb_table_name: str, aws_env: dict[
         frozen_clock(old + v * 1000)
         client.commit(uri, v, [add(f"f{v}")], conf)
     assert cli(capsys, "publish", uri, "--coordinator", "auto")[0] == 0
-    assert cli(capsys, "checkpoint", uri, "--coordinator", "auto")[0] == 0
+    assert cli(capsys, "checkpoint", uri, "--force", "--coordinator", "auto")[0] == 0
     monkeypatch.setattr(commit_file, "wall_clock_ms", lambda: int(time.time() * 1000))
     for v in (7, 8):
         client.commit(uri, v, [add(f"f{v}")], conf)

@@ -99,7 +99,7 @@ def test_checkpoint_without_a_coordinator_never_checkpoints_a_file_above_the_hea
     assert run(capsys, "publish", uri, "--coordinator", spec)[0] == 0
     rogue = Path(uri) / "_delta_log" / f"{6:020d}.json"
     rogue.write_text(json.dumps({"commitInfo": {"timestamp": 1}}) + "\n" + json.dumps(add("rogue")) + "\n")
-    code, out, err = run(capsys, "checkpoint", uri, "--json")
+    code, out, err = run(capsys, "checkpoint", uri, "--force", "--json")
     assert code == 0 and out["checkpoint_version"] == 5 and out["written"], (out, err)
     assert [g.version for g in list_log_files(open_table_storage(uri)).complete_checkpoints()] == [5]
     assert "rogue" not in {f["path"] for f in load_snapshot(uri, 5).file_list()}
@@ -116,7 +116,7 @@ def test_cleanup_without_a_coordinator_takes_its_gates_from_the_ratified_tail(
 ) -> None:
     spec, uri = table
     assert run(capsys, "publish", uri, "--coordinator", spec)[0] == 0
-    assert run(capsys, "checkpoint", uri, "--coordinator", spec)[0] == 0
+    assert run(capsys, "checkpoint", uri, "--force", "--coordinator", spec)[0] == 0
     age_log(uri)
     meta = load_snapshot(uri).metadata.to_dict()
     meta["configuration"] = {**meta["configuration"], key: value}
@@ -206,7 +206,7 @@ def test_a_table_that_declares_nothing_keeps_its_published_log(tmp_path: Path, c
     uri = create_sample_table(str(tmp_path / "t"), commits=4).table_root
     code, out, _ = run(capsys, "versions", uri, "--json")
     assert code == 0 and out["latest_published_version"] == 3 and out["pending"] == [] and not out["published_only"]
-    code, out, _ = run(capsys, "checkpoint", uri, "--json")
+    code, out, _ = run(capsys, "checkpoint", uri, "--force", "--json")
     assert code == 0 and out["checkpoint_version"] == 3
     code, _, err = run(capsys, "publish", uri)
     assert code == 2 and "needs the table's coordinator" in err

@@ -95,7 +95,7 @@ def test_the_wheel_agrees_with_our_checkpoint_when_every_line_holds_one_action(t
     root, _ = table(tmp_path)
     _append_raw(root, 12, [b'{"commitInfo":{}}', b'{"remove":{"path":"f1","dataChange":true}}', ADD_B])
     expected = wheel_files(root)
-    rc, _, err = run("checkpoint", str(root))
+    rc, _, err = run("checkpoint", str(root), "--force")
     assert rc == 0, err
     for v in range(12):
         (root / "_delta_log" / f"{v:020d}.json").unlink()
@@ -123,7 +123,7 @@ def test_a_stray_far_future_version_is_a_typed_error_naming_the_file(tmp_path: P
 
 def test_compact_log_skips_windows_a_later_checkpoint_covers(tmp_path: Path) -> None:
     root, _log = table(tmp_path, versions=26)
-    rc, _, err = run("checkpoint", str(root), "--version", "17")
+    rc, _, err = run("checkpoint", str(root), "--force", "--version", "17")
     assert rc == 0, err
     rc, out, err = run("compact-log", str(root), "--interval", "5", "--json")
     assert rc == 0, err
@@ -154,7 +154,7 @@ def test_every_writer_refuses_unknown_features_by_name(tmp_path: Path, proto: di
 def test_a_torn_older_checkpoint_is_a_typed_error_or_ignored_never_a_crash(tmp_path: Path) -> None:
     root, _log = table(tmp_path, versions=30)
     for v in (5, 15, 25):
-        rc, _, err = run("checkpoint", str(root), "--version", str(v))
+        rc, _, err = run("checkpoint", str(root), "--force", "--version", str(v))
         assert rc == 0, err
     recorded = {v: wheel_files(root, v) for v in range(20, 30)}
     torn = root / "_delta_log" / f"{15:020d}.checkpoint.parquet"
@@ -162,7 +162,7 @@ def test_a_torn_older_checkpoint_is_a_typed_error_or_ignored_never_a_crash(tmp_p
     rc, out, err = run("cleanup", str(root), "--execute", "--json")
     assert rc == 0, err  # checkpoint 15 is passed over; 5 anchors
     assert json.loads(out)["cutoff_checkpoint_version"] == 5
-    rc, out, err = run("checkpoint", str(root), "--version", "15")  # asked for the torn one itself
+    rc, out, err = run("checkpoint", str(root), "--force", "--version", "15")  # asked for the torn one itself
     assert rc == 2 and "CorruptLogError" in err and torn.name in err and err.count("\n") == 1, err
     torn.unlink()
     for v, state in recorded.items():
@@ -185,7 +185,7 @@ def test_storage_errors_have_their_own_exit_code(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(os, "open", refusing_open)
     before = log_names(root)
-    rc, out, err = run("checkpoint", str(root))
+    rc, out, err = run("checkpoint", str(root), "--force")
     assert rc == 3 and out == "" and err.count("\n") == 1 and os.strerror(code) in err and "_delta_log" in err, (rc, err)
     assert log_names(root) == before
     rc, _, err = run("inspect", str(root), "--version", "99")
@@ -260,7 +260,7 @@ def test_a_stats_string_that_is_null_does_not_kill_the_checkpoint_command(tmp_pa
     log.commit(0, [commit_info(), protocol(), metadata()])
     log.commit(1, [commit_info(), add("a", 10, stats="null"), add("b", 20, stats='{"numRecords":3,"minValues":{"x":1},"maxValues":{"x":2},"nullCount":{"x":0}}')])
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from airflow_delta_maintenance.cli import main; sys.exit(main())", "checkpoint", str(root), "--version", "1", "--json"],
+        [sys.executable, "-c", "import sys; from airflow_delta_maintenance.cli import main; sys.exit(main())", "checkpoint", str(root), "--force", "--version", "1", "--json"],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])

@@ -42,7 +42,7 @@ def test_the_installed_command_runs_without_pandas(tmp_path: Path) -> None:
     result = _fresh(
         f"""
         import contextlib, io, json, sys
-        sys.argv = ["delta-maintenance", "checkpoint", {root!r}, "--json"]
+        sys.argv = ["delta-maintenance", "checkpoint", {root!r}, "--force", "--json"]
         from airflow_delta_maintenance.cli import console_main
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -148,7 +148,7 @@ def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_entry_point_skips_teardown_but_keeps_output_exit_code_and_exit_handlers(tmp_path: Path) -> None:
     root = str(tmp_path / "t")
     create_sample_table(root, commits=3)
-    done = _script(tmp_path, "checkpoint", root, "--json")
+    done = _script(tmp_path, "checkpoint", root, "--force", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["checkpoint_version"] == 2  # the whole JSON document, flushed
     assert (tmp_path / "atexit-ran").read_text() == "yes"

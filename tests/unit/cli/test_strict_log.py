@@ -50,7 +50,7 @@ def old_table(tmp_path: Path, meta: dict | None = None) -> Path:
             actions += [protocol(), meta or metadata({"delta.logRetentionDuration": "interval 1 days"})]
         actions.append(add(f"f{v}", 100 + v))
         log.commit(v, actions, mtime_ms=now - (30 - v) * DAY)
-    rc, _, err = run("checkpoint", str(root))
+    rc, _, err = run("checkpoint", str(root), "--force")
     assert rc == 0, err
     return root
 
@@ -191,7 +191,7 @@ def test_a_malformed_last_checkpoint_is_ignored_and_rewritten_not_a_traceback(tm
     rc, out, err = run("cleanup", str(root), "--execute")
     assert rc == 0 and "deleted 11 files" in out, (out, err)
     (root / "_delta_log" / f"{12:020d}.json").write_bytes(b'{"commitInfo":{}}\n' + line() + b"\n")
-    rc, out, err = run("checkpoint", str(root))
+    rc, out, err = run("checkpoint", str(root), "--force")
     assert rc == 0, err
     assert json.loads(hint.read_bytes())["version"] == 12
     assert {p for p in pa.table(deltalake.DeltaTable(str(root)).get_add_actions(flatten=True)).column("path").to_pylist()} == {

@@ -19,7 +19,7 @@ def test_checkpoint_compaction_and_cleanup_print_their_summary_line(tmp_path: Pa
     root, _ = table(tmp_path, versions=30)
     rc, out, err = run("checkpoint", str(root), "--interval", "100")
     assert rc == 0 and out == "checkpoint: skipped — only 30 commits since the last checkpoint (interval 100)\n", (out, err)
-    rc, out, _ = run("checkpoint", str(root), "--version", "10")
+    rc, out, _ = run("checkpoint", str(root), "--force", "--version", "10")
     assert rc == 0 and re.fullmatch(r"checkpoint: wrote v10 \(classic, 1 part, 13 actions, [\d.]+ KiB\) in \d+\.\d s\n", out), out
     rc, out, _ = run("compact-log", str(root), "--interval", "4")
     assert rc == 0 and re.fullmatch(r"compaction: wrote 5 window\(s\) over 11-28 \([\d,.]+ (KiB|bytes)\) in \d+\.\d s\n", out), out
@@ -35,6 +35,6 @@ def test_a_long_checkpoint_shows_progress_on_stderr(tmp_path: Path, monkeypatch:
     root, _ = table(tmp_path, versions=30)
     monkeypatch.setattr(checkpoint_writer, "ROWS_PER_ROW_GROUP", 10)
     monkeypatch.setattr(report, "PROGRESS_EVERY_S", 0.0)  # every line, for the test (the default is 5 s)
-    rc, out, err = run("checkpoint", str(root), "--version", "29")
+    rc, out, err = run("checkpoint", str(root), "--force", "--version", "29")
     assert rc == 0 and out.startswith("checkpoint: wrote v29"), (out, err)
     assert err.splitlines() == [f"checkpoint: v29 {n} of 30 file actions written" for n in (10, 20, 30)]

@@ -63,9 +63,9 @@ def shadows(root: Path) -> set[str]:
 
 def test_checkpoint_replaces_last_checkpoint_without_its_stale_shadow(tmp_path: Path) -> None:
     root = table(tmp_path)
-    assert run("checkpoint", str(root), "--version", "5")[0] == 0
+    assert run("checkpoint", str(root), "--force", "--version", "5")[0] == 0
     made = shadow_everything(root)
-    assert run("checkpoint", str(root))[0] == 0  # rewrites _last_checkpoint (v11)
+    assert run("checkpoint", str(root), "--force")[0] == 0  # rewrites _last_checkpoint (v11)
     assert json.loads((root / "_delta_log" / "_last_checkpoint").read_bytes())["version"] == 11
     assert not shadow(root, "_last_checkpoint").exists()
     assert shadows(root) == made - {"._last_checkpoint.crc"}  # the other files were not touched
@@ -77,7 +77,7 @@ def test_a_new_log_file_never_inherits_the_stale_shadow_of_an_earlier_one(tmp_pa
     stale.write_bytes(b"crc\x00stale")  # the checkpoint it shadowed was deleted by some other tool
     other = shadow(root, f"{3:020d}.json")
     other.write_bytes(b"crc\x00kept")
-    assert run("checkpoint", str(root))[0] == 0
+    assert run("checkpoint", str(root), "--force")[0] == 0
     assert (root / "_delta_log" / f"{11:020d}.checkpoint.parquet").exists() and not stale.exists() and other.exists()
     store = open_table_storage(str(root))
     store.put_if_absent(f"{12:020d}.json", b'{"commitInfo":{}}\n')  # the same for every create-if-absent
@@ -86,7 +86,7 @@ def test_a_new_log_file_never_inherits_the_stale_shadow_of_an_earlier_one(tmp_pa
 
 def test_cleanup_deletes_the_shadows_of_what_it_deletes_and_orphans_below_the_anchor(tmp_path: Path) -> None:
     root = table(tmp_path)
-    assert run("checkpoint", str(root), "--version", "8")[0] == 0
+    assert run("checkpoint", str(root), "--force", "--version", "8")[0] == 0
     made = shadow_everything(root)
     orphans = {shadow(root, f"{v:020d}.crc") for v in (2, 3)} | {shadow(root, f"{7:020d}.00000000000000000008.compacted.json")}
     kept_orphan = shadow(root, f"{20:020d}.json")  # above the anchor: not cleanup's to judge

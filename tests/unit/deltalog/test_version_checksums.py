@@ -192,7 +192,7 @@ def test_without_flags_the_chain_goes_on_after_the_newest_checksum_even_past_a_n
     root = tmp_path / "t"
     random_history(root, 30, 3)
     assert run("checksums", str(root), "--from", "0", "--to", "9")[0] == 0
-    assert run("checkpoint", str(root))[0] == 0  # at v29
+    assert run("checkpoint", str(root), "--force")[0] == 0  # at v29
     rc, out, err = run("checksums", str(root), "--json")
     report = json.loads(out)
     assert rc == 0 and (report["from_version"], report["to_version"], report["anchor"]) == (10, 29, "checksum of v9"), (report, err)

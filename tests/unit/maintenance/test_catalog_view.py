@@ -88,7 +88,7 @@ def test_cleanup_obeys_gates_set_in_the_unpublished_ratified_tail(
 ) -> None:
     spec, uri = table
     assert run(capsys, "publish", uri, "--coordinator", spec)[0] == 0
-    assert run(capsys, "checkpoint", uri, "--coordinator", spec)[0] == 0
+    assert run(capsys, "checkpoint", uri, "--force", "--coordinator", spec)[0] == 0
     age_log(uri)
     if key == "delta.requireCheckpointProtectionBeforeVersion":
         meta = load_snapshot(uri)
@@ -113,7 +113,7 @@ def test_the_cleanup_operator_sees_the_ratified_tail_too(table: tuple[str, str],
 
     spec, uri = table
     run(capsys, "publish", uri, "--coordinator", spec)
-    run(capsys, "checkpoint", uri, "--coordinator", spec)
+    run(capsys, "checkpoint", uri, "--force", "--coordinator", spec)
     age_log(uri)
     ratify_property(spec, uri, 6, "delta.enableExpiredLogCleanup", "false")
     op = DeltaLogCleanupOperator(task_id="cleanup", table_uri=uri, coordinator_spec=spec, dry_run=False)
@@ -134,7 +134,7 @@ def test_a_file_written_around_the_coordinator_is_never_acted_on(table: tuple[st
     assert code == 0 and out["latest_ratified_version"] == 5 and out["latest_published_version"] == 5
     code, out, _ = run(capsys, "compact-log", uri, "--coordinator", spec, "--interval", "3", "--json")
     assert code == 0 and all(w["end"] <= 5 for w in out["written"]) and out["written"]
-    code, out, _ = run(capsys, "checkpoint", uri, "--coordinator", spec, "--json")
+    code, out, _ = run(capsys, "checkpoint", uri, "--force", "--coordinator", spec, "--json")
     assert code == 0 and out["checkpoint_version"] == 5
     code, out, _ = run(capsys, "status", uri, "--coordinator", spec, "--json")
     assert code == 0 and out["latest_published_version"] == 5 and any(f"{6:020d}.json" in p for p in out["problems"])
@@ -171,7 +171,7 @@ def test_publishing_converges_after_a_cleanup_removed_published_staged_files(tmp
     store = open_table_storage(uri)
     for c in client.get_commits(uri).commits:  # published by a writer that died before reporting
         store.put_if_absent(f"{c.version:020d}.json", (Path(uri) / "_delta_log" / c.file_name).read_bytes())
-    run(capsys, "checkpoint", uri)
+    run(capsys, "checkpoint", uri, "--force")
     # a protocol-compliant cleanup removed the staged files (and commit 1) at or below the checkpoint
     for c in client.get_commits(uri).commits:
         (Path(uri) / "_delta_log" / c.file_name).unlink()

@@ -143,7 +143,7 @@ def test_checkpoint_and_compaction_never_build_on_a_foreign_checkpoint(tmp_path:
     commit_path(uri, 6).write_bytes(staged[6])
     foreign_checkpoint(spec, uri, 5, tmp_path)
 
-    code, out, err = run(capsys, "checkpoint", uri, "--coordinator", spec, "--json")
+    code, out, err = run(capsys, "checkpoint", uri, "--force", "--coordinator", spec, "--json")
     assert code == 0 and out["checkpoint_version"] == 3 and out["written"], (out, err)
     code, out, err = run(capsys, "compact-log", uri, "--coordinator", spec, "--interval", "2", "--json")
     assert code == 0 and out["published_version"] == 3 and all(w["end"] <= 3 for w in out["written"]), (out, err)
@@ -158,7 +158,7 @@ def test_a_log_cleaned_up_below_its_checkpoint_stays_published(tmp_path: Path, c
     published too (their content lives only in the checkpoint now)."""
     spec, uri = ratified_table(tmp_path, versions=6)
     run(capsys, "publish", uri, "--coordinator", spec, "--up-to", "4")
-    run(capsys, "checkpoint", uri, "--coordinator", spec)
+    run(capsys, "checkpoint", uri, "--force", "--coordinator", spec)
     for v in (0, 1, 2, 3):
         commit_path(uri, v).unlink()
     code, out, _ = run(capsys, "versions", uri, "--coordinator", spec, "--json")
