@@ -51,8 +51,12 @@ def _verify(args: argparse.Namespace) -> int:
         run = verify_checksums(table, from_version=args.from_version, to_version=args.to_version, progress=cli_progress())
     problems = [str(p) for p in run.problems]
     if args.json:
-        emit_json({"table": args.table_uri, "from_version": run.start, "to_version": run.end, "verified": len(run.verified),
-                   "replays": run.replays, "problems": problems, "seconds": round(run.seconds, 3)})  # fmt: skip
+        from ..maintenance.operations.summary import TaskReport
+
+        report = TaskReport(table.uri, "verify", what=f"{len(run.verified)} checksum(s) agree with the log", version=run.end,
+                            from_version=run.start, to_version=run.end, count=len(run.verified), duration_s=run.seconds,
+                            details={"replays": run.replays, "problems": problems})  # the keys of every other record
+        emit_json(report.to_dict())
     else:
         span = f"v{run.verified[0]}..v{run.verified[-1]}" if run.verified else "none"
         print(f"verify: {len(run.verified)} checksum(s) agree with the log ({span}), {len(problems)} do not")

@@ -163,7 +163,7 @@ def _spark_output(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from ..maintenance.operations.log_compaction import check_compaction_window, compact_window
+    from ..maintenance.operations.log_compaction import check_compaction_window, compact_window, single_window_report
     from ..maintenance.spark.jobs import compaction_job, verify_compaction
     from ..maintenance.spark.submit import run_spark_submit
 
@@ -172,22 +172,24 @@ def _compact(args: argparse.Namespace) -> int:
     with open_cli_table(args) as table:
         if args.start is None:
             return _compact_windows(table, args)
-        out: dict[str, Any]
+        started = time.monotonic()
         if args.engine == "spark":
             check_compaction_window(table, args.start, args.end)
             settings = _spark_settings(args)
             job = compaction_job(table.uri, args.start, args.end, _job_storage_options(table, settings), conf=_spark_conf(args))
             reported = json.loads(run_spark_submit(job, settings, **_spark_output(args)).strip().splitlines()[-1])
             found = verify_compaction(table.store, args.start, args.end)  # the log, not the exit code, says it worked
-            out = {"start_version": args.start, "end_version": args.end, "path": found.name, "created": reported["created"], "size_bytes": found.size}
+            window = {"start": args.start, "end": args.end, "file": found.name, "existed": not reported["created"],
+                      "num_actions": int(reported.get("num_actions", 0)), "size_bytes": found.size}
         else:
             r = compact_window(table, args.start, args.end)
-            out = {"start_version": r.start, "end_version": r.end, "path": r.file, "created": not r.existed,
-                   "num_actions": r.num_actions, "size_bytes": r.size_in_bytes}
+            window = {"start": r.start, "end": r.end, "file": r.file, "existed": r.existed, "num_actions": r.num_actions,
+                      "size_bytes": r.size_in_bytes}
+        report = single_window_report(table.uri, window, time.monotonic() - started)
     if args.json:
-        emit_json(out)
+        emit_json({**report.to_dict(), "file": window["file"]})  # the XCom record's keys, and the file's name
     else:
-        print(f"{table.uri}: {'wrote' if out['created'] else 'already had'} {out['path']}")
+        print(report.summary() + f": {window['file']}")
     return 0
 
 
@@ -207,7 +209,8 @@ def _compact_windows(table: Any, args: argparse.Namespace) -> int:
         writer = spark_compaction_writer(table.store, table.uri, _job_storage_options(table, settings), submit, conf=_spark_conf(args))
     result = run_log_compaction(table, interval=args.interval, max_window_bytes=args.max_window_bytes, writer=writer)
     if args.json:
-        emit_json(result.to_dict())
+        record = result.report().to_dict()  # the XCom record; --list adds the windows
+        emit_json({**record, "window_list": [*result.written, *result.skipped]} if args.list else record)
     else:
         print(result.report().summary())
         for w in result.written if args.list else ():
@@ -274,10 +277,11 @@ def _run_cleanup(args: argparse.Namespace) -> int:
             allow_future_now=args.allow_future_now,
             progress=cli_progress(),
         )
-    if args.json:
-        emit_json(result.to_dict())
-        return 0
     report = cleanup_report(result)
+    if args.json:
+        record = report.to_dict()  # the XCom record; --list adds the files
+        emit_json({**record, "files": [d.to_dict() for d in result.plan.deletions]} if args.list else record)
+        return 0
     print(report.summary())
     p = result.plan
     if not p.skipped:

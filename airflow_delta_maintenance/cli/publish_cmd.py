@@ -37,7 +37,7 @@ def _publish(args: argparse.Namespace) -> int:
     with open_cli_table(args, allow_unsafe_writes=args.allow_unsafe_writes) as table:
         result = publish_ratified_commits(table, up_to=args.up_to)
     if args.json:
-        emit_json(result.to_dict())
+        emit_json(result.report().to_dict())  # the XCom record
     else:
         print(result.report().summary())
     return 0

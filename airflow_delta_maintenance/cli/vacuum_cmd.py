@@ -54,7 +54,7 @@ def _vacuum(args: argparse.Namespace) -> int:
             progress=cli_progress(),
         )
     if args.json:
-        out = result.to_dict()
+        out = result.report().to_dict()  # the XCom record; --list adds the files
         if args.list and result.plan is not None:
             out["files"] = result.plan.paths()
         emit_json(out)

@@ -229,7 +229,7 @@ def test_checkpoint_and_compaction_jobs_on_a_standalone_cluster_over_s3(
         out = subprocess.run([cli, "checkpoint", uri, "--force", "--json", *spark], capture_output=True, text=True, env=cli_env, timeout=600)
         timings["CLI checkpoint"] = time.monotonic() - started
         assert out.returncode == 0, out.stderr[-3000:]
-        assert json.loads(out.stdout)["checkpoint_version"] == 19 and json.loads(out.stdout)["written"] is True
+        assert json.loads(out.stdout)["version"] == 19 and json.loads(out.stdout)["skipped"] is False
     print("\n[cluster] " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()), file=sys.stderr)
 
     # no listener of the jobs (drivers, executors, Python) on a wildcard address, and some were seen

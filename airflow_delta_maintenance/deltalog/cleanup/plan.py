@@ -256,7 +256,7 @@ def plan_log_cleanup(
     props = snapshot.properties
     retention = props.log_retention_ms if retention_ms is None else retention_ms
     if retention < 0:
-        raise InvalidOptionError(f"{store.uri}: a retention must not be negative, got {retention} ms", option="retention")
+        raise InvalidOptionError(f"{store.uri}: a retention must not be negative, got {retention / DAY_MS:g} days", option="retention")
     check_write_supported(snapshot.protocol, operation=f"metadata cleanup of {store.uri}", path=store.uri)
     cutoff = utc_midnight(now - retention)
     files = files if files is not None else list_log_files(store)
@@ -265,7 +265,8 @@ def plan_log_cleanup(
     if not props.enable_expired_log_cleanup:
         return CleanupPlan(**base, skip_reason="delta.enableExpiredLogCleanup is false")
     if is_catalog_managed(snapshot.protocol) and not catalog_permits_cleanup:
-        return CleanupPlan(**base, skip_reason="catalog-managed table: metadata cleanup needs the catalog's explicit permission")
+        return CleanupPlan(**base, skip_reason="catalog-managed table: metadata cleanup needs the catalog's explicit permission: pass --allow-catalog-managed (the operator's and tables.yaml's "
+                          "catalog_permits_cleanup)")
     if snapshot.protocol.has_writer_feature("checkpointProtection") and props.checkpoint_protection_version > 0:
         return CleanupPlan(
             **base,

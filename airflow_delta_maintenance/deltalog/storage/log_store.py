@@ -357,7 +357,7 @@ class LogStore(LogRemoval):
     def _refuse_unsafe(self, name: str) -> None:
         raise AtomicWriteUnsupportedError(
             f"{type(self.fs).__name__} cannot create {self.display(name)} if absent atomically; "
-            "pass allow_unsafe_writes=True only if a single writer is guaranteed",
+            "pass --allow-unsafe-writes (the Python argument allow_unsafe_writes=True) only if a single writer is guaranteed",
             path=name,
         )
 

@@ -230,7 +230,7 @@ def plan_vacuum(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     retention = snapshot.properties.deleted_file_retention_ms if retention_ms is None else retention_ms
     if retention < 0:
-        raise InvalidOptionError(f"{store.uri}: a VACUUM retention must not be negative, got {retention} ms", option="retention")
+        raise InvalidOptionError(f"{store.uri}: a VACUUM retention must not be negative, got {retention / 3_600_000:g} hours", option="retention")
     cutoff = now - retention
     resolver = DataPathResolver.for_store(store)
     segment = snapshot.segment

@@ -15,7 +15,7 @@ from ..table.catalog_view import CatalogView, ratified_state, validate_ratified_
 from ..table.maintained import MaintainedTable
 from .summary import JSONValue, TaskReport, human_bytes, version_range
 
-__all__ = ["CompactionRunResult", "run_log_compaction", "check_compaction_window", "compact_window"]
+__all__ = ["CompactionRunResult", "run_log_compaction", "check_compaction_window", "compact_window", "single_window_report"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,12 @@ class CompactionRunResult:
             what += ", skipped " + ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items()))
         return TaskReport(self.table_uri, "compaction", what=what, version=self.published_version, from_version=first,
                           to_version=last, count=len(new), bytes=size, duration_s=duration, details=details)
+
+
+def single_window_report(table_uri: str, window: dict[str, Any], seconds: float) -> TaskReport:
+    """The record of one window [start, end] compacted on request, in the keys of a scheduled run's."""
+    length = int(window["end"]) - int(window["start"]) + 1
+    return CompactionRunResult(table_uri, written=[window], interval=length, published_version=int(window["end"]), seconds=seconds).report()
 
 
 def _checked_view(table: MaintainedTable) -> tuple[CatalogView, TableState]:

@@ -59,7 +59,7 @@ DEFAULT_COMMIT_BATCH_BYTES = 16 << 30  # input bytes per commit: a kill or a con
 COMMIT_ATTEMPTS = 10
 CATALOG_MANAGED_RULE = (
     "catalog-managed table: OPTIMIZE needs the catalog's explicit permission (Delta protocol, "
-    "'Maintenance Operations on Catalog-managed Tables'; Unity Catalog prohibits it); pass catalog_permits_optimize"
+    "'Maintenance Operations on Catalog-managed Tables'; Unity Catalog prohibits it); to accept it pass --allow-catalog-managed (the operator's and tables.yaml's catalog_permits_optimize)"
 )
 
 

@@ -93,7 +93,7 @@ def _gate(table: MaintainedTable, snapshot: Snapshot, catalog_permits_vacuum: bo
     """A reason to skip, or None; a table whose coordinator is not in use is an error."""
     check_write_supported(snapshot.protocol, operation=f"VACUUM of {table.uri}", path=table.uri)
     if is_catalog_managed(snapshot.protocol) and not catalog_permits_vacuum:
-        return "catalog-managed table: VACUUM needs the catalog's explicit permission (catalog_permits_vacuum)"
+        return "catalog-managed table: VACUUM needs the catalog's explicit permission: pass --allow-catalog-managed (the operator's and tables.yaml's catalog_permits_vacuum)"
     declared = read_table_coordination(snapshot.protocol, snapshot.metadata.configuration, table.uri)
     if declared.kind is not None and table.coordinator is None:
         raise CoordinatorMismatchError(
@@ -138,7 +138,8 @@ def run_vacuum(
     if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
         raise RetentionTooShortError(
             f"{table.uri}: a VACUUM retention of {retention_ms / HOUR_MS:g} h is shorter than the table's delta.deletedFileRetentionDuration "
-            f"({table_retention / HOUR_MS:g} h) and may delete files a running writer or reader still needs; pass allow_shorter_retention (--allow-shorter-retention) to override"
+            f"({table_retention / HOUR_MS:g} h) and may delete files a running writer or reader still needs; to accept it pass --allow-shorter-retention (the operator's allow_shorter_retention=True, tables.yaml's "
+            "vacuum.allow_shorter_retention: true)"
         )
     last = read_last_vacuum_info(table.store)
     listing = None

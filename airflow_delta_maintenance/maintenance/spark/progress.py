@@ -4,8 +4,9 @@ A maintenance job submitted with ``quiet_spark_conf`` logs through our log4j2 co
 Spark's loggers at WARN, except the scheduler's two INFO loggers whose lines tell where the job is
 (stages submitted and finished, tasks finished ``(12/40)``). ``SparkOutput`` reads the job's
 output line by line (the Airflow hook's log, or the CLI's ``spark-submit`` stderr): scheduler
-lines become progress messages (the caller throttles them) and are not passed on; everything else
-(warnings, errors, the job's own lines) is. The job's result line (a JSON object) is kept as
+lines become progress messages (the caller throttles them) and are not passed on, nor are the lines
+every JVM start prints (``WARNING: Using incubator modules``); everything else (warnings, errors,
+the job's own lines) is. The job's result line (a JSON object) is kept as
 ``job_result`` and, like the scheduler's lines, not passed on.
 With verbose output nothing is configured or held back: Spark's own log4j2 defaults apply.
 """
@@ -41,6 +42,9 @@ logger.tasks.level = info
 # a warning on every start of a JVM without Hadoop's native library: nothing to act on
 logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = error
+# s3a's metrics look for a configuration file nobody writes, on every start
+logger.metrics.name = org.apache.hadoop.metrics2.impl.MetricsConfig
+logger.metrics.level = error
 """
 
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -70,6 +74,11 @@ def quiet_spark_conf(conf: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+# Printed by the JVM or by Spark's launcher on every start, whatever the job: nothing to act on.
+_START_NOISE = re.compile(
+    r"^(WARNING: Using incubator modules: |Using Spark's default log4j profile|Setting default log level to "
+    r"|To adjust logging level use sc\.setLogLevel)"
+)
 _LINE = re.compile(r"\b(INFO|WARN|ERROR|DEBUG|TRACE)\s+(DAGScheduler|TaskSetManager):\s*(.*)$")
 _SUBMIT_TASKS = re.compile(r"Submitting (\d+) missing tasks from \w+ (\d+) \((.*?)\)")
 _TASK_DONE = re.compile(r"Finished task \S+ in stage (\d+)\.\d+ .*\((\d+)/(\d+)\)\s*$")
@@ -129,7 +138,7 @@ class SparkOutput:
                 return self.verbose  # read, not shown: the task's summary line says what the job did
         match = _LINE.search(text)
         if match is None:
-            return True
+            return self.verbose or not _START_NOISE.match(stripped)
         message = match.group(3)
         if m := _SUBMIT_TASKS.search(message):
             stage = int(m.group(2))

@@ -153,7 +153,7 @@ def test_one_shared_spec_and_auto_maintain_every_delta_spark_table(
     out = cli("cleanup", uri, "--coordinator", "auto", "--execute", "--now", later, "--allow-future-now", "--json", env=env)
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
-    assert plan["cutoff_checkpoint_version"] == ROWS and plan["counts"]["commits"] == ROWS, plan
+    assert plan["version"] == ROWS and plan["counts"]["commits"] == ROWS, plan
     assert [c.version for c in list_log_files(open_table_storage(uri)).commits] == [ROWS]
     assert spark_files(spark, uri, ROWS) == before[ROWS]
     spark.sql(f"INSERT INTO delta.`{uri}` VALUES (99, 'r1')")

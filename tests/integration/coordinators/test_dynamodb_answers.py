@@ -180,7 +180,7 @@ def test_the_valid_item_publishes_and_cleans_up(coordinated: Coordinated, capsys
     files, so the runs above would have written and deleted had they not stopped."""
     before = log_state(coordinated.uri)
     code, out, err = cli(capsys, "publish", coordinated.uri, "--coordinator", "auto", "--json")
-    assert code == 0 and json.loads(out)["published"] == [7, 8], err
+    assert code == 0 and (json.loads(out)["from_version"], json.loads(out)["to_version"], json.loads(out)["count"]) == (7, 8, 2), err
     code, out, err = cli(capsys, "cleanup", coordinated.uri, "--coordinator", "auto", "--execute", "--json")
     assert code == 0, err
     after = log_state(coordinated.uri)

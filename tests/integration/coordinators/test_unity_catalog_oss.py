@@ -109,7 +109,7 @@ def test_cli_publish_exits_0_after_the_server_applied_the_report(uc: Target, cap
     out = capsys.readouterr()
     assert code == 0, out.err
     result = json.loads(out.out)
-    assert result["published"] == [1, 2] and result["reported_version"] == 2
+    assert (result["from_version"], result["to_version"], result["count"]) == (1, 2, 2) and result["reported_version"] == 2
     assert load_snapshot(uc.table_uri).version == 2
     assert [c.version for c in uc.table.get_commits(0, None).commits] in ([], [2])
 

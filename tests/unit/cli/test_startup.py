@@ -50,7 +50,7 @@ def test_the_installed_command_runs_without_pandas(tmp_path: Path) -> None:
         print(json.dumps({{"rc": rc, "out": json.loads(out.getvalue()), "pandas": "pandas" in sys.modules}}))
         """
     )
-    assert result["rc"] == 0 and result["out"]["written"] and result["out"]["checkpoint_version"] == 2
+    assert result["rc"] == 0 and not result["out"]["skipped"] and result["out"]["version"] == 2
     assert result["pandas"] is False
 
 
@@ -150,7 +150,7 @@ def test_the_entry_point_skips_teardown_but_keeps_output_exit_code_and_exit_hand
     create_sample_table(root, commits=3)
     done = _script(tmp_path, "checkpoint", root, "--force", "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["checkpoint_version"] == 2  # the whole JSON document, flushed
+    assert json.loads(done.stdout)["version"] == 2  # the whole JSON document, flushed
     assert (tmp_path / "atexit-ran").read_text() == "yes"
     (tmp_path / "atexit-ran").unlink()
     failed = _script(tmp_path, "checkpoint", str(tmp_path / "missing"))

@@ -27,7 +27,7 @@ def test_no_flags_is_a_dry_run_on_the_tables_retention(tmp_path: Path, capsys: p
     assert (root / "stray.parquet").exists()
     assert main(["vacuum", str(root), "--retention-hours", "0", "--allow-shorter-retention", "--json", "--list"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["dry_run"] and record["plan"]["files"] == 5 and "stray.parquet" in record["files"]
+    assert record["dry_run"] and record["planned_files"] == 5 and "stray.parquet" in record["files"]
     assert main(["vacuum", str(root), "--execute"]) == 0
     assert "deleted 1 file" in capsys.readouterr().out and not (root / "stray.parquet").exists()
 
@@ -58,7 +58,7 @@ def test_a_table_that_declares_its_coordinator_is_vacuumed_through_it_without_fl
     age_data(root, 30)
     assert main(["vacuum", str(root), "--retention-hours", "0", "--allow-shorter-retention", "--execute", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["plan"]["pending_versions"] >= 1 and record["deleted"] == 0
+    assert record["pending_versions"] >= 1 and record["deleted"] == 0
     assert (root / "region=x" / "a.parquet").exists()
     assert main(["vacuum", str(root), "--retention-hours", "0", "--allow-shorter-retention", "--coordinator", "none", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["plan"]["files"] == 0  # still the catalog's view: the table's own coordinator
+    assert json.loads(capsys.readouterr().out)["planned_files"] == 0  # still the catalog's view: the table's own coordinator

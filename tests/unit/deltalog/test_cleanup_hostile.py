@@ -139,7 +139,7 @@ def test_a_damaged_multipart_checkpoint_is_never_the_anchor(tmp_path: Path, dama
         pq.write_table(pq.read_table(parts[1]).slice(0, 0), parts[1])
     rc, out, err = cleanup(root)
     assert rc == 0, err
-    assert out["cutoff_checkpoint_version"] == 5 and out["unreadable_checkpoints"], out
+    assert out["version"] == 5 and out["unreadable_checkpoints"], out
     assert_retained_versions_read(root, recorded, parts, unreadable=damage != "missing part rows")
 
 

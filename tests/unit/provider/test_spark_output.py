@@ -28,7 +28,7 @@ def test_scheduler_lines_become_progress_and_the_rest_passes() -> None:
     heard: list[str] = []
     output = SparkOutput(heard.append, clock=lambda: 12.0)
     shown = [line for line in LINES if output.feed(line)]
-    assert shown == [LINES[0], LINES[1]]  # the JVM's note, Spark's warning; the job's result line is read, not shown
+    assert shown == [LINES[1]]  # Spark's warning; the JVM's start-up note is not shown, the job's result line is read, not shown
     assert output.job_result == {"version": 29, "existed": False, "num_actions": 31}
     assert output.stages_done == 2 and output.jobs_done == 1
     assert heard[0] == "spark: stage 0 (collect at checkpoint.py:3) started, 3 task(s) (0 stage(s) done, 0 s)"

@@ -183,3 +183,48 @@ def test_a_long_cleanup_reports_progress_by_batch(monkeypatch: pytest.MonkeyPatc
     assert [f"cleanup: deleted {n} of 6 files below v5" for n in (2, 4, 5, 6)] == heard
     # commits first, in batches within a kind: a line is heard once its batch is gone
     assert gone_at_batch == [set(names[:2]), set(names[:4]), set(names[:5]), set(names)]
+
+
+def _twin_table(root: Any) -> tuple[str, str]:
+    from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+    from airflow_delta_maintenance.demo.sample_table import create_actions
+
+    root.mkdir()
+    spec, uri = f"local://{root}/coordinator.db?create=true", str(root / "table")
+    client = open_coordinator(spec)
+    client.commit(uri, 0, create_actions(ict=True))
+    for v in range(1, 13):
+        client.commit(uri, v, [add(f"f{v}")])
+    return spec, uri
+
+
+def test_the_cli_json_is_the_xcom_record(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """One vocabulary: ``--json`` of every command prints the record the operator pushes to XCom
+    (same keys, same units), for the run that works and the run that skips. Old code: the CLI's
+    own keys (``published`` lists, ``delete_bytes``, ``skipped_reason``, ms ``cutoff_timestamp``)."""
+    from airflow_delta_maintenance.cli import main
+    from airflow_delta_maintenance.operators.checksums import DeltaChecksumsOperator
+    from airflow_delta_maintenance.operators.vacuum import DeltaVacuumOperator
+
+    spec_a, uri_a = _twin_table(tmp_path / "a")
+    spec_b, uri_b = _twin_table(tmp_path / "b")
+    steps = [  # (operation, CLI arguments, operator)
+        ("publish", ["publish"], lambda c: DeltaPublishCommitsOperator(task_id="publish", **c)),
+        ("compaction", ["compact-log", "--interval", "5"], lambda c: DeltaLogCompactionOperator(task_id="compact_log", interval=5, **c)),
+        ("checkpoint", ["checkpoint", "--engine", "local", "--interval", "10"], lambda c: DeltaCheckpointOperator(task_id="checkpoint", engine="local", interval=10, **c)),
+        ("cleanup", ["cleanup"], lambda c: DeltaLogCleanupOperator(task_id="cleanup", **c)),
+        ("checksums", ["checksums"], lambda c: DeltaChecksumsOperator(task_id="checksums", **c)),
+        ("vacuum", ["vacuum"], lambda c: DeltaVacuumOperator(task_id="vacuum", **c)),
+    ]
+    volatile = {"table", "duration_s", "finished_at", "now"}
+    for attempt in ("works", "skips"):
+        for operation, argv, make in steps:
+            capsys.readouterr()
+            assert main([argv[0], uri_a, *argv[1:], "--coordinator", spec_a, "--json"]) == 0, capsys.readouterr().err
+            cli = json.loads(capsys.readouterr().out)
+            xcom = make({"table_uri": uri_b, "coordinator_spec": spec_b}).execute({})
+            assert set(cli) == set(xcom) >= COMMON_KEYS, (attempt, operation, set(cli) ^ set(xcom))
+            moving = volatile | ({"cutoff"} if operation == "vacuum" else set())  # VACUUM's cutoff is now minus the retention
+            same = {k: v for k, v in cli.items() if k not in moving}
+            assert same == {k: v for k, v in xcom.items() if k not in moving}, (attempt, operation, cli, xcom)
+            assert cli["operation"] == operation and not [k for k in cli if k.endswith("_ms")], cli
