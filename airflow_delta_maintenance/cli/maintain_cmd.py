@@ -125,13 +125,17 @@ def _checkpoint(args: argparse.Namespace) -> int:
         decision = plan.decision
         outcome = CheckpointOutcome(table.uri, decision, args.engine)
         engine = args.engine
-        if decision.due and engine == "auto":
+        # --force at a version that has a checkpoint runs the writer, which verifies the one there
+        # (a torn file is an error, not "already exists")
+        work = decision.due or (args.force and decision.last_checkpoint_version == decision.version)
+        if work and engine == "auto":
             choice = choose_checkpoint_engine(table.store, plan.state)
-            print(choice.reason, file=sys.stderr)
+            if choice.engine == "spark":  # the worker is the usual choice; a Spark job is worth a word before it starts
+                print(choice.reason, file=sys.stderr)
             engine = choice.engine
-        if decision.due and engine == "spark":
+        if work and engine == "spark":
             outcome = _spark_checkpoint(args, table, plan)
-        elif decision.due:
+        elif work:
             outcome = CheckpointOutcome.local(table.uri, decision, run_local_checkpoint(table, plan, progress=cli_progress()))
     report = outcome.report()
     if args.json:

@@ -349,7 +349,7 @@ COMMANDS: dict[str, Callable[[str, int], Any]] = {  # in the order a run applies
 CLI_COMMANDS: dict[str, list[str]] = {
     "status": ["status", "{uri}", "--json"],
     "inspect": ["inspect", "{uri}", "--json"],
-    "checkpoint": ["checkpoint", "{uri}", "--json"],
+    "checkpoint": ["checkpoint", "{uri}", "--force", "--json"],
     "compact-log": ["compact-log", "{uri}", "--interval", "2", "--json"],
     "cleanup": ["cleanup", "{uri}", "--execute", "--json"],
 }

@@ -82,7 +82,7 @@ def test_a_bad_line_is_a_typed_error_naming_file_and_line_and_nothing_is_written
     root, _ = table(tmp_path)
     bad = _append_raw(root, 12, [b'{"commitInfo":{}}', line])
     before = log_names(root)
-    args = {"checkpoint": ["checkpoint", str(root)], "compact-log": ["compact-log", str(root), "--start", "11", "--end", "12"],
+    args = {"checkpoint": ["checkpoint", str(root), "--force"], "compact-log": ["compact-log", str(root), "--start", "11", "--end", "12"],
             "inspect": ["inspect", str(root)]}[command]
     rc, out, err = run(*args)
     assert rc == 2 and out == "" and err.count("\n") == 1, (rc, out, err)
@@ -103,7 +103,7 @@ def test_the_wheel_agrees_with_our_checkpoint_when_every_line_holds_one_action(t
 
 
 @pytest.mark.parametrize("stray", [10**9, 2**63 - 1])
-@pytest.mark.parametrize("command", [["inspect"], ["compact-log", "--interval", "10"], ["checkpoint"], ["cleanup"]])
+@pytest.mark.parametrize("command", [["inspect"], ["compact-log", "--interval", "10"], ["checkpoint", "--force"], ["cleanup"]])
 def test_a_stray_far_future_version_is_a_typed_error_naming_the_file(tmp_path: Path, stray: int, command: list[str]) -> None:
     root, log = table(tmp_path)
     name = f"{stray:020d}.json"
@@ -141,7 +141,7 @@ def test_compact_log_skips_windows_a_later_checkpoint_covers(tmp_path: Path) -> 
         (protocol(1, 7, None, ["appendOnly", "someFutureWriterFeature"]), "someFutureWriterFeature"),
     ],
 )
-@pytest.mark.parametrize("command", [["compact-log", "--start", "2", "--end", "5"], ["compact-log", "--interval", "5"], ["checkpoint"], ["cleanup", "--execute"]])
+@pytest.mark.parametrize("command", [["compact-log", "--start", "2", "--end", "5"], ["compact-log", "--interval", "5"], ["checkpoint", "--force"], ["cleanup", "--execute"]])
 def test_every_writer_refuses_unknown_features_by_name(tmp_path: Path, proto: dict, feature: str, command: list[str]) -> None:
     root, log = table(tmp_path)
     log.commit(12, [commit_info(), proto])  # a later commit adds the feature

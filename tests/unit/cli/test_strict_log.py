@@ -79,7 +79,7 @@ NEEDLES = {
     "add-and-remove-of-one-path": "adds and removes the same file 'z'",
     "directory": "is a directory, not a log file",
 }
-COMMANDS = [["status", "--strict"], ["inspect"], ["checkpoint"], ["compact-log", "--interval", "2"], ["cleanup"], ["cleanup", "--execute"]]
+COMMANDS = [["status", "--strict"], ["inspect"], ["checkpoint", "--force"], ["compact-log", "--interval", "2"], ["cleanup"], ["cleanup", "--execute"]]
 
 
 @pytest.mark.parametrize("case", sorted(LATEST))
@@ -120,7 +120,7 @@ WHEEL_READS = {"configuration-value-a-number"}  # it takes the number for its te
 
 
 @pytest.mark.parametrize("case", sorted(BAD_METADATA))
-@pytest.mark.parametrize("command", [["checkpoint"], ["inspect"], ["compact-log", "--interval", "2"], ["cleanup", "--execute"], ["status"]], ids=lambda c: c[0])
+@pytest.mark.parametrize("command", [["checkpoint", "--force"], ["inspect"], ["compact-log", "--interval", "2"], ["cleanup", "--execute"], ["status"]], ids=lambda c: c[0])
 def test_malformed_metadata_is_a_typed_error_naming_file_and_version_never_rewritten(tmp_path: Path, case: str, command: list[str]) -> None:
     change, needle = BAD_METADATA[case]
     meta = metadata({"delta.logRetentionDuration": "interval 1 days"})
@@ -152,7 +152,7 @@ def test_compact_log_never_copies_a_line_the_reader_refuses(tmp_path: Path, case
     bad, needle = BAD_LINES[case]
     (root / "_delta_log" / f"{12:020d}.json").write_bytes(b'{"commitInfo":{}}\n' + bad + b"\n")
     (root / "_delta_log" / f"{13:020d}.json").write_bytes(b'{"commitInfo":{}}\n' + line(path="y") + b"\n")
-    for command in (["compact-log", "--start", "12", "--end", "13"], ["compact-log", "--interval", "2"], ["checkpoint"], ["inspect"]):
+    for command in (["compact-log", "--start", "12", "--end", "13"], ["compact-log", "--interval", "2"], ["checkpoint", "--force"], ["inspect"]):
         before = listing(root)
         rc, out, err = run(command[0], str(root), *command[1:])
         assert rc == 2 and "00000000000000000012.json: line 2" in err and needle in err, (command, rc, out, err)
@@ -168,7 +168,7 @@ def test_compact_log_never_copies_a_line_the_reader_refuses(tmp_path: Path, case
         ("duplicate-key", b'{"add":{"path":"a","path":"b","size":1,"partitionValues":{},"modificationTime":1,"dataChange":true}}\n', "appears twice"),
     ],
 )
-@pytest.mark.parametrize("command", [["status"], ["inspect"], ["checkpoint"], ["compact-log", "--interval", "2"], ["cleanup", "--execute"]], ids=lambda c: c[0])
+@pytest.mark.parametrize("command", [["status"], ["inspect"], ["checkpoint", "--force"], ["compact-log", "--interval", "2"], ["cleanup", "--execute"]], ids=lambda c: c[0])
 def test_input_that_ended_in_a_traceback_is_a_typed_error(tmp_path: Path, name: str, data: bytes, needle: str, command: list[str]) -> None:
     root = old_table(tmp_path)
     (root / "_delta_log" / f"{12:020d}.json").write_bytes(data)

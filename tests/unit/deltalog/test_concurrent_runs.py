@@ -73,7 +73,7 @@ def test_temp_file_of_a_killed_checkpoint_writer_is_removed_by_cleanup(tmp_path:
 
     result = cleanup_cli(uri)
     assert not temps[0].exists(), "the killed writer's temp file is still there"
-    assert [d["path"] for d in result["leftovers"]] == [temps[0].name]
+    assert result["leftovers"] == 1  # the record counts them
     assert load_snapshot(uri).version == 1
 
 

@@ -178,7 +178,7 @@ def test_publishing_converges_after_a_cleanup_removed_published_staged_files(tmp
     (Path(uri) / "_delta_log" / f"{1:020d}.json").unlink()
     code, out, err = run(capsys, "publish", uri, "--coordinator", spec, "--json")
     assert code == 0, err
-    assert out["reported_version"] == 5 and out["already_published"] == [1, 2, 3, 4, 5]
+    assert out["reported_version"] == 5 and out["already_published"] == 5
     assert client.get_commits(uri).commits == ()
 
 

@@ -122,7 +122,7 @@ def test_cleanup_never_anchors_on_a_foreign_checkpoint_above_the_published_commi
 
     code, out, err = run(capsys, "cleanup", uri, "--coordinator", spec, "--execute", "--json")
     assert code == 0, err
-    assert out["deleted"] == 0 and out["cutoff_checkpoint_version"] is None, out
+    assert out["deleted"] == 0 and out["version"] is None, out
     assert [c.version for c in list_log_files(open_table_storage(uri)).commits] == [0, 1, 2, 3, 5]
 
     code, out, err = run(capsys, "publish", uri, "--coordinator", spec, "--json")
