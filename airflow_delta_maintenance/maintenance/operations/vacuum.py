@@ -138,8 +138,8 @@ def run_vacuum(
     if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
         raise RetentionTooShortError(
             f"{table.uri}: a VACUUM retention of {retention_ms / HOUR_MS:g} h is shorter than the table's delta.deletedFileRetentionDuration "
-            f"({table_retention / HOUR_MS:g} h) and may delete files a running writer or reader still needs; to accept it pass --allow-shorter-retention (the operator's allow_shorter_retention=True, tables.yaml's "
-            "vacuum.allow_shorter_retention: true)"
+            f"({table_retention / HOUR_MS:g} h) and may delete files a running writer or reader still needs; to accept it pass "
+            "--allow-shorter-retention (the operator's allow_shorter_retention=True, tables.yaml's vacuum.allow_shorter_retention: true)"
         )
     last = read_last_vacuum_info(table.store)
     listing = None

@@ -186,8 +186,8 @@ def test_a_long_cleanup_reports_progress_by_batch(monkeypatch: pytest.MonkeyPatc
 
 
 def _twin_table(root: Any) -> tuple[str, str]:
-    from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
     from airflow_delta_maintenance.demo.sample_table import create_actions
+    from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
     root.mkdir()
     spec, uri = f"local://{root}/coordinator.db?create=true", str(root / "table")
