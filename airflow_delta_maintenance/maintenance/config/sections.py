@@ -41,7 +41,7 @@ class CheckpointConfig(ConfigModel):
     engine: Literal["spark", "local", "auto"] = Field(
         default="auto",
         description="where the checkpoint is written: `auto` (default): the worker unless the log the checkpoint replays exceeds 512 MiB "
-        "(about 2-5M live files), then Spark; `local` (always the worker) or `spark` (always a Spark job)",
+        "(about 1.2M live files; benchmarks/RESULTS.md), then Spark; `local` (always the worker) or `spark` (always a Spark job)",
     )
     spark_conn_id: str = Field(default="spark_default", description="the Spark connection")
     spark_conf: StringMapping = Field(default_factory=dict, description="extra Spark conf (values become strings)")

@@ -1,9 +1,10 @@
 """``engine: auto`` for checkpoints: the worker unless the table's log is too big for one process.
 
 The single-node checkpoint holds the table's live files in memory while it writes them. Measured
-(benchmarks/RESULTS.md, checkpoint vs delta-rs): 2M live files in 7.1 s and 1.3 GiB peak on one
-worker, while a Spark job costs 45-55 s of JVM start on any table. So the worker is the better
-engine until the state no longer fits a worker comfortably. The state's size is judged from the
+(benchmarks/checkpoint_engines.py, both engines by log size in one run; benchmarks/RESULTS.md): the
+worker is faster at every size it can hold (Spark pays tens of seconds of JVM start), and its peak
+grows by about 1.4 MiB per MiB of log segment (1.3 GiB at 2M live files, 846 MiB of log). So the
+worker is the better engine until the state no longer fits a worker comfortably. The state's size is judged from the
 bytes of the log segment the checkpoint replays (checkpoint parts, V2 sidecars, commits after it),
 which the listing already has: no file is read to decide.
 """
@@ -18,8 +19,8 @@ from .summary import human_bytes
 
 __all__ = ["LOCAL_MAX_LOG_BYTES", "EngineChoice", "choose_checkpoint_engine"]
 
-# A Delta checkpoint row with statistics is 100-250 bytes of Parquet: 512 MiB of log is about
-# 2-5M live files, the size at which the worker's 1.3 GiB (2M files) becomes several GiB.
+# 512 MiB of log segment: a worker peak of about 0.85 GiB (140 MiB + 1.37 x the log, measured),
+# inside the 1 GiB a Celery slot or a default pod usually has; about 1.2M live files of JSON commits.
 LOCAL_MAX_LOG_BYTES = 512 << 20
 
 

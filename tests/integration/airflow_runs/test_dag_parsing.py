@@ -159,10 +159,10 @@ def test_init_dags_output_parses_into_the_maintenance_and_fleet_health_dags(tmp_
     assert line, out.stdout[-3000:] + out.stderr[-3000:]
     result = json.loads(line[len("RESULT "):])
     assert result["errors"] == {} and result["dags"] == ["delta_maintenance__example_orders", "delta_maintenance_fleet_health"], result["dags"]
-    # the copied tables.yaml checkpoints on the worker: seconds, no JVM (the Spark engine is a per-table choice)
+    # the copied tables.yaml lets the log size choose (the worker for a trial table: seconds, no JVM)
     from airflow_delta_maintenance.fleet.config import load_fleet
 
-    assert [t.checkpoint.engine for t in load_fleet(dags / "tables.yaml").tables] == ["local"]
+    assert [t.checkpoint.engine for t in load_fleet(dags / "tables.yaml").tables] == ["auto"]  # never spark: seconds on the worker
 
 
 def test_a_placeholder_dag_keeps_the_owner_and_tags_and_shows_its_mistakes_on_its_task(tmp_path: Path) -> None:

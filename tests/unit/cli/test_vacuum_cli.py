@@ -37,7 +37,7 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     wheel_table(root, versions=4)
     assert main(["vacuum", str(root), "--retention-hours", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "RetentionTooShortError" in err and "--allow-shorter-retention" in err
+    assert err.count("\n") == 1 and "RetentionTooShortError" in err and "to accept it pass --allow-shorter-retention (" in err
     deltalake.DeltaTable(str(root)).create_checkpoint()
     (root / "_delta_log" / f"{0:020d}.json").unlink()  # metadata cleanup took the first commit
     assert main(["vacuum", str(root), "--lite", "--retention-hours", "0", "--allow-shorter-retention"]) == 2
