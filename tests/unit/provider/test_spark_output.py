@@ -69,7 +69,7 @@ def test_the_task_log_gets_progress_not_sparks_info_lines(monkeypatch: pytest.Mo
     capsys.readouterr()
     hook._process_spark_submit_log(iter(line + "\n" for line in LINES))  # the upstream hook reading spark-submit's output
     out = capsys.readouterr().out
-    assert "INFO DAGScheduler" not in out and "INFO TaskSetManager" not in out
+    assert "INFO DAGScheduler" not in out and "INFO TaskSetManager" not in out and "Using incubator modules" not in out
     assert "WARN MetricsConfig" in out and "spark: stage 2 (collect at checkpoint.py:3) finished in 1.0 s" in out
     assert hook.job_result == {"version": 29, "existed": False, "num_actions": 31}
     verbose = DeltaSparkSubmitHook(application_args=["--version", "29"], show_spark_logs=True)
