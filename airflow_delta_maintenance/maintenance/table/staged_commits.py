@@ -18,6 +18,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
 from ...coordinators.base import RatifiedCommit
@@ -85,6 +86,11 @@ def list_staged(store: LogStore) -> StagedListing:
     return StagedListing(stats)
 
 
+def _iso(epoch_ms: int) -> str:
+    """A file time for a person: ISO-8601 UTC with milliseconds, not epoch milliseconds."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _check_recorded(store: LogStore, commit: RatifiedCommit, name: str, size: int, stat: FileStat | None) -> None:
     if size != commit.file_size:
         raise StagedCommitError(
@@ -96,8 +102,8 @@ def _check_recorded(store: LogStore, commit: RatifiedCommit, name: str, size: in
     recorded, actual = commit.file_modification_time, (stat.modification_time if stat is not None else 0)
     if recorded > 0 and actual > 0 and abs(recorded - actual) > MTIME_TOLERANCE_MS:
         raise StagedCommitError(
-            f"{store.display(name)}: staged file of ratified version {commit.version} was modified at {actual} ms, "
-            f"but the coordinator recorded {recorded} ms (rewritten after ratification?)",
+            f"{store.display(name)}: staged file of ratified version {commit.version} was modified at {_iso(actual)}, "
+            f"but the coordinator recorded {_iso(recorded)} (rewritten after ratification?)",
             version=commit.version,
             path=name,
         )

@@ -256,3 +256,16 @@ def test_a_commit_no_reader_could_load_publishes_nothing_wherever_it_sits(tmp_pa
     assert "_staged_commits/" in str(refused.value) and f"line {lines}" in str(refused.value), str(refused.value)
     assert sorted(p.name for p in (Path(uri) / "_delta_log").glob("*.json")) == [f"{0:020d}.json"]
     assert [c.version for c in open_coordinator(spec).get_commits(uri).commits] == list(range(1, 8))
+
+
+def test_a_staged_file_touched_after_ratification_is_named_with_its_times_for_a_person(tmp_path: Path) -> None:
+    """The error gives both file times as ISO-8601 UTC (old code: raw epoch milliseconds)."""
+    from airflow_delta_maintenance.coordinators.base import RatifiedCommit
+    from airflow_delta_maintenance.deltalog.storage import FileStat, open_table_storage
+    from airflow_delta_maintenance.maintenance.table.staged_commits import _check_recorded
+
+    commit = RatifiedCommit(version=3, commit_timestamp=1, file_name="x.json", file_size=10, file_modification_time=1_795_000_000_000)
+    stat = FileStat("x.json", 10, 1_795_000_000_000 + 3_600_000)
+    store = open_table_storage(str(tmp_path))
+    with pytest.raises(StagedCommitError, match=r"modified at 2026-11-18T\d\d:\d\d:\d\d\.000Z, but the coordinator recorded 2026-11-18T"):
+        _check_recorded(store, commit, "_delta_log/_staged_commits/x.json", 10, stat)
