@@ -4,6 +4,8 @@
   table including the unpublished versions, then commits on top through the same coordinator.
 - delta-spark commits through the coordinator; we read its item, publish from its staged files
   with identical bytes, and read the table with the same state as delta-spark.
+- delta-spark writes small files through the coordinator; our OPTIMIZE commits through it; delta-spark
+  reads the same rows and writes on top.
 """
 
 from __future__ import annotations
@@ -88,3 +90,41 @@ def test_we_publish_what_delta_spark_ratified(spark: Any, dynamodb_endpoint: str
     assert table.get_commits().commits == ()
     assert {f["path"] for f in load_snapshot(uri).file_list()} == spark_files(spark, uri)
     assert spark.read.format("delta").load(uri).count() == 4
+
+
+def test_we_optimize_a_table_delta_spark_writes_through_its_coordinator(spark: Any, dynamodb_endpoint: str, dynamodb_table_name: str,
+                                                                       aws_env: dict, tmp_path: Path) -> None:
+    """delta-spark writes small files through its DynamoDB coordinator; OPTIMIZE (run as the CLI
+    runs it: the table's own coordinator) commits through the same coordinator; delta-spark reads
+    the same rows from fewer files, then writes and deletes on top."""
+    from airflow_delta_maintenance.maintenance.operations.optimize import run_optimize
+    from airflow_delta_maintenance.maintenance.table.maintained import open_table
+
+    uri = str(tmp_path / "spark_written")
+    conf = json.dumps({"dynamoDBTableName": dynamodb_table_name, "dynamoDBEndpoint": dynamodb_endpoint})
+    spark.sql(
+        f"CREATE TABLE delta.`{uri}` (id LONG, region STRING) USING delta PARTITIONED BY (region) TBLPROPERTIES ("
+        f"'delta.coordinatedCommits.commitCoordinator-preview' = 'dynamodb', 'delta.coordinatedCommits.commitCoordinatorConf-preview' = '{conf}')"
+    )
+    for i in range(1, 7):
+        spark.sql(f"INSERT INTO delta.`{uri}` VALUES ({i}, 'r{i % 2}'), ({i + 100}, 'r{i % 2}')")
+    before = sorted(tuple(r) for r in spark.read.format("delta").load(uri).collect())
+    files_before = spark_files(spark, uri)
+    spec = f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}"
+    result = run_optimize(open_table(uri, coordinator=spec))
+    assert result.commits == [7] and result.files_removed == 6 and result.files_added == 2, result.report().what
+    client = open_coordinator(spec)
+    table = bind_table(open_table_storage(uri), client)
+    assert table.latest_ratified_version() == 7  # ratified by the coordinator, not written around it
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{uri}`").select("version", "operation").collect()
+    assert (7, "OPTIMIZE") in {(r[0], r[1]) for r in history}
+    assert sorted(tuple(r) for r in spark.read.format("delta").load(uri).collect()) == before
+    after = spark_files(spark, uri)
+    assert len(after) == 2 and not after & files_before
+    assert sorted(tuple(r) for r in spark.read.format("delta").option("versionAsOf", 6).load(uri).collect()) == before
+    spark.sql(f"INSERT INTO delta.`{uri}` VALUES (999, 'r1')")
+    spark.sql(f"DELETE FROM delta.`{uri}` WHERE id = 101")
+    assert table.latest_ratified_version() == 9
+    expected = sorted([r for r in before if r[0] != 101] + [(999, "r1")])
+    assert sorted(tuple(r) for r in spark.read.format("delta").load(uri).collect()) == expected
+    assert {f["path"] for f in load_ratified_snapshot(table).file_list()} == spark_files(spark, uri)  # the same files as delta-spark

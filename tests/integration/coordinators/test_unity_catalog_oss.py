@@ -278,3 +278,45 @@ def test_every_server_ran(uc_oss_servers: OSSServers) -> None:
         status, _ctype, body = server.call("GET", "/catalogs/main")
         assert status == 200 and json.loads(body)["name"] == "main", (server_id(version, auth), status, body)
         assert (server.run_dir / "uc.version").read_text().strip() == version
+
+
+# ---- OPTIMIZE on a managed table ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", PLAIN_KINDS[:1])
+def test_optimize_of_a_managed_table_is_refused_by_default_and_runs_with_the_permission(
+        request: pytest.FixtureRequest, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A UC managed table (catalogManaged at version 0) with small data files: ``delta-maintenance
+    optimize`` without flags skips it naming the protocol's rule, and commits nothing; with
+    ``--allow-catalog-managed`` it commits through the server, and the rows read the same."""
+    from airflow_delta_maintenance.demo.sample_table import add_action_for, data_batch
+    from airflow_delta_maintenance.maintenance.operations.optimize import CATALOG_MANAGED_RULE
+    from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratified_snapshot
+
+    uc = _target(request, kind, tmp_path)
+    for v in range(1, 4):
+        uc.table.commit(v, [add_action_for(uc.table_uri, data_batch(v * 10, 10, "us"), "us")])
+
+    def ids() -> list[int]:
+        from airflow_delta_maintenance.deltalog.datafiles.files import DataFiles
+        from airflow_delta_maintenance.deltalog.datafiles.reader import iter_live_rows, source_file
+        from airflow_delta_maintenance.deltalog.datafiles.schema import data_schema
+        from airflow_delta_maintenance.deltalog.optimize.tasks import live_adds
+
+        snap = load_ratified_snapshot(uc.table)
+        target = data_schema(snap.metadata.schema, snap.metadata.partition_columns, "none").without_partitions()
+        return sorted(i for a in live_adds(snap.files)
+                      for live in iter_live_rows(DataFiles(uc.table.store), source_file(a), target, match_by_id=False)
+                      for i in live.table.column("id").to_pylist())
+
+    before = ids()
+    assert cli_main(["optimize", uc.table_uri, "--coordinator", uc.spec, "--json"]) == 0
+    refused = json.loads(capsys.readouterr().out)
+    assert refused["skipped"] and refused["reason"] == CATALOG_MANAGED_RULE
+    assert "Maintenance Operations on Catalog-managed Tables" in refused["reason"]
+    assert uc.table.latest_ratified_version() == 3
+    assert cli_main(["optimize", uc.table_uri, "--coordinator", uc.spec, "--allow-catalog-managed", "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert not done["skipped"] and done["version"] == 4 and done["files_removed"] == 3 and done["files_added"] == 1
+    assert uc.table.latest_ratified_version() == 4  # ratified by the server
+    assert ids() == before and load_ratified_snapshot(uc.table).num_files == 1
