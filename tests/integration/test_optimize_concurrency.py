@@ -14,6 +14,7 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from airflow_delta_maintenance.maintenance.table.maintained import open_table
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 SEEDS = [11, 23, 37]
+EngineFor = Callable[[Any], Any]  # the table → the engine of the first OPTIMIZE thread (default: the worker's)
 
 
 def rows_at(path: str, version: int, options: dict[str, str] | None = None) -> list[tuple[Any, ...]]:
@@ -54,7 +56,8 @@ def test_optimize_races_writers_on_s3(s3_bucket: tuple[str, dict[str, Any]], see
     _race_with_the_wheel(f"s3://{bucket}/t", seed, wheel, options, ops=6)  # every S3 request is moto's: few ops
 
 
-def _race_with_the_wheel(path: str, seed: int, wheel: dict[str, str] | None, options: dict[str, Any] | None, *, ops: int) -> None:
+def _race_with_the_wheel(path: str, seed: int, wheel: dict[str, str] | None, options: dict[str, Any] | None, *, ops: int,
+                         engine: EngineFor | None = None) -> None:
     rng = random.Random(seed)
     next_id = 0
     for region in ("a", "b", "c"):
@@ -70,7 +73,9 @@ def _race_with_the_wheel(path: str, seed: int, wheel: dict[str, str] | None, opt
         local = random.Random(seed * 10 + k)
         while not stop.is_set():
             try:
-                r = run_optimize(open_table(path, options), OptimizeOptions(), commit_batch_bytes=local.choice([1, 1 << 30]), rng=local)
+                table = open_table(path, options)
+                r = run_optimize(table, OptimizeOptions(), commit_batch_bytes=local.choice([1, 1 << 30]), rng=local,
+                                 engine=engine(table) if engine is not None and k == 0 else None)
                 raced["conflicts"] += r.conflicts
                 raced["dropped"] += r.bins_dropped
                 raced["commits"] += len(r.commits)
@@ -154,7 +159,7 @@ def _coordinated_rows(table: Any, version: int | None = None) -> list[tuple[Any,
     return sorted(out)
 
 
-def _race_on_coordinator(spec: str, uri: str, seed: int, client: Any) -> None:
+def _race_on_coordinator(spec: str, uri: str, seed: int, client: Any, *, ops: int = 14, engine: EngineFor | None = None) -> None:
     from airflow_delta_maintenance.coordinators.errors import CommitConflictError
     from airflow_delta_maintenance.deltalog.optimize.tasks import live_adds
     from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
@@ -178,7 +183,9 @@ def _race_on_coordinator(spec: str, uri: str, seed: int, client: Any) -> None:
         local = random.Random(seed * 10 + k)
         while not stop.is_set():
             try:
-                r = run_optimize(open_table(uri, coordinator=spec), OptimizeOptions(), commit_batch_bytes=local.choice([1, 1 << 30]), rng=local)
+                opened = open_table(uri, coordinator=spec)
+                r = run_optimize(opened, OptimizeOptions(), commit_batch_bytes=local.choice([1, 1 << 30]), rng=local,
+                                 engine=engine(opened) if engine is not None and k == 0 else None)
                 raced["conflicts"] += r.conflicts
                 raced["dropped"] += r.bins_dropped
                 raced["commits"] += len(r.commits)
@@ -192,7 +199,7 @@ def _race_on_coordinator(spec: str, uri: str, seed: int, client: Any) -> None:
     for t in threads:
         t.start()
     try:
-        for _ in range(14):
+        for _ in range(ops):
             op = rng.choice(["append", "append", "delete", "update"])
             for _attempt in range(20):
                 snap = load_ratified_snapshot(table)

@@ -103,3 +103,34 @@ def test_a_killed_spark_run_leaves_nothing_visible_and_a_rerun_converges(seed: i
 
     details = optimize_cli(t.path, *SPARK)  # converges: the dead run's files stay unreferenced (VACUUM's)
     assert_optimized(t, "wheel_many_small_files_partitioned", before, [before + 1], details["plan"]["files_in"], details["bins"], spark)
+
+
+def test_the_spark_engine_races_writers_and_a_worker_optimize(spark: Any, tmp_path: Path) -> None:
+    """The seeded race of ``tests/integration/test_optimize_concurrency.py`` with the Spark engine
+    in the first OPTIMIZE thread (the worker engine in the second): a plain table the wheel writes,
+    and a table of the embedded coordinator. The engine's job runs in this suite's Spark session
+    (``spark_jobs/optimize.py``'s driver on local executors; no spark-submit per run, which would
+    spend the race starting JVMs)."""
+    from airflow_delta_maintenance.maintenance.spark.optimize_engine import SparkOptimizeEngine
+    from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+    from airflow_delta_maintenance.spark_jobs.optimize import _main as optimize_job_main
+    from tests.integration.test_optimize_concurrency import _race_on_coordinator, _race_with_the_wheel
+
+    jobs: list[int] = []
+
+    def engine(table: Any) -> SparkOptimizeEngine:
+        def submit(job: Any) -> dict[str, Any]:
+            assert optimize_job_main(job.application_args) == 0
+            jobs.append(1)
+            return {}
+
+        return SparkOptimizeEngine(table.store, table.uri, table.storage_options, submit)
+
+    _race_with_the_wheel(str(tmp_path / "plain"), 31, None, None, ops=8, engine=engine)
+    spec = f"local://{tmp_path}/c.db"
+    client = open_coordinator(spec + "?create=true")
+    try:
+        _race_on_coordinator(spec, str(tmp_path / "coordinated"), 47, client, ops=6, engine=engine)
+    finally:
+        client.close()
+    assert jobs, "the Spark engine never ran a job"
