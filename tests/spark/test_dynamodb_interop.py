@@ -112,7 +112,7 @@ def test_we_optimize_a_table_delta_spark_writes_through_its_coordinator(spark: A
     files_before = spark_files(spark, uri)
     spec = f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}"
     result = run_optimize(open_table(uri, coordinator=spec))
-    assert result.commits == [7] and result.files_removed == 6 and result.files_added == 2, result.report().what
+    assert result.commits == [7] and result.files_removed == len(files_before) and result.files_added == 2, result.report().what
     client = open_coordinator(spec)
     table = bind_table(open_table_storage(uri), client)
     assert table.latest_ratified_version() == 7  # ratified by the coordinator, not written around it
