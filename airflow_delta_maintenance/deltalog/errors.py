@@ -78,7 +78,8 @@ class UnsupportedFeatureError(DeltaLogError):
 
 
 class InvalidLogPathError(DeltaLogError):
-    """A file name would resolve outside the table's ``_delta_log`` directory."""
+    """A file name would resolve outside where it must lie: the table's ``_delta_log`` directory
+    (or, ``DataPathError``, the table root)."""
 
 
 class LogFileExistsError(DeltaLogError):
@@ -134,6 +135,7 @@ class InvalidOptionError(DeltaLogError, ValueError):
         self.option = option
 
 
-class DataPathError(DeltaLogError):
+class DataPathError(InvalidLogPathError):
     """A data file path of the log does not name a file below the table root (``../x``,
-    ``/etc/shadow``, another store), or names one ambiguously; ``path`` is the path as logged."""
+    ``/etc/shadow``, another store, the log itself), or names one ambiguously; ``path`` is the path
+    as logged. An ``InvalidLogPathError``: no retry can fix it."""

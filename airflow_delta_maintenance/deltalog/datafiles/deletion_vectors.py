@@ -25,9 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorruptLogError, InvalidLogPathError
-from .paths import relative_data_path
 
-__all__ = ["DeletionVectorDescriptor", "z85_decode", "dv_file_path", "parse_bitmap", "load_deleted_rows", "DeletionVectorError"]
+__all__ = ["DeletionVectorDescriptor", "z85_decode", "dv_log_path", "dv_file_path", "parse_bitmap", "load_deleted_rows", "DeletionVectorError"]
 
 PORTABLE_MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376
@@ -77,17 +76,30 @@ def z85_decode(text: str) -> bytes:
     return bytes(out)
 
 
-def dv_file_path(descriptor: DeletionVectorDescriptor, table_root: str) -> str:
-    """The DV file of a ``u`` or ``p`` descriptor, relative to the table root."""
-    if descriptor.storage_type == "u":
-        encoded = descriptor.path_or_inline_dv
-        prefix, tail = encoded[:-20], encoded[-20:]
-        file_uuid = uuid.UUID(bytes=z85_decode(tail))
-        name = f"deletion_vector_{file_uuid}.bin"
+def dv_log_path(storage_type: str, path_or_inline_dv: str) -> str | None:
+    """The file of a deletion vector as a log path (to resolve like an ``add.path``): ``u`` →
+    ``<prefix>/deletion_vector_<uuid>.bin``, ``p`` → its (absolute) path, ``i`` (inline) → None.
+    ``ValueError`` for a ``u`` descriptor whose last 20 characters are not a Z85 UUID."""
+    if storage_type == "u":
+        prefix, tail = path_or_inline_dv[:-20], path_or_inline_dv[-20:]
+        if len(tail) != 20:
+            raise ValueError(f"a Z85-encoded UUID has 20 characters, got {len(tail)}")
+        name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(tail))}.bin"
         return f"{prefix}/{name}" if prefix else name
-    if descriptor.storage_type == "p":
-        return relative_data_path(descriptor.path_or_inline_dv, table_root)
-    raise ValueError(f"storage type {descriptor.storage_type!r} has no file")
+    if storage_type == "p":
+        return path_or_inline_dv
+    if storage_type == "i":
+        return None
+    raise ValueError(f"unknown deletion vector storage type {storage_type!r}")
+
+
+def dv_file_path(descriptor: DeletionVectorDescriptor, resolve: Callable[[str], str]) -> str:
+    """The DV file of a ``u`` or ``p`` descriptor, relative to the table root (``resolve``: the
+    table's ``DataFiles.resolve``)."""
+    logged = dv_log_path(descriptor.storage_type, descriptor.path_or_inline_dv)
+    if logged is None:
+        raise ValueError(f"storage type {descriptor.storage_type!r} has no file")
+    return resolve(logged)
 
 
 def parse_bitmap(data: bytes) -> np.ndarray:
@@ -113,19 +125,20 @@ def parse_bitmap(data: bytes) -> np.ndarray:
 
 def load_deleted_rows(
     descriptor: DeletionVectorDescriptor,
-    table_root: str,
+    resolve: Callable[[str], str],
     read_range: Callable[[str, int, int], bytes],
     *,
     data_file: str = "",
 ) -> np.ndarray:
-    """The deleted row indexes of a descriptor; ``read_range(relative_path, offset, length)``
-    reads DV file bytes. The count must equal the descriptor's cardinality."""
+    """The deleted row indexes of a descriptor; ``resolve`` turns its log path into a path relative
+    to the root (``DataFiles.resolve``), ``read_range(relative_path, offset, length)`` reads DV file
+    bytes. The count must equal the descriptor's cardinality."""
     where = data_file or descriptor.path_or_inline_dv
     try:
         if descriptor.storage_type == "i":
             raw = z85_decode(descriptor.path_or_inline_dv)[: descriptor.size_in_bytes]
         elif descriptor.storage_type in ("u", "p"):
-            path = dv_file_path(descriptor, table_root)
+            path = dv_file_path(descriptor, resolve)
             offset = descriptor.offset if descriptor.offset is not None else 1
             blob = read_range(path, offset, descriptor.size_in_bytes + 8)
             if len(blob) < descriptor.size_in_bytes + 8:

@@ -2,7 +2,8 @@
 
 Local tables are served through ``os`` (a path whose real location leaves the root through a
 symbolic link is refused); other stores through the table's fsspec file system. Names are
-file-system paths relative to the root (``paths.relative_data_path`` turns an ``add.path`` into one).
+file-system paths relative to the root (``resolve`` turns a logged ``add.path`` into one, through the
+one resolver of ``model.data_paths``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidLogPathError, SymlinkInLogError
+from ..model.data_paths import DataPathResolver
 from ..storage import LogStore
 
 __all__ = ["DataFiles", "WrittenDataFile", "WHOLE_FILE_BYTES"]
@@ -37,6 +39,12 @@ class DataFiles:
         self.is_local = store.is_local
         self._real_root = os.path.realpath(self.root) if self.is_local else None
         self._real_dirs: dict[str, str] = {}
+        self._resolver = DataPathResolver.for_store(store)
+
+    def resolve(self, logged: str) -> str:
+        """The file a log path (``add.path``, a ``p`` deletion vector) names, relative to the root;
+        ``DataPathError`` for one that is not below it."""
+        return self._resolver.resolve(logged).relative
 
     def path(self, relative: str) -> str:
         parts = relative.split("/")

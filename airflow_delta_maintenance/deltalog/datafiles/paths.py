@@ -1,4 +1,5 @@
-"""Data-file paths as delta-spark writes them, and resolving ``add.path`` inside the table root.
+"""Data-file paths as delta-spark writes them: naming a new file and spelling its ``add.path``
+(the reverse, resolving a logged path inside the table root, is ``model.data_paths``: one resolver).
 
 ``add.path`` is a URI reference: delta-spark builds it as Hadoop's ``new Path(dir, name).toUri``,
 so characters a URI path may not hold are percent-encoded (space, ``%``, ``#``, …) while non-ASCII
@@ -14,23 +15,17 @@ tables with column mapping get a random two-character directory instead of parti
 
 from __future__ import annotations
 
-import posixpath
 import random
 import string
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
-from urllib.parse import unquote
-
-from ..errors import InvalidLogPathError
 
 __all__ = [
     "HIVE_DEFAULT_PARTITION",
     "escape_path_name",
     "partition_directory",
     "encode_add_path",
-    "decode_add_path",
-    "relative_data_path",
     "new_data_file_path",
     "spark_partition_string",
 ]
@@ -96,42 +91,6 @@ def encode_add_path(relative: str) -> str:
         else:
             out.extend(f"%{b:02X}" for b in c.encode("utf-8"))
     return "".join(out)
-
-
-def decode_add_path(path: str) -> str:
-    """``add.path`` → the file-system path it names (percent-decoding; the URI form stays for
-    absolute paths, which callers must resolve with ``relative_data_path``)."""
-    return unquote(path, encoding="utf-8", errors="strict")
-
-
-def _without_scheme(uri: str) -> str:
-    """``s3://b/k`` → ``b/k``; ``file:///x``, ``file:/x`` → ``/x``; a plain path unchanged."""
-    scheme, sep, rest = uri.partition("://")
-    if sep:
-        return "/" + rest.lstrip("/") if scheme.lower() == "file" else rest
-    if uri.startswith("file:"):
-        return "/" + uri[5:].lstrip("/")
-    return uri
-
-
-def relative_data_path(add_path: str, table_root: str) -> str:
-    """The file ``add.path`` names, relative to ``table_root`` (a ``LogStore.table_root``: an
-    absolute local path or a bucket/key without scheme); an absolute path must lie inside it.
-
-    ``InvalidLogPathError`` for a path that leaves the root (``..``, another bucket or directory).
-    """
-    if "://" in add_path or add_path.startswith(("file:", "/")):
-        full = posixpath.normpath(decode_add_path(_without_scheme(add_path)))
-        root = posixpath.normpath(_without_scheme(table_root))
-        if not full.startswith(root.rstrip("/") + "/"):
-            raise InvalidLogPathError(f"data file {add_path!r} lies outside the table root {table_root}", path=add_path)
-        rel = full[len(root.rstrip("/")) + 1 :]
-    else:
-        rel = decode_add_path(add_path)
-    parts = rel.split("/")
-    if not rel or any(p in ("", ".", "..") for p in parts) or "\\" in rel or parts[0] == "_delta_log":
-        raise InvalidLogPathError(f"data file {add_path!r} escapes the table root {table_root} or names a log file", path=add_path)
-    return rel
 
 
 def new_data_file_path(

@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 from ..errors import CorruptLogError
 from .deletion_vectors import DeletionVectorDescriptor, load_deleted_rows
 from .files import DataFiles
-from .paths import relative_data_path
 from .schema import TableConformer
 
 __all__ = ["SourceFile", "LiveRows", "iter_live_rows", "iter_small_files", "source_file", "SMALL_FILE_BYTES"]
@@ -84,11 +83,11 @@ def iter_live_rows(
     by name as they are, e.g. materialised row-tracking columns). A bin's files share one
     ``conformer`` (of ``target``)."""
     conform = conformer or TableConformer(target, match_by_id)
-    rel = relative_data_path(src.path, files.store.uri if "://" in src.path else files.root)
+    rel = files.resolve(src.path)
     deleted: np.ndarray | None = None
     if src.deletion_vector:
         dv = DeletionVectorDescriptor.from_dict(src.deletion_vector)
-        deleted = load_deleted_rows(dv, files.root, files.read_range, data_file=src.path)
+        deleted = load_deleted_rows(dv, files.resolve, files.read_range, data_file=src.path)
     handle, pre_buffer = files.open_parquet(rel)
     with handle:
         try:
@@ -141,7 +140,7 @@ def iter_small_files(files: DataFiles, sources: Sequence[SourceFile], target: pa
 
     if not files.is_local:
         raise ValueError("iter_small_files reads local tables only")
-    paths = [files.path(relative_data_path(src.path, files.root)) for src in sources]
+    paths = [files.path(files.resolve(src.path)) for src in sources]
     fmt = pads.ParquetFileFormat(
         read_options=pads.ParquetReadOptions(coerce_int96_timestamp_unit="us"),
         default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False),

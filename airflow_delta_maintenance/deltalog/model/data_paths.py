@@ -1,6 +1,7 @@
 """Where a data file named by the log lives: the one resolver of ``add``/``remove``/``cdc`` paths
 (and deletion vectors stored by absolute path) for every operation that reads or deletes data files
-(OPTIMIZE, VACUUM). Log maintenance never needs it: it copies paths as they are.
+(OPTIMIZE's reads, writes and deletion vectors; VACUUM). Log maintenance never needs it: it copies
+paths as they are. (Naming a new file, the inverse, is ``datafiles.paths``.)
 
 A log path is a URI reference (PROTOCOL "Add File and Remove File": "a relative path to a data file
 from the root of the table or an absolute path ... which needs to be decoded"). ``DataPathResolver``
@@ -21,7 +22,8 @@ path and the reason. Its rules, and how they relate to the readers we test again
   clone — is refused: an operation never resolves a path outside the table root. (The wheel keeps
   such paths inside the table as names, ``<root>/etc/shadow``; refusing is the safe side of both.)
 - a raw ``?`` or ``#`` (a URI's query or fragment to delta-spark, part of the name to the wheel),
-  a NUL, or bytes that do not decode as UTF-8 are refused.
+  a NUL, or bytes that do not decode as UTF-8 are refused, and so is a path into ``_delta_log``
+  (a data file never lies there: an operation that took it for one would rewrite or delete the log).
 
 ``reference_reader_name`` gives, for any path, the name inside the table where the ``deltalake``
 wheel's reader looks for it (``../../etc/passwd`` → ``%2E%2E/%2E%2E/etc/passwd``): VACUUM must keep
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from ..errors import DataPathError
+from .paths import LOG_DIR
 
 __all__ = ["DataFile", "DataPathResolver", "reference_reader_name"]
 
@@ -71,6 +74,12 @@ def _segments(decoded: str, raw: str) -> list[str]:
     return parts
 
 
+def _not_the_log(parts: list[str], raw: str) -> list[str]:
+    if parts[0] == LOG_DIR:
+        raise DataPathError(f"data file path {raw!r} names a file of the table's {LOG_DIR}; refused", path=raw)
+    return parts
+
+
 class DataPathResolver:
     """Resolves the log's data-file paths of one table (``table_uri`` as ``normalize_table_uri``
     gives it, ``table_root`` the file system path of the same directory)."""
@@ -101,7 +110,7 @@ class DataPathResolver:
         m = _SCHEME.match(raw)
         if m is None and not raw.startswith("/"):
             parts = _segments(_decode(raw, raw), raw)
-            return self._inside(raw, parts, absolute=False)
+            return self._inside(raw, _not_the_log(parts, raw), absolute=False)
         if m is None:  # an absolute path on the table's own store
             parts = _segments(_decode(raw, raw), raw)
         else:
@@ -117,7 +126,7 @@ class DataPathResolver:
         root = self._root_parts
         if len(parts) <= len(root) or parts[: len(root)] != root:
             raise DataPathError(f"data file path {raw!r} lies outside the table root {self.table_uri}; refused", path=raw)
-        return self._inside(raw, parts[len(root) :], absolute=True)
+        return self._inside(raw, _not_the_log(parts[len(root) :], raw), absolute=True)
 
     def _inside(self, raw: str, parts: list[str], *, absolute: bool) -> DataFile:
         relative = "/".join(parts)

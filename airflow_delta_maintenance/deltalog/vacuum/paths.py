@@ -18,21 +18,19 @@ segment): those are taken as they are, column-wise; only the rest go through Pyt
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..datafiles.deletion_vectors import dv_log_path
 from ..errors import DataPathError
 from ..model.data_paths import DataPathResolver, reference_reader_name
 from ..model.paths import LOG_DIR
 
-__all__ = ["HiddenNames", "protected_names", "protected_name_array", "names_of", "dv_file_path", "z85_uuid"]
+__all__ = ["HiddenNames", "protected_names", "protected_name_array", "names_of", "dv_file_path"]
 
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
 # A log path needs the Python resolver when any of these matches (else it is its own name).
 _SPECIAL = r"%|//|^/|/$|^[A-Za-z][A-Za-z0-9+.\-]*:|(^|/)\.\.?(/|$)|[?#\\\x00]"
 
@@ -61,40 +59,17 @@ class HiddenNames:
         return any(self(part) for part in relative.split("/"))
 
 
-def z85_uuid(encoded: str) -> uuid.UUID:
-    """The UUID of a deletion vector's ``u`` descriptor (20 Z85 characters → 16 bytes)."""
-    if len(encoded) != 20:
-        raise ValueError(f"a Z85-encoded UUID has 20 characters, got {len(encoded)}")
-    out = bytearray()
-    try:
-        for i in range(0, 20, 5):
-            value = 0
-            for c in encoded[i : i + 5]:
-                value = value * 85 + _Z85_INDEX[c]
-            out += value.to_bytes(4, "big")
-    except (KeyError, OverflowError):
-        raise ValueError(f"not Z85 text: {encoded!r}") from None
-    return uuid.UUID(bytes=bytes(out))
-
-
 def dv_file_path(dv: Mapping[str, Any] | None) -> str | None:
-    """The file of a deletion vector descriptor as a log path: ``u`` → ``<prefix>/deletion_vector_
-    <uuid>.bin`` (relative), ``p`` → its absolute path; ``i`` (inline) and none → None.
-    ``DataPathError`` for a ``u`` descriptor that does not decode."""
-    if not dv:
+    """The file of a deletion vector descriptor as a log path (``datafiles.deletion_vectors``:
+    ``u`` → relative, ``p`` → its absolute path); ``i`` (inline) and none → None. ``DataPathError``
+    for a descriptor that does not decode."""
+    if not dv or not dv.get("pathOrInlineDv") or dv.get("storageType") not in ("u", "p"):
         return None
-    kind, value = dv.get("storageType"), dv.get("pathOrInlineDv")
-    if kind == "p" and value:
-        return str(value)
-    if kind != "u" or not value:
-        return None
-    text = str(value)
+    text = str(dv["pathOrInlineDv"])
     try:
-        file_uuid = z85_uuid(text[-20:])
+        return dv_log_path(str(dv["storageType"]), text)
     except ValueError as exc:
         raise DataPathError(f"deletion vector {text!r} does not name a file: {exc}", path=text) from None
-    prefix = text[:-20]
-    return f"{prefix}/deletion_vector_{file_uuid}.bin" if prefix else f"deletion_vector_{file_uuid}.bin"
 
 
 def protected_names(raw: str, resolver: DataPathResolver) -> set[str]:

@@ -26,10 +26,9 @@ from typing import Any, Protocol
 
 from ...coordinators.errors import CommitConflictError
 from ...deltalog.datafiles.files import DataFiles
-from ...deltalog.datafiles.paths import relative_data_path
 from ...deltalog.datafiles.schema import data_schema
 from ...deltalog.datafiles.writer import BinTask
-from ...deltalog.errors import LogFileExistsError
+from ...deltalog.errors import DeltaLogError, LogFileExistsError
 from ...deltalog.model.features import check_data_rewrite_supported, in_commit_timestamps_enabled, is_catalog_managed, is_coordinated
 from ...deltalog.model.paths import commit_name
 from ...deltalog.optimize.actions import commit_info, operation_metrics, remove_action
@@ -160,10 +159,12 @@ def run_optimize(
             outputs = engine.run(tasks)
         except BinFailedError as exc:
             _delete_files(table, exc.written)
+            if isinstance(exc.__cause__, DeltaLogError):  # a file of the table (path, bytes, DV): its typed, one-line error
+                raise exc.__cause__ from None
             raise
         written = [a["path"] for a in outputs if a]
         try:
-            data_files.sync([relative_data_path(p, table.store.uri) for p in written])
+            data_files.sync([data_files.resolve(p) for p in written])
         except OSError:
             _delete_files(table, written)
             raise
@@ -201,7 +202,7 @@ def _delete_files(table: MaintainedTable, add_paths: Sequence[str]) -> None:
     another writer): removed now, VACUUM's job otherwise."""
     files = DataFiles(table.store)
     for path in add_paths:
-        files.delete_quietly(relative_data_path(path, table.store.uri))
+        files.delete_quietly(files.resolve(path))
 
 
 def _same_table(a: Snapshot, b: Snapshot) -> bool:

@@ -14,9 +14,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ...deltalog.datafiles.paths import relative_data_path
 from ...deltalog.datafiles.writer import BinTask
 from ...deltalog.errors import DeltaLogError
+from ...deltalog.model.data_paths import DataPathResolver
 from ...deltalog.optimize.tasks import task_to_json
 from ...deltalog.storage import LogStore
 from ...deltalog.storage.run_identity import STAGING_DIR, new_run
@@ -74,6 +74,7 @@ class SparkOptimizeEngine:
             got = len(adds) if isinstance(adds, list) else type(adds).__name__
             raise SparkJobError(f"{where}: expected {len(tasks)} add(s), one per bin, got {got}")
         seen: set[str] = set()
+        resolver = DataPathResolver.for_store(self.store)
         for i, (add, task) in enumerate(zip(adds, tasks, strict=True)):
             if add is None:
                 continue  # every row of the bin was deleted: the bin is only removed
@@ -83,10 +84,10 @@ class SparkOptimizeEngine:
             if not ok:
                 raise SparkJobError(f"{where}: add #{i} is not the file its bin asked for: {str(add)[:300]}")
             try:
-                rel = relative_data_path(add["path"], self.store.table_root)
+                rel = resolver.resolve(add["path"]).relative
             except DeltaLogError as exc:
                 raise SparkJobError(f"{where}: add #{i}: {exc}") from exc
-            if rel in seen or any(rel == relative_data_path(s.path, self.store.table_root) for s in task.sources):
+            if rel in seen or any(rel == resolver.resolve(s.path).relative for s in task.sources):
                 raise SparkJobError(f"{where}: add #{i} names {add['path']!r} twice or as one of its sources")
             seen.add(rel)
         return adds

@@ -48,3 +48,34 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert out.returncode == 2 and "--target-file-size" in out.stderr
     out = cli("optimize", path, "--engine", "flink")
     assert out.returncode == 2 and "invalid choice: 'flink'" in out.stderr
+
+
+def _relog(path: str, rewrite) -> str:
+    """Rewrite the first ``add.path`` of the log (as another writer could have spelled it)."""
+    for commit in sorted(Path(path, "_delta_log").glob("*.json")):
+        lines = commit.read_text().splitlines()
+        for i, line in enumerate(lines):
+            action = json.loads(line)
+            if "add" in action:
+                old = action["add"]["path"]
+                action["add"]["path"] = rewrite(old)
+                lines[i] = json.dumps(action)
+                commit.write_text("\n".join(lines) + "\n")
+                return old
+    raise AssertionError("no add action")
+
+
+def test_logged_paths_are_resolved_as_readers_resolve_them_and_never_on_another_store(tmp_path: Path) -> None:
+    """OPTIMIZE and VACUUM resolve a logged path with one resolver: an empty segment is read as the
+    ``deltalake`` wheel and delta-spark read it; a path of another store (``hdfs:///<root>/…`` on a
+    local table) is refused by name, never read as the local file it resembles."""
+    path = table(tmp_path / "a")
+    _relog(path, lambda p: p.replace("/", "//", 1))
+    out = cli("optimize", path)
+    assert out.returncode == 0 and "files 6 → 2" in out.stdout, out.stderr
+    assert sorted(deltalake.DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == [0, 0, 1, 1, 2, 2]
+    path = table(tmp_path / "b")
+    old = _relog(path, lambda p: f"hdfs://{path}/{p}")
+    out = cli("optimize", path)
+    assert out.returncode != 0 and f"hdfs://{path}/{old}" in out.stderr and "another store" in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+    assert deltalake.DeltaTable(path).version() == 5

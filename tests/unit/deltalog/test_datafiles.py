@@ -3,6 +3,7 @@ with the table's current schema. Expected strings are what delta-spark 4.4 wrote
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 import uuid
@@ -28,11 +29,11 @@ from airflow_delta_maintenance.deltalog.datafiles.paths import (
     encode_add_path,
     new_data_file_path,
     partition_directory,
-    relative_data_path,
 )
 from airflow_delta_maintenance.deltalog.datafiles.schema import conform_table, data_schema
 from airflow_delta_maintenance.deltalog.datafiles.stats import StatsCollector, StatsConfig, stats_leaves, truncate_max_string, truncate_min_string
-from airflow_delta_maintenance.deltalog.errors import InvalidLogPathError
+from airflow_delta_maintenance.deltalog.errors import DataPathError, InvalidLogPathError
+from airflow_delta_maintenance.deltalog.model.data_paths import DataPathResolver
 
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 
@@ -68,7 +69,7 @@ def z85_encode(data: bytes) -> str:
 )
 def test_partition_directories_and_add_paths_are_spelled_as_delta_spark_spells_them(columns, values, types, add_path_dir) -> None:
     assert encode_add_path(partition_directory(columns, values, types)) == add_path_dir
-    assert relative_data_path(add_path_dir + "/f.parquet", "/t") == partition_directory(columns, values, types) + "/f.parquet"
+    assert _rel(add_path_dir + "/f.parquet") == partition_directory(columns, values, types) + "/f.parquet"
 
 
 def test_new_file_names_follow_delayed_commit_protocol() -> None:
@@ -81,16 +82,23 @@ def test_new_file_names_follow_delayed_commit_protocol() -> None:
     assert len(prefix) == 2 and prefix.isalnum() and name.endswith(".c000.snappy.parquet")
 
 
-@pytest.mark.parametrize("bad", ["../x.parquet", "a/../../x.parquet", "/elsewhere/x.parquet", "s3://other/t/x.parquet",
-                                 "_delta_log/00000000000000000000.json", "file:/t/../u/x.parquet", "a//b.parquet"])
+def _rel(logged: str, root: str = "/t") -> str:
+    """What OPTIMIZE reads for a logged path: the one resolver's (``DataFiles.resolve``)."""
+    return DataPathResolver(root).resolve(logged).relative
+
+
+@pytest.mark.parametrize("bad", ["../x.parquet", "a/../../x.parquet", "/elsewhere/x.parquet", "s3://other/t/x.parquet", "hdfs:///t/x.parquet",
+                                 "_delta_log/00000000000000000000.json", "file:///t/_delta_log/00000000000000000000.json", "file:/t/../u/x.parquet"])
 def test_paths_that_leave_the_table_are_refused(bad: str) -> None:
-    with pytest.raises(InvalidLogPathError):
-        relative_data_path(bad, "/t")
+    with pytest.raises(DataPathError) as refused:
+        _rel(bad)
+    assert isinstance(refused.value, InvalidLogPathError)  # a path no retry can fix
 
 
 def test_absolute_paths_inside_the_table_are_made_relative() -> None:
-    assert relative_data_path("file:///t/a%20b/x.parquet", "/t") == "a b/x.parquet"
-    assert relative_data_path("s3://bucket/t/p=1/x.parquet", "bucket/t") == "p=1/x.parquet"
+    assert _rel("file:///t/a%20b/x.parquet") == "a b/x.parquet"
+    assert _rel("a//b.parquet") == "a/b.parquet"  # as the wheel and delta-spark read it
+    assert DataPathResolver("s3://bucket/t", "bucket/t").resolve("s3://bucket/t/p=1/x.parquet").relative == "p=1/x.parquet"
 
 
 # ---- deletion vectors ----------------------------------------------------------------------------
@@ -105,7 +113,7 @@ def test_inline_deletion_vector() -> None:
     data = _serialized(rows)
     padded = data + b"\0" * (-len(data) % 4)
     dv = DeletionVectorDescriptor("i", z85_encode(padded), len(data), len(rows))
-    assert load_deleted_rows(dv, "/t", lambda *_: b"").tolist() == rows
+    assert load_deleted_rows(dv, _rel, lambda *_: b"").tolist() == rows
 
 
 def _dv_file(tmp_path: Path, payloads: list[bytes], prefix: str = "ab") -> tuple[str, list[int]]:
@@ -132,30 +140,32 @@ def _reader(root: Path):
 def test_on_disk_deletion_vectors_at_offsets_with_their_checksums(tmp_path: Path) -> None:
     a, b = _serialized([1, 2, 3]), _serialized([10])
     encoded, offsets = _dv_file(tmp_path, [a, b])
+    resolve = functools.partial(_rel, root=str(tmp_path))
     dv_b = DeletionVectorDescriptor("u", encoded, len(b), 1, offset=offsets[1])
-    assert dv_file_path(dv_b, str(tmp_path)).startswith("ab/deletion_vector_")
-    assert load_deleted_rows(dv_b, str(tmp_path), _reader(tmp_path)).tolist() == [10]
+    assert dv_file_path(dv_b, resolve).startswith("ab/deletion_vector_")
+    assert load_deleted_rows(dv_b, resolve, _reader(tmp_path)).tolist() == [10]
     dv_a = DeletionVectorDescriptor("u", encoded, len(a), 3, offset=offsets[0])
-    assert load_deleted_rows(dv_a, str(tmp_path), _reader(tmp_path)).tolist() == [1, 2, 3]
-    absolute = DeletionVectorDescriptor("p", "file://" + str(tmp_path / dv_file_path(dv_a, str(tmp_path))), len(a), 3, offset=offsets[0])
-    assert load_deleted_rows(absolute, str(tmp_path), _reader(tmp_path)).tolist() == [1, 2, 3]
+    assert load_deleted_rows(dv_a, resolve, _reader(tmp_path)).tolist() == [1, 2, 3]
+    absolute = DeletionVectorDescriptor("p", "file://" + str(tmp_path / dv_file_path(dv_a, resolve)), len(a), 3, offset=offsets[0])
+    assert load_deleted_rows(absolute, resolve, _reader(tmp_path)).tolist() == [1, 2, 3]
 
 
 def test_a_corrupt_or_mismatched_deletion_vector_is_refused_naming_the_file(tmp_path: Path) -> None:
     a = _serialized([1, 2, 3])
     encoded, offsets = _dv_file(tmp_path, [a])
+    resolve = functools.partial(_rel, root=str(tmp_path))
     wrong_count = DeletionVectorDescriptor("u", encoded, len(a), 4, offset=offsets[0])
     with pytest.raises(DeletionVectorError, match="holds 3 rows, its descriptor says 4"):
-        load_deleted_rows(wrong_count, str(tmp_path), _reader(tmp_path), data_file="p=a/f.parquet")
-    path = tmp_path / dv_file_path(wrong_count, str(tmp_path))
+        load_deleted_rows(wrong_count, resolve, _reader(tmp_path), data_file="p=a/f.parquet")
+    path = tmp_path / dv_file_path(wrong_count, resolve)
     raw = bytearray(path.read_bytes())
     raw[offsets[0] + 6] ^= 0xFF
     path.write_bytes(bytes(raw))
     with pytest.raises(DeletionVectorError, match="checksum"):
-        load_deleted_rows(DeletionVectorDescriptor("u", encoded, len(a), 3, offset=offsets[0]), str(tmp_path), _reader(tmp_path))
+        load_deleted_rows(DeletionVectorDescriptor("u", encoded, len(a), 3, offset=offsets[0]), resolve, _reader(tmp_path))
     outside = DeletionVectorDescriptor("p", "file:///elsewhere/dv.bin", len(a), 3, offset=1)
     with pytest.raises(InvalidLogPathError):
-        load_deleted_rows(outside, str(tmp_path), _reader(tmp_path))
+        load_deleted_rows(outside, resolve, _reader(tmp_path))
 
 
 def test_the_native_bitmap_array_format_is_read_too() -> None:
