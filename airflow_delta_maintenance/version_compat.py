@@ -8,6 +8,8 @@ exceptions and ``conf`` from ``airflow.sdk`` where 3.2+ keeps them, else from co
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import DAG, BaseOperator, BaseSensorOperator, Connection, Context, Param, PokeReturnValue
 
 try:
@@ -51,6 +53,19 @@ except ImportError:  # pragma: no cover - 3.0.0's airflow.sdk points at a module
     except ImportError:
         from airflow.notifications.basenotifier import BaseNotifier  # type: ignore[no-redef,import-not-found,unused-ignore]  # gone in 3.3
 
+
+
+def get_hook_lineage_collector() -> Any:
+    """Airflow's hook lineage collector (a no-op one unless a lineage reader is enabled), looked up
+    at each call as Airflow does. Airflow 3.0 keeps it in core: there hook lineage was not
+    reported at all before (the SDK import failed and the hook returned)."""
+    try:
+        from airflow.sdk.lineage import get_hook_lineage_collector as collector
+    except ImportError:  # pragma: no cover - Airflow 3.0
+        from airflow.lineage.hook import get_hook_lineage_collector as collector  # type: ignore[no-redef,import-not-found,unused-ignore]
+    return collector()
+
+
 __all__ = [
     "DAG",
     "AirflowException",
@@ -69,4 +84,5 @@ __all__ = [
     "TaskDeferred",
     "TriggerRule",
     "conf",
+    "get_hook_lineage_collector",
 ]

@@ -27,7 +27,7 @@ def ui_field_behaviour(conn_type: str) -> dict[str, Any]:
 
 def connection_form_widgets(conn_type: str) -> dict[str, Any]:
     """``get_connection_form_widgets``: a text field per declared extra field (a password field
-    for one whose schema says ``format: password``), labelled as declared. Needs Flask-AppBuilder,
+    for one whose schema says ``format: password``), labelled and described (its example) as declared. Needs Flask-AppBuilder,
     which only the web server of Airflow before 3 has."""
     from flask_appbuilder.fieldwidgets import BS3PasswordFieldWidget, BS3TextFieldWidget
     from flask_babel import lazy_gettext
@@ -37,5 +37,5 @@ def connection_form_widgets(conn_type: str) -> dict[str, Any]:
     for name, field in connection_type(conn_type).get("conn-fields", {}).items():
         secret = field.get("schema", {}).get("format") == "password"
         kind, widget = (PasswordField, BS3PasswordFieldWidget) if secret else (StringField, BS3TextFieldWidget)
-        widgets[name] = kind(lazy_gettext(field["label"]), widget=widget())
+        widgets[name] = kind(lazy_gettext(field["label"]), widget=widget(), description=field.get("description"))
     return widgets

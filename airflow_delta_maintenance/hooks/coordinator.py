@@ -108,11 +108,8 @@ class DeltaCoordinatorHook(BaseHook):
         (``output``), reported to Airflow's hook lineage collector (a no-op unless a lineage
         reader such as OpenLineage is enabled)."""
         from ..maintenance.table.lineage import published_log_asset_uri, table_asset_uri
+        from ..version_compat import get_hook_lineage_collector
 
-        try:
-            from airflow.sdk.lineage import get_hook_lineage_collector
-        except ImportError:  # pragma: no cover - Airflow 3.0 keeps it in core
-            return
         collector = get_hook_lineage_collector()
         if output:
             collector.add_output_asset(context=self, uri=published_log_asset_uri(table_uri))

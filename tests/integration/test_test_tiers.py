@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -72,14 +71,6 @@ def test_the_fast_tier_runs_on_the_lowest_airflow_claimed(tmp_path: Path) -> Non
     assert version.stdout.split()[-1].startswith(lowest), version.stdout
     # no arguments: the fast tier; -rfE lists every failure and error by node id
     out = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE"], cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
-    failed = set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M))
-    known = {line.split("#")[0].strip() for line in KNOWN.read_text().splitlines()} - {""}
+    failed = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)))
     assert re.search(r"\d+ passed", out.stdout.strip().splitlines()[-1]), out.stdout[-3000:]
-    assert not failed - known, f"new failures on Airflow {lowest} (fix them, or list them in {KNOWN.name} with the reason):\n" + "\n".join(sorted(failed - known))
-    if known - failed:  # fixed (or an artefact of the run that listed them): said, not failed
-        warnings.warn(f"these pass on Airflow {lowest} now, remove them from {KNOWN.name}: " + ", ".join(sorted(known - failed)), stacklevel=1)
-
-
-# The fast tier's tests that fail on the lowest Airflow claimed, each to be fixed (in the package, or
-# the floor raised) and then removed: a ratchet, so that nothing new breaks there meanwhile.
-KNOWN = REPO / "requirements" / "airflow-min-known-failures.txt"
+    assert not failed, f"failures on Airflow {lowest} (fix them in version_compat, or raise the floor claimed):\n" + "\n".join(failed)

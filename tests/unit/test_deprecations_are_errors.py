@@ -38,6 +38,7 @@ def test_a_third_party_deprecation_is_not_our_failure() -> None:
     assert [w.category for w in seen] == [DeprecationWarning]
 
 
+@pytest.mark.slow  # a whole pytest run in a process of its own (4.6 s CPU): make test runs it, the fast tier does not
 def test_a_deprecation_from_our_code_fails_the_run(tmp_path: Path) -> None:
     """End to end: pytest with this repository's configuration and conftest exits 1 on such tests,
     also in a test that is the first to import Airflow's configuration (whose own "default" filter

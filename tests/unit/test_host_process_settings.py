@@ -77,7 +77,10 @@ def profile(frame, event, arg):
     if event == "c_call" and arg in watched:
         calls.append(arg.__name__)
 before = (gc.isenabled(), gc.get_threshold(), gc.get_freeze_count())
-from airflow.dag_processing.dagbag import DagBag
+try:
+    from airflow.dag_processing.dagbag import DagBag
+except ImportError:  # Airflow before 3.2
+    from airflow.models.dagbag import DagBag
 sys.setprofile(profile)
 bag = DagBag(dag_folder=sys.argv[1])
 sys.setprofile(None)
@@ -121,12 +124,13 @@ def test_the_cli_process_keeps_its_allocator_tuning(glibc: None, tmp_path: Path)
     assert got["code"] == 0 and got["before"] and not got["after"], got
 
 
+@pytest.mark.slow  # Airflow's DagBag in a process of its own (5.2 s CPU): make test runs it, the fast tier does not
 def test_parsing_the_dag_file_changes_no_garbage_collector_setting(tmp_path: Path) -> None:
     config = tmp_path / "tables.yaml"
     lines = ["defaults:", "  coordinator: dynamodb://commits?region=eu-west-1", "  schedule: '@hourly'", "tables:"]
-    config.write_text("\n".join(lines + [f"  - {{name: t{i:03d}, uri: 's3://lake/db/t{i:03d}'}}" for i in range(200)]) + "\n")
+    config.write_text("\n".join(lines + [f"  - {{name: t{i:03d}, uri: 's3://lake/db/t{i:03d}'}}" for i in range(20)]) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.update(AIRFLOW_HOME=str(tmp_path / "home"), AIRFLOW__CORE__LOAD_EXAMPLES="false", DELTA_MAINTENANCE_CONFIG=str(config))
     got = run(PARSE, str(ROOT / "dags" / "delta_maintenance.py"), env=env)
-    assert got["dags"] == 200 and not got["errors"], got
+    assert got["dags"] == 20 and not got["errors"], got
     assert got["calls"] == [] and got["after"] == got["before"], got

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 CLI = str(Path(sys.executable).with_name("delta-maintenance"))
@@ -17,6 +18,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # three command processes (2.2 s CPU): make test runs it, the fast tier does not
 def test_create_table_then_its_tables_yaml_entry_and_publish(tmp_path: Path) -> None:
     spec = f"local://{tmp_path}/state/coordinator.db"  # neither the database nor its folder exists yet
     out = run("create-table", str(tmp_path / "orders"), "--coordinator", spec, "--sample-commits", "5", "--checkpoint-interval", "4")

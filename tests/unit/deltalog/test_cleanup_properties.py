@@ -264,6 +264,7 @@ def build_v2(spec: dict) -> tuple[LogBuilder, dict[int, int]]:
 LINKS = ["commit", "checkpoint", "_last_checkpoint", "_sidecars", "_staged_commits", "_commits", "sidecar-file", "staged-file", "unknown"]
 
 
+@pytest.mark.slow  # a property run (2.2 s CPU): make test runs it, the fast tier does not
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(n=st.integers(4, 20), link=st.sampled_from(LINKS), after_planning=st.booleans(), data=st.data())
 def test_a_symbolic_link_in_the_log_is_refused_and_nothing_is_deleted_inside_or_outside(

@@ -222,6 +222,7 @@ def _json_text(draw: st.DrawFn, depth: int = 0) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+@pytest.mark.slow  # a property run (4.6 s CPU): make test runs it, the fast tier does not
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_json_text(), min_size=1, max_size=8))
 def test_random_rows_read_alike(texts: list[str]) -> None:

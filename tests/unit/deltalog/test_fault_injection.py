@@ -81,6 +81,7 @@ def make_table(root: Path, v2: bool) -> LogStore:
     return open_table_storage(str(root))
 
 
+@pytest.mark.slow  # a process per kill point (2.7 s CPU): make test runs it, the fast tier does not
 @pytest.mark.parametrize("v2", [False, True], ids=["classic", "uuid-v2"])
 def test_checkpoint_killed_at_every_step_stays_readable_and_reruns(tmp_path: Path, v2: bool) -> None:
     fail_at = 1
@@ -143,6 +144,7 @@ write_checkpoint(store, load_snapshot(store), sidecar_max_actions=5000)
 """
 
 
+@pytest.mark.slow  # racing processes (5.6 s CPU): make test runs it, the fast tier does not
 @pytest.mark.parametrize("delay", [0.05, 0.3, 0.8])
 def test_sigkilled_checkpoint_process_leaves_the_table_readable(tmp_path: Path, delay: float) -> None:
     root = tmp_path / "big"

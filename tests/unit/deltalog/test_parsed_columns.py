@@ -126,6 +126,7 @@ def test_parse_stats_reads_the_strings_bytes_as_they_are() -> None:
     assert parse_stats(pa.array(['{"numRecords": 1}{"numRecords": 2}', '{"numRecords": 3}']), plan) is None
 
 
+@pytest.mark.slow  # a large input on threads (1.9 s CPU): make test runs it, the fast tier does not
 def test_parse_stats_splits_large_inputs_across_threads_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     """Above 2 MiB the strings are read in one slice per CPU on threads; the slices come back in
     order, equal to parsing row by row (nulls and an offset slice included)."""

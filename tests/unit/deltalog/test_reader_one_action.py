@@ -4,12 +4,18 @@ line in a later block, or one whose second key no other line has, must be found 
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 
 from airflow_delta_maintenance.deltalog.errors import CorruptLogError
 from airflow_delta_maintenance.deltalog.replay.ndjson import parse_ndjson
+
+
+@functools.cache
+def _base() -> tuple[str, ...]:
+    return tuple(_add(i) for i in range(12_000))
 
 
 def _add(i: int) -> str:
@@ -25,12 +31,25 @@ SECOND_KEYS = [
 ]
 
 
-@pytest.mark.parametrize("second", [k for k, _ in SECOND_KEYS], ids=[n for _, n in SECOND_KEYS])
-@pytest.mark.parametrize("at", [0, 3, 7_000, 11_999])  # 12,000 lines ≈ 3 MiB: several reader blocks
-@pytest.mark.parametrize("keys_only", [False, True])
-@pytest.mark.parametrize("keep_lines", [False, True])
+AT = [0, 3, 7_000, 11_999]  # 12,000 lines ≈ 3 MiB: several reader blocks
+FLAGS = [(False, False), (False, True), (True, False), (True, True)]  # (keys_only, keep_lines)
+
+
+def _cases() -> list:
+    """Every (second key, line, flags) case; the fast tier runs a Latin square of them (every pair
+    of second key, line and flags once: 16 of 64), ``make test`` all of them."""
+    out = []
+    for i, (second, name) in enumerate(SECOND_KEYS):
+        for j, at in enumerate(AT):
+            for k, (keys_only, keep_lines) in enumerate(FLAGS):
+                marks = () if k == (i + j) % len(FLAGS) else (pytest.mark.slow,)
+                out.append(pytest.param(second, at, keys_only, keep_lines, marks=marks, id=f"{keep_lines}-{keys_only}-{at}-{name}"))
+    return out
+
+
+@pytest.mark.parametrize(("second", "at", "keys_only", "keep_lines"), _cases())
 def test_a_second_action_on_an_add_line_names_file_and_line(second: str, at: int, keys_only: bool, keep_lines: bool) -> None:
-    lines = [_add(i) for i in range(12_000)]
+    lines = list(_base())
     lines[at] = lines[at][:-1] + "," + second + "}"
     lines.insert(5_000, json.dumps({"remove": {"path": "day=1/part-000001.parquet", "deletionTimestamp": 2, "dataChange": True}}))
     data = ("\n".join(lines) + "\n").encode()

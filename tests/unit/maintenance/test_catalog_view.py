@@ -36,11 +36,19 @@ def add(path: str, big: bool = False) -> dict[str, Any]:
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
-    try:
-        parsed = json.loads(out) if out.strip() else None
-    except ValueError:
-        parsed = out
-    return code, parsed, err
+    return code, _printed_json(out), err
+
+
+def _printed_json(out: str) -> Any:
+    """The JSON the command printed. In this process Airflow may have configured logging already
+    (Airflow 3.0 sends warnings to stdout, ahead of it): a standalone command's stdout is the JSON alone."""
+    lines = out.splitlines(keepends=True)
+    for i in range(len(lines)):
+        try:
+            return json.loads("".join(lines[i:]))
+        except ValueError:
+            continue
+    return out if out.strip() else None
 
 
 @pytest.fixture

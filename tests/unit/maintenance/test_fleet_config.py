@@ -247,6 +247,7 @@ def test_read_fleet_file_round_trips(tmp_path: Path) -> None:
     assert read_fleet_file(discovery) == found
 
 
+@pytest.mark.slow  # command processes (2.1 s CPU): make test runs it, the fast tier does not
 def test_validate_config_checks_discovered_tables_and_notes_a_fleet_not_yet_written(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -67,6 +67,7 @@ def published_bytes(uri: str, version: int) -> bytes:
     return (Path(uri) / "_delta_log" / f"{version:020d}.json").read_bytes()
 
 
+@pytest.mark.slow  # 18 MiB under tracemalloc (12 s CPU): make test runs it, the fast tier does not
 def test_a_backlog_many_times_the_memory_budget_is_published_in_bounded_memory(tmp_path: Path, small_limits: None) -> None:
     """18 MiB pending: 40 commits of 300 KiB (read whole, most not kept) and 4 of 1.5 MiB (streamed);
     Python's allocations peak far below the backlog (before: above it)."""
@@ -206,6 +207,7 @@ def test_the_line_rules_accept_exactly_what_json_loads_did() -> None:
                 assert got == ok and (not ok or lines.first == first), (data[:80], chunk)
 
 
+@pytest.mark.slow  # a large backlog under tracemalloc (5.6 s CPU): make test runs it, the fast tier does not
 def test_status_and_cleanup_of_a_large_backlog_read_the_ratified_tail_in_bounded_memory(
     tmp_path: Path, small_limits: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

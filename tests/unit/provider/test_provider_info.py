@@ -70,12 +70,12 @@ def test_the_fields_the_issue_found_missing_are_declared_for_both_forms() -> Non
 
 def test_the_hooks_forms_are_the_declaration_field_by_field(monkeypatch: pytest.MonkeyPatch) -> None:
     """What a hook tells Airflow before 3.2: its name, the hidden, relabelled and placeholder
-    fields, and a form field per declared extra field with the declared label. (Flask-AppBuilder
+    fields, and a form field per declared extra field with the declared label and description. (Flask-AppBuilder
     and wtforms belong to Airflow 2's web server: stand-ins record what the hook builds.)"""
 
     class Field:
-        def __init__(self, label: str, widget: object) -> None:
-            self.label, self.widget = label, widget
+        def __init__(self, label: str, widget: object, description: str | None = None) -> None:
+            self.label, self.widget, self.description = label, widget, description
 
     class StringField(Field): ...
 
@@ -94,7 +94,8 @@ def test_the_hooks_forms_are_the_declaration_field_by_field(monkeypatch: pytest.
         assert behaviour == {"hidden_fields": entry["ui-field-behaviour"]["hidden-fields"], "relabeling": entry["ui-field-behaviour"]["relabeling"],
                              "placeholders": entry["ui-field-behaviour"]["placeholders"]}, hook
         widgets = hook.get_connection_form_widgets()
-        assert {name: (type(w), w.label) for name, w in widgets.items()} == {name: (StringField, f["label"]) for name, f in entry["conn-fields"].items()}
+        assert {name: (type(w), w.label, w.description) for name, w in widgets.items()} == \
+            {name: (StringField, f["label"], f["description"]) for name, f in entry["conn-fields"].items()}
 
 
 def test_the_two_connection_types_are_named_alike() -> None:
@@ -132,15 +133,18 @@ def test_provider_is_discovered_by_airflow() -> None:
 def airflow_cli(tmp_path: Path, *args: str) -> Any:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env["AIRFLOW_HOME"] = str(tmp_path)
+    env["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"  # Airflow 3.0 logs its plugins' setup to stdout, before the JSON
     out = subprocess.run([str(Path(sys.executable).with_name("airflow")), *args, "-o", "json"], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow  # the Airflow CLI in a process of its own: make test runs it, the fast tier does not
 def test_airflow_providers_list_shows_the_provider(tmp_path: Path) -> None:
     assert any(p["package_name"] == "airflow-delta-maintenance" for p in airflow_cli(tmp_path, "providers", "list"))
 
 
+@pytest.mark.slow  # the Airflow CLI twice, each in a process of its own: make test runs it, the fast tier does not
 def test_airflow_providers_get_shows_the_declaration(tmp_path: Path) -> None:
     """``airflow providers get airflow-delta-maintenance --full``, through the Airflow CLI: the
     version, both connection types with every declared field and placeholder; ``providers
@@ -167,6 +171,6 @@ def test_extra_fields_show_their_examples_in_airflow_3s_connection_form() -> Non
         for name, declared_field in conn["conn-fields"].items():
             field = extra[name]
             assert field["schema"]["title"] == declared_field["label"] and field["description"] == declared_field["description"], (conn_type, name)
-            assert field["schema"]["examples"][0] in field["description"]
+            assert declared_field["schema"]["examples"][0] in field["description"]  # (Airflow 3.0/3.1's form schema has no examples)
     assert meta["delta_coordinator"].standard_fields.host.placeholder.startswith("local:///")
     assert meta["delta_coordinator"].standard_fields.host.title == "Coordinator spec" and meta["delta_storage"].standard_fields.host.hidden
