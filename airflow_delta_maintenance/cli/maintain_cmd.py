@@ -291,6 +291,8 @@ def _run_cleanup(args: argparse.Namespace) -> int:
     if not p.skipped:
         print(f"  cutoff {report.details['cutoff']} → commit {p.cutoff_commit}, anchor checkpoint {p.cutoff_checkpoint}; "
               + ", ".join(f"{k}={v}" for k, v in p.counts.items()))
+    for note in p.notes:
+        print(f"  note: {note}")
     for d in p.deletions if args.list else ():
         print(f"  {d.kind:<20} {d.size:>10}  {d.path}")
     return 0

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .common import add_storage_options, cli_progress, emit_json, open_cli_table, run_guarded
+from .maintain_cmd import _engine, _job_storage_options, _spark_conf, _spark_settings
 
 # The use case is imported inside the handler: `delta-maintenance X` loads only what X needs.
 
@@ -31,6 +32,7 @@ def register(sub: Any) -> None:
     p.add_argument("--list", action="store_true", help=f"print every planned file (default: the first {SHOWN})")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     add_storage_options(p)
+    _engine(p)  # --engine spark: the listing and the deletions as Spark jobs (the options checkpoint takes)
     p.set_defaults(handler=lambda a: run_guarded(lambda: _vacuum(a)))
 
 
@@ -42,7 +44,18 @@ def _vacuum(args: argparse.Namespace) -> int:
     coordinator = None if args.coordinator in ("", "none") else args.coordinator
     args.coordinator = coordinator
     retention = None if args.retention_hours is None else round(args.retention_hours * HOUR_MS)
+    progress = cli_progress()
     with open_cli_table(args) as table:
+        engine = None
+        if args.engine == "spark":
+            from ..maintenance.spark.submit import run_spark_submit
+            from ..maintenance.spark.vacuum_engine import SparkVacuumEngine
+            from .optimize_cmd import _job_result
+
+            settings = _spark_settings(args)
+            engine = SparkVacuumEngine(table.store, table.uri, _job_storage_options(table, settings),
+                                       lambda job: _job_result(run_spark_submit(job, settings, progress=progress, verbose=args.spark_verbose)),
+                                       conf=_spark_conf(args))
         result = run_vacuum(
             table,
             dry_run=not args.execute,
@@ -51,7 +64,8 @@ def _vacuum(args: argparse.Namespace) -> int:
             allow_shorter_retention=args.allow_shorter_retention,
             catalog_permits_vacuum=args.allow_catalog_managed,
             inventory=args.inventory,
-            progress=cli_progress(),
+            progress=progress,
+            engine=engine,
         )
     if args.json:
         out = result.report().to_dict()  # the XCom record; --list adds the files

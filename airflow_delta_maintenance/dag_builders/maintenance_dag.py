@@ -307,6 +307,7 @@ def build_maintenance_dag(table: TableConfig, start_date: Any = None) -> DAG:
                 task_id="vacuum", **common, **coord, dry_run=v.dry_run, mode=v.mode, retention_hours=v.retention_hours,
                 allow_shorter_retention=v.allow_shorter_retention, catalog_permits_vacuum=v.catalog_permits_vacuum,
                 inventory=v.inventory, min_interval=v.interval, outlets=[log_asset], trigger_rule=TriggerRule.NONE_FAILED,
+                engine=v.engine, spark_conn_id=v.spark_conn_id, spark_conf=dict(v.spark_conf), spark_jars=v.spark_jars, spark_packages=v.spark_packages,
             )
         )
     if table.checksums.enabled:

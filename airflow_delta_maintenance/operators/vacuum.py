@@ -11,6 +11,7 @@ from ..version_compat import AirflowSkipException
 from ._base import DeltaTableOperator, translate_errors
 from ._due import not_due, record_work
 from ._params import as_bool, as_seconds
+from ._spark import SparkEngineMixin
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -18,9 +19,10 @@ if TYPE_CHECKING:
 __all__ = ["DeltaVacuumOperator"]
 
 MODES = ("full", "lite")
+ENGINES = ("local", "spark")
 
 
-class DeltaVacuumOperator(DeltaTableOperator):
+class DeltaVacuumOperator(SparkEngineMixin, DeltaTableOperator):
     """Plan (and with ``dry_run=False`` execute) the VACUUM of the table as its catalog sees it:
     every data, deletion-vector and change-data file a version inside the retention needs stays,
     ratified-but-unpublished commits included; the rest older than the retention goes.
@@ -36,6 +38,10 @@ class DeltaVacuumOperator(DeltaTableOperator):
     :param allow_shorter_retention: accept a retention below the table's own
     :param catalog_permits_vacuum: the table's catalog allows VACUUM (catalog-managed tables)
     :param inventory: an S3 Inventory ``manifest.json`` or a listing file instead of listing the root
+    :param engine: ``local`` (the worker's threads) or ``spark``: the listing of the root and the
+        deletions run as ``spark_jobs/vacuum.py`` jobs, submitted like the checkpoint job
+        (``spark_conn_id``, ``spark_conf``, ``spark_jars``, ``spark_packages``, ``spark_settings``,
+        ``show_spark_logs``); planning, re-validation and the records stay in this task
     :param min_interval: skip (not due) when this task last succeeded less than this long ago:
         seconds, a ``timedelta`` or ``"7d"``; None runs every time
     """
@@ -52,9 +58,26 @@ class DeltaVacuumOperator(DeltaTableOperator):
         catalog_permits_vacuum: bool = False,
         inventory: str | None = None,
         min_interval: float | timedelta | str | None = None,
+        engine: str = "local",
+        spark_conn_id: str = "spark_default",
+        spark_conf: dict[str, Any] | None = None,
+        spark_jars: str | None = None,
+        spark_packages: str | None = None,
+        spark_settings: dict[str, Any] | None = None,
+        show_spark_logs: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        self.engine = engine
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf or {}
+        self.spark_jars = spark_jars
+        self.spark_packages = spark_packages
+        self.spark_settings = spark_settings or {}
+        self.show_spark_logs = show_spark_logs
+        self._hook: Any = None
         if mode not in MODES:
             raise ValueError(f"mode must be full or lite, got {mode!r}")
         self.dry_run = dry_run  # type: ignore[assignment,method-assign]  # shadows BaseOperator.dry_run(); the argument name is public
@@ -86,6 +109,12 @@ class DeltaVacuumOperator(DeltaTableOperator):
 
         def run() -> dict[str, Any]:
             with self.open_table() as table:
+                engine = None
+                if self.engine == "spark":
+                    from ..maintenance.spark.vacuum_engine import SparkVacuumEngine
+
+                    engine = SparkVacuumEngine(table.store, table.uri, table.storage_options, self.submit_spark_job,
+                                               conf=self.spark_conf, jars=self.spark_jars, packages=self.spark_packages)
                 result = run_vacuum(
                     table,
                     dry_run=dry_run,
@@ -95,6 +124,7 @@ class DeltaVacuumOperator(DeltaTableOperator):
                     catalog_permits_vacuum=permits,
                     inventory=self.inventory or None,
                     progress=self.progress(),
+                    engine=engine,
                 )
             record = self.finish(result.report())
             record_work(context)

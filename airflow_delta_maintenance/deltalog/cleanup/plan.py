@@ -126,6 +126,7 @@ class CleanupPlan:
     needs_compat_checkpoint: bool = False
     unreadable_checkpoints: tuple[str, ...] = ()  # passed over as anchors: "<file>: <reason>"
     leftovers: tuple[Deletion, ...] = ()  # our killed runs' temp files / staging dirs / sidecars
+    notes: tuple[str, ...] = ()  # what this cleanup means for other operations (VACUUM LITE)
 
     @property
     def skipped(self) -> bool:
@@ -150,6 +151,7 @@ class CleanupPlan:
             "needs_compat_checkpoint": self.needs_compat_checkpoint,
             "unreadable_checkpoints": list(self.unreadable_checkpoints),
             "leftovers": [d.to_dict() for d in self.leftovers],
+            "notes": list(self.notes),
         }
 
 

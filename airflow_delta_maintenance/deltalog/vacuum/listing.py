@@ -33,7 +33,10 @@ from ..storage import LogStore
 from ..storage.fsspec_files import mtime_ms
 from .paths import HiddenNames
 
-__all__ = ["TableListing", "FILE_SCHEMA", "DIR_SCHEMA", "list_table_files", "concat_listings", "shadow_of"]
+__all__ = [
+    "TableListing", "FILE_SCHEMA", "DIR_SCHEMA", "LISTING_SCHEMA", "list_table_files", "concat_listings", "shadow_of", "split_listing",
+    "list_prefix", "listing_to_arrow", "listing_from_arrow",
+]
 
 FILE_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("size", pa.int64()), pa.field("mtime", pa.int64())])
 DIR_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("mtime", pa.int64())])
@@ -141,14 +144,21 @@ def _walk_local(top: str, rel: str, mtime: int, hidden: HiddenNames, subdirs: li
 
 def _list_local(root: str, hidden: HiddenNames, workers: int) -> TableListing:
     # The root's files (and its links) in this thread; every non-hidden sub-directory is a task.
+    head, tops = _split_local(root, hidden)
+    return concat_listings([head, *_run_tasks(lambda t: _walk_local(f"{root}/{t[0]}", t[0], t[1], hidden), tops, workers)])
+
+
+def _split_local(root: str, hidden: HiddenNames) -> tuple[TableListing, list[tuple[str, int]]]:
     tops: list[tuple[str, str, int]] = []
     head = _walk_local(root, "", 0, hidden, tops)
-    if workers <= 1 or len(tops) <= 1:
-        parts = [_walk_local(p, r, m, hidden) for p, r, m in tops]
-    else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(tops)), thread_name_prefix="vacuum-list") as pool:
-            parts = list(pool.map(lambda t: _walk_local(t[0], t[1], t[2], hidden), tops))
-    return concat_listings([head, *parts])
+    return head, [(rel, mtime) for _, rel, mtime in tops]
+
+
+def _run_tasks(fn: Callable[[tuple[str, int]], TableListing], tasks: list[tuple[str, int]], workers: int) -> list[TableListing]:
+    if workers <= 1 or len(tasks) <= 1:
+        return [fn(t) for t in tasks]
+    with ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="vacuum-list") as pool:
+        return list(pool.map(fn, tasks))
 
 
 # ---- object stores (fsspec) --------------------------------------------------------------------
@@ -191,21 +201,26 @@ def _list_prefix(fs: object, root: str, prefix: str, hidden: HiddenNames) -> Tab
 
 
 def _list_fsspec(store: LogStore, hidden: HiddenNames, workers: int) -> TableListing:
+    head, prefixes = _split_fsspec(store, hidden)
+    return concat_listings([head, *_run_tasks(lambda t: _list_prefix(store.fs, store.table_root, t[0], hidden), prefixes, workers)])
+
+
+def _split_fsspec(store: LogStore, hidden: HiddenNames) -> tuple[TableListing, list[tuple[str, int]]]:
     fs = store.fs
     root = store.table_root
     fs.invalidate_cache(root)
     try:
         entries = fs.ls(root, detail=True)
     except FileNotFoundError:
-        return TableListing(files=FILE_SCHEMA.empty_table())
+        return TableListing(files=FILE_SCHEMA.empty_table()), []
     strip = fs._strip_protocol
     top_files: list[dict[str, object]] = []
-    prefixes: list[str] = []
+    prefixes: list[tuple[str, int]] = []
     for info in entries:
         name = strip(str(info["name"])).rstrip("/").rsplit("/", 1)[-1]
         if info.get("type") == "directory":
             if not hidden(name):
-                prefixes.append(name)
+                prefixes.append((name, 0))
         else:
             top_files.append({**info, "name": name})
     head_paths, head_sizes, head_mtimes = [], [], []
@@ -222,13 +237,59 @@ def _list_fsspec(store: LogStore, hidden: HiddenNames, workers: int) -> TableLis
         head_paths.append(name)
         head_sizes.append(size)
         head_mtimes.append(mtime)
-    head = TableListing(files=_files_table(head_paths, head_sizes, head_mtimes), shadows=_files_table(*shadow))
-    if workers <= 1 or len(prefixes) <= 1:
-        parts = [_list_prefix(fs, root, p, hidden) for p in prefixes]
-    else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(prefixes)), thread_name_prefix="vacuum-list") as pool:
-            parts = list(pool.map(lambda p: _list_prefix(fs, root, p, hidden), prefixes))
-    return concat_listings([head, *parts])
+    return TableListing(files=_files_table(head_paths, head_sizes, head_mtimes), shadows=_files_table(*shadow)), prefixes
+
+
+def split_listing(store: LogStore, hidden: HiddenNames) -> tuple[TableListing, list[tuple[str, int]]]:
+    """The root's own entries (files, shadows, links), and its sub-directories as ``(name,
+    mtime)`` tasks for ``list_prefix`` — how a parallel listing (threads, or Spark tasks) splits."""
+    return _split_local(store.table_root, hidden) if store.is_local else _split_fsspec(store, hidden)
+
+
+def list_prefix(store: LogStore, prefix: str, mtime: int, hidden: HiddenNames) -> TableListing:
+    """Everything below the root's sub-directory ``prefix`` (one task of ``split_listing``)."""
+    if store.is_local:
+        return _walk_local(f"{store.table_root}/{prefix}", prefix, mtime, hidden)
+    return _list_prefix(store.fs, store.table_root, prefix, hidden)
+
+
+# ---- a listing as one Arrow table (what the Spark engine's tasks write and the worker reads) ----
+
+LISTING_SCHEMA = pa.schema([pa.field("kind", pa.string()), pa.field("path", pa.string()), pa.field("size", pa.int64()), pa.field("mtime", pa.int64())])
+
+
+def listing_to_arrow(listing: TableListing) -> pa.Table:
+    """``kind`` is ``file``, ``shadow``, ``empty_dir`` or ``link``."""
+    def part(kind: str, paths: pa.Array, sizes: pa.Array, mtimes: pa.Array) -> pa.Table:
+        return pa.table([pa.array([kind] * len(paths), pa.string()), paths, sizes, mtimes], schema=LISTING_SCHEMA)
+
+    f, s, d = listing.files, listing.shadows, listing.empty_dirs
+    links = pa.array(list(listing.links), pa.string())
+    return pa.concat_tables([
+        part("file", f.column("path").combine_chunks(), f.column("size").combine_chunks(), f.column("mtime").combine_chunks()),
+        part("shadow", s.column("path").combine_chunks(), s.column("size").combine_chunks(), s.column("mtime").combine_chunks()),
+        part("empty_dir", d.column("path").combine_chunks(), pa.nulls(d.num_rows, pa.int64()), d.column("mtime").combine_chunks()),
+        part("link", links, pa.nulls(len(links), pa.int64()), pa.nulls(len(links), pa.int64())),
+    ])
+
+
+def listing_from_arrow(table: pa.Table, source: str = "listing") -> TableListing:
+    """The inverse of ``listing_to_arrow`` (for the parts of many tasks, concatenated)."""
+    import pyarrow.compute as pc
+
+    table = table.select(LISTING_SCHEMA.names).cast(LISTING_SCHEMA)
+
+    def rows(kind: str) -> pa.Table:
+        return table.filter(pc.equal(table.column("kind"), kind))
+
+    files, shadows, dirs, links = rows("file"), rows("shadow"), rows("empty_dir"), rows("link")
+    return TableListing(
+        files=files.select(["path", "size", "mtime"]).cast(FILE_SCHEMA),
+        shadows=shadows.select(["path", "size", "mtime"]).cast(FILE_SCHEMA),
+        empty_dirs=dirs.select(["path", "mtime"]).cast(DIR_SCHEMA),
+        links=tuple(sorted(links.column("path").to_pylist())),
+        source=source,
+    )
 
 
 def list_table_files(store: LogStore, hidden: HiddenNames, *, workers: int = DEFAULT_WORKERS) -> TableListing:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from .base import OptInSection
+from .base import OptInSection, StringMapping
 from .schedule import parse_schedule
 
 __all__ = ["VacuumConfig"]
@@ -34,3 +34,10 @@ class VacuumConfig(OptInSection):
     allow_shorter_retention: bool = Field(default=False, description="allow a retention shorter than the table's")
     catalog_permits_vacuum: bool = Field(default=False, description="the catalog allows VACUUM of this catalog-managed table")
     inventory: str | None = Field(default=None, description="an S3 Inventory `manifest.json` or a listing file to read instead of listing the root")
+    engine: Literal["local", "spark"] = Field(
+        default="local", description="`local` lists and deletes on the worker (threads); `spark`: a PySpark job lists the root and another deletes (the task plans)"
+    )
+    spark_conn_id: str = Field(default="spark_default", description="the Spark connection (`engine: spark`)")
+    spark_conf: StringMapping = Field(default_factory=dict, description="extra Spark conf (`engine: spark`; values become strings)")
+    spark_jars: str | None = Field(default=None, description="jars for the job (`engine: spark`; `hadoop-aws` for `s3://`)")
+    spark_packages: str | None = Field(default=None, description="Maven packages for the job (`engine: spark`)")

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...deltalog.cleanup.plan import CleanupPlan, CleanupResult, check_cleanup_clock, execute_cleanup, plan_log_cleanup
 from ...deltalog.log_segment.listing import LogSegmentFiles, list_log_files
 from ...deltalog.model.table_properties import DAY_MS, human_duration
+from ...deltalog.storage import LogStore
+from ...deltalog.vacuum.last_vacuum import read_last_vacuum_info
 from ..errors import MaintenanceError
 from ..table.catalog_view import ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from .summary import JSONValue, Progress, TaskReport, human_bytes, iso_utc
 
-__all__ = ["RetentionTooShortError", "run_metadata_cleanup", "cleanup_report"]
+__all__ = ["RetentionTooShortError", "run_metadata_cleanup", "cleanup_report", "lite_vacuum_note"]
 
 _PLAN_ATTEMPTS = 3
 
@@ -56,7 +60,7 @@ def run_metadata_cleanup(
     def make_plan(listing: LogSegmentFiles) -> CleanupPlan:
         for attempt in range(_PLAN_ATTEMPTS):
             try:
-                return plan_log_cleanup(
+                return _with_notes(store, plan_log_cleanup(
                     store,
                     state,
                     now_ms=state.now_ms,
@@ -64,7 +68,7 @@ def run_metadata_cleanup(
                     catalog_permits_cleanup=catalog_permits_cleanup,
                     latest_published_version=view.released_version,
                     files=listing,
-                )
+                ))
             except FileNotFoundError:
                 # A listed file vanished: another cleanup ran meanwhile. Plan again from a fresh listing.
                 if attempt == _PLAN_ATTEMPTS - 1:
@@ -88,6 +92,29 @@ def run_metadata_cleanup(
     return execute_cleanup(store, plan, dry_run=False, fresh_plan=make_plan(fresh), progress=progress)
 
 
+def lite_vacuum_note(store: LogStore, plan: CleanupPlan) -> str | None:
+    """What the plan means for VACUUM LITE, which reads the removes of every commit after the last
+    VACUUM's horizon (``_last_vacuum_info``; none recorded: from commit 0): deleting one of those
+    commits leaves files only a FULL VACUUM finds. Said in the plan (the retention rules decide
+    what cleanup deletes, not a possible later LITE run); None when no such commit goes."""
+    versions = [int(d.path[:20]) for d in plan.deletions if d.kind == "commit" and d.path[:20].isdigit()]
+    if not versions:
+        return None
+    last = read_last_vacuum_info(store)
+    horizon = last.horizon if last.horizon is not None else -1
+    needed = [v for v in versions if v > horizon]
+    if not needed:
+        return None
+    since = f"the last VACUUM's horizon v{horizon}" if last.horizon is not None else "commit 0 (no VACUUM recorded in _last_vacuum_info)"
+    return (f"VACUUM LITE needs every commit after {since}; this cleanup deletes commits {min(needed)}..{max(needed)}: "
+            "the next VACUUM must be FULL (LITE will refuse)")
+
+
+def _with_notes(store: LogStore, plan: CleanupPlan) -> CleanupPlan:
+    note = None if plan.skipped else lite_vacuum_note(store, plan)
+    return dataclasses.replace(plan, notes=(*plan.notes, note)) if note else plan
+
+
 def cleanup_report(result: CleanupResult) -> TaskReport:
     """The summary and the small record of a cleanup: counts and bytes per kind, never the files."""
     p = result.plan
@@ -103,6 +130,7 @@ def cleanup_report(result: CleanupResult) -> TaskReport:
         "needs_compat_checkpoint": p.needs_compat_checkpoint,
         "unreadable_checkpoints": len(p.unreadable_checkpoints),
         "leftovers": len(p.leftovers),
+        "notes": list(p.notes),
     }
     if p.skipped:
         return TaskReport(p.table_uri, "cleanup", skipped=True, reason=p.skip_reason, version=p.cutoff_checkpoint,

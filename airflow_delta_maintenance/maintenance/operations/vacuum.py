@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,6 +57,17 @@ HOUR_MS = 3_600_000
 _COMMIT_ATTEMPTS = 5
 
 Lister = Callable[[MaintainedTable, Snapshot], TableListing]
+
+
+class VacuumEngine(Protocol):
+    """Where the listing and the deletions run (the worker's threads when none is given): the Spark
+    engine (``maintenance.spark.vacuum_engine``) runs them on a cluster."""
+
+    name: str
+
+    def list(self, table: MaintainedTable, snapshot: Snapshot) -> TableListing: ...
+
+    def delete(self, paths: Sequence[str]) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -124,11 +135,12 @@ def run_vacuum(
     workers: int = 8,
     progress: Progress | None = None,
     lister: Lister | None = None,
+    engine: VacuumEngine | None = None,
 ) -> VacuumResult:
     """Plan the VACUUM of the table as its catalog sees it and, unless ``dry_run``, execute it
     (see the module docstring). ``log_commits``: write ``VACUUM START``/``END`` commits (None:
     where delta-spark does, i.e. not on S3). ``lister`` replaces the worker's listing (the Spark
-    engine's, tests)."""
+    engine's, tests); ``engine`` lists (FULL, without an inventory) and deletes elsewhere."""
     started = time.monotonic()
     snapshot = load_ratified_snapshot(table)
     reason = _gate(table, snapshot, catalog_permits_vacuum)
@@ -144,13 +156,16 @@ def run_vacuum(
     last = read_last_vacuum_info(table.store)
     listing = None
     if mode == "full":
+        if lister is None and engine is not None and not inventory:
+            lister = engine.list
         listing = lister(table, snapshot) if lister is not None else _listing(table, snapshot, inventory, workers)
     plan = plan_vacuum(table.store, snapshot, mode=mode, retention_ms=retention_ms, now_ms=now_ms, listing=listing, last_vacuum=last)
+    name = engine.name if engine is not None else "local"
     if dry_run:
-        return VacuumResult(table.uri, True, plan, seconds=round(time.monotonic() - started, 3))
+        return VacuumResult(table.uri, True, plan, seconds=round(time.monotonic() - started, 3), engine=name)
     return _execute(table, plan, snapshot, catalog_permits_vacuum=catalog_permits_vacuum, log_commits=log_commits,
                     retention_check=not allow_shorter_retention, specified_retention_ms=retention_ms, workers=workers,
-                    progress=progress, started=started)
+                    progress=progress, started=started, engine=engine)
 
 
 def revalidate(table: MaintainedTable, plan: VacuumPlan, catalog_permits_vacuum: bool, workers: int) -> tuple[list[str], Snapshot]:
@@ -185,6 +200,7 @@ def _execute(
     workers: int,
     progress: Progress | None,
     started: float,
+    engine: VacuumEngine | None = None,
 ) -> VacuumResult:
     remaining, fresh = revalidate(table, plan, catalog_permits_vacuum, workers)
     dropped = plan.count - len(remaining)
@@ -208,7 +224,11 @@ def _execute(
             progress(f"vacuum: deleted {done[0]:,} of {total:,} files")
 
     try:
-        deleted = delete_files(table.store, remaining, progress=batch_gone, workers=workers)
+        if engine is not None:
+            deleted = engine.delete(remaining)
+            batch_gone(len(remaining))
+        else:
+            deleted = delete_files(table.store, remaining, progress=batch_gone, workers=workers)
         dirs = remove_empty_dirs(table.store, plan.empty_dirs) if plan.mode == "full" else 0
     except BaseException:
         if record:
@@ -225,7 +245,7 @@ def _execute(
         commits.append(_commit(table, lambda v, ts, ict: [vacuum_end(timestamp=ts, ict=ict, read_version=v - 1, status="COMPLETED",
                                                                       deleted=deleted, directories=directories)]))
     return VacuumResult(table.uri, False, plan, deleted=deleted, dirs_removed=dirs, dropped=dropped, commits=tuple(commits),
-                        seconds=round(time.monotonic() - started, 3))
+                        seconds=round(time.monotonic() - started, 3), engine=engine.name if engine is not None else "local")
 
 
 def _commit(table: MaintainedTable, make: Callable[[int, int, int | None], Sequence[Mapping[str, Any]]]) -> int:

@@ -14,7 +14,7 @@ from .credentials import credential_source, storage_env
 from .packaging import job_application
 from .submit import SparkJobSpec
 
-__all__ = ["checkpoint_job", "compaction_job", "optimize_job", "verify_checkpoint", "verify_compaction", "spark_compaction_writer"]
+__all__ = ["checkpoint_job", "compaction_job", "optimize_job", "vacuum_job", "verify_checkpoint", "verify_compaction", "spark_compaction_writer"]
 
 
 def _job(
@@ -81,6 +81,19 @@ def optimize_job(
 ) -> SparkJobSpec:
     """OPTIMIZE's rewrite of the bins in ``<run_dir>/tasks.json`` (``spark_jobs/optimize.py``)."""
     return _job(f"delta-optimize-{run_dir.rsplit('-', 1)[-1]}", "optimize", table_uri, ["--run-dir", run_dir], storage_options, conf, jars, packages)
+
+
+def vacuum_job(
+    table_uri: str,
+    run_dir: str,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    conf: Mapping[str, Any] | None = None,
+    jars: str | None = None,
+    packages: str | None = None,
+) -> SparkJobSpec:
+    """VACUUM's listing or deletions as ``<run_dir>/tasks.json`` says (``spark_jobs/vacuum.py``)."""
+    return _job(f"delta-vacuum-{run_dir.rsplit('-', 1)[-1]}", "vacuum", table_uri, ["--run-dir", run_dir], storage_options, conf, jars, packages)
 
 
 def verify_checkpoint(store: LogStore, version: int) -> CheckpointGroup:

@@ -62,3 +62,35 @@ def test_a_table_that_declares_its_coordinator_is_vacuumed_through_it_without_fl
     assert (root / "region=x" / "a.parquet").exists()
     assert main(["vacuum", str(root), "--retention-hours", "0", "--allow-shorter-retention", "--coordinator", "none", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["planned_files"] == 0  # still the catalog's view: the table's own coordinator
+
+
+def test_lite_after_metadata_cleanup_the_cleanup_plan_says_full_and_lite_refuses_until_a_vacuum_horizon_covers_the_gap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import time
+    from datetime import datetime, timezone
+
+    root = tmp_path / "t"
+    wheel_table(root, versions=6)  # overwrites: each commit removes the previous version's files
+    deltalake.DeltaTable(str(root)).create_checkpoint()  # at v5
+    later = datetime.fromtimestamp(time.time() + 60 * 86_400, timezone.utc).isoformat()
+    cleanup = ["cleanup", str(root), "--now", later, "--allow-future-now"]
+    assert main(cleanup) == 0
+    out = capsys.readouterr().out
+    assert "note: VACUUM LITE needs every commit after commit 0 (no VACUUM recorded in _last_vacuum_info); this cleanup deletes commits 0..4: the next VACUUM must be FULL" in out
+    assert main([*cleanup, "--execute", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["deleted"] >= 5 and record["notes"] and not (root / "_delta_log" / f"{0:020d}.json").exists()
+
+    lite = ["vacuum", str(root), "--lite", "--retention-hours", "0", "--allow-shorter-retention", "--json"]
+    assert main(lite) == 2  # as delta-spark's DELTA_CANNOT_VACUUM_LITE: the removes of commits 0..4 are gone
+    assert "commits 0..5" in capsys.readouterr().err
+    # A VACUUM that recorded horizon 4 (delta-spark writes this file too) saw those removes: LITE
+    # needs commit 5 on only, which is there. delta-spark still refuses (it wants the horizon's own
+    # commit, v4, to exist); docs/operators/vacuum.md explains the difference.
+    (root / "_delta_log" / "_last_vacuum_info").write_text('{"latestCommitVersionOutsideOfRetentionWindow":4}')
+    assert main(lite) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["lite_range"] == [5, 5] and plan["planned_files"] == 2  # the two files v5's overwrite removed
+    # and a cleanup that deletes nothing LITE needs says nothing
+    assert main(cleanup) == 0 and "VACUUM LITE" not in capsys.readouterr().out
