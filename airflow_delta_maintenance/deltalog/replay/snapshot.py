@@ -160,6 +160,7 @@ def _replay_with_fallbacks(
     catalog_commits: Sequence[CatalogCommit],
     latest_ratified_version: int | None,
     parse_stats: bool,
+    keys_only: bool = False,
 ) -> tuple[LogSegment, ReplayResult, set[str]]:
     """Replay ``version``; a checkpoint that cannot be read is never used: the segment is rebuilt
     without it (an older checkpoint, or the commits)."""
@@ -168,7 +169,8 @@ def _replay_with_fallbacks(
     while True:
         try:
             segment, result = _replay_segment(
-                store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), parse_stats=parse_stats
+                store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), parse_stats=parse_stats,
+                keys_only=keys_only,
             )
             return segment, result, unreadable
         except UnreadableCheckpointError as exc:
@@ -193,6 +195,7 @@ def _replay_segment(
     use_compactions: bool = True,
     *,
     parse_stats: bool,
+    keys_only: bool = False,
 ) -> tuple[LogSegment, Any]:
     def segment_for(use_compactions: bool) -> LogSegment:
         return build_log_segment(
@@ -207,13 +210,13 @@ def _replay_segment(
 
     segment = segment_for(use_compactions)
     if not use_compactions:
-        return segment, replay_actions(store, segment, parse_stats=parse_stats)
+        return segment, replay_actions(store, segment, parse_stats=parse_stats, keys_only=keys_only)
     try:
-        return segment, replay_actions(store, segment, parse_stats=parse_stats)
+        return segment, replay_actions(store, segment, parse_stats=parse_stats, keys_only=keys_only)
     except UnreconciledCompactionError:
         # Like delta-spark's failed compacted-delta validation: fall back to the plain commits.
         segment = segment_for(False)
-        return segment, replay_actions(store, segment, parse_stats=parse_stats)
+        return segment, replay_actions(store, segment, parse_stats=parse_stats, keys_only=keys_only)
 
 
 @uses_log_operation_memory
@@ -227,6 +230,7 @@ def load_snapshot(
     files: LogSegmentFiles | None = None,
     now_ms: int | None = None,
     parse_stats: bool = False,
+    keys_only: bool = False,
 ) -> Snapshot:
     """Load the snapshot at ``version`` (default latest) with one LIST of ``_delta_log``.
 
@@ -234,6 +238,8 @@ def load_snapshot(
     catalog-managed tables: ratified commits not yet published, which win over published files.
     ``parse_stats`` parses the live files' statistics during the load (``Snapshot.parsed_stats``
     then returns them at once): it fills the CPUs the replay's serial steps leave idle.
+    ``keys_only``: the files' actions carry only what identifies them (path, size, deletion
+    vector, times; no statistics, tags or partition values) — for callers that need no more (VACUUM).
     """
     store = table if isinstance(table, LogStore) else open_table_storage(table, storage_options)
     files = files if files is not None else list_log_files(store)
@@ -243,7 +249,8 @@ def load_snapshot(
     # used: the segment is rebuilt without it (an older checkpoint, or the commits).
     for attempt in range(LISTING_ATTEMPTS):
         try:
-            segment, result, unreadable = _replay_with_fallbacks(store, files, version, catalog_commits, latest_ratified_version, parse_stats)
+            segment, result, unreadable = _replay_with_fallbacks(store, files, version, catalog_commits, latest_ratified_version, parse_stats,
+                                                                       keys_only)
             break
         except (FileNotFoundError, MissingCommitError) as exc:
             # A file of this listing vanished while it was read (MissingCommitError with version -1
@@ -265,7 +272,8 @@ def load_snapshot(
     properties = TableProperties.from_configuration(metadata.configuration)
     if _may_lack_expired_tombstones(segment, properties.deleted_file_retention_ms):
         segment, result = _replay_segment(
-            store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), False, parse_stats=parse_stats
+            store, files, version, catalog_commits, latest_ratified_version, frozenset(unreadable), False, parse_stats=parse_stats,
+            keys_only=keys_only,
         )
     cutoff = now - properties.deleted_file_retention_ms
     tombstones = result.removes.filter(pc.greater(pc.fill_null(result.removes.column("deletionTimestamp"), 0), cutoff))

@@ -93,19 +93,22 @@ def run_metadata_cleanup(
 
 
 def lite_vacuum_note(store: LogStore, plan: CleanupPlan) -> str | None:
-    """What the plan means for VACUUM LITE, which reads the removes of every commit after the last
-    VACUUM's horizon (``_last_vacuum_info``; none recorded: from commit 0): deleting one of those
-    commits leaves files only a FULL VACUUM finds. Said in the plan (the retention rules decide
-    what cleanup deletes, not a possible later LITE run); None when no such commit goes."""
+    """What the plan means for VACUUM LITE on a vacuumed table (``_last_vacuum_info`` present, as
+    delta-spark and we write it): LITE reads the removes of every commit after the recorded
+    horizon (none recorded: from commit 0), so deleting one of those commits leaves files only a
+    FULL VACUUM finds. Said in the plan (the log's retention decides what cleanup deletes, not a
+    possible later LITE run); None when no such commit goes or the table was never vacuumed."""
     versions = [int(d.path[:20]) for d in plan.deletions if d.kind == "commit" and d.path[:20].isdigit()]
     if not versions:
         return None
     last = read_last_vacuum_info(store)
+    if not last.present:
+        return None
     horizon = last.horizon if last.horizon is not None else -1
     needed = [v for v in versions if v > horizon]
     if not needed:
         return None
-    since = f"the last VACUUM's horizon v{horizon}" if last.horizon is not None else "commit 0 (no VACUUM recorded in _last_vacuum_info)"
+    since = f"the last VACUUM's horizon v{horizon}" if last.horizon is not None else "commit 0 (_last_vacuum_info records no horizon)"
     return (f"VACUUM LITE needs every commit after {since}; this cleanup deletes commits {min(needed)}..{max(needed)}: "
             "the next VACUUM must be FULL (LITE will refuse)")
 
@@ -130,7 +133,7 @@ def cleanup_report(result: CleanupResult) -> TaskReport:
         "needs_compat_checkpoint": p.needs_compat_checkpoint,
         "unreadable_checkpoints": len(p.unreadable_checkpoints),
         "leftovers": len(p.leftovers),
-        "notes": list(p.notes),
+        "note": " ".join(p.notes) or None,  # a string: XCom records hold no lists
     }
     if p.skipped:
         return TaskReport(p.table_uri, "cleanup", skipped=True, reason=p.skip_reason, version=p.cutoff_checkpoint,

@@ -142,7 +142,7 @@ def run_vacuum(
     where delta-spark does, i.e. not on S3). ``lister`` replaces the worker's listing (the Spark
     engine's, tests); ``engine`` lists (FULL, without an inventory) and deletes elsewhere."""
     started = time.monotonic()
-    snapshot = load_ratified_snapshot(table)
+    snapshot = load_ratified_snapshot(table, keys_only=True)
     reason = _gate(table, snapshot, catalog_permits_vacuum)
     if reason is not None:
         return VacuumResult(table.uri, dry_run, skip_reason=reason, seconds=round(time.monotonic() - started, 3))
@@ -170,7 +170,7 @@ def run_vacuum(
 
 def revalidate(table: MaintainedTable, plan: VacuumPlan, catalog_permits_vacuum: bool, workers: int) -> tuple[list[str], Snapshot]:
     """The plan's files that may still go, against a fresh catalog view and the storage."""
-    fresh = load_ratified_snapshot(table)
+    fresh = load_ratified_snapshot(table, keys_only=True)
     reason = _gate(table, fresh, catalog_permits_vacuum)
     if reason is not None:
         raise CoordinatorMismatchError(f"{table.uri}: the table changed since the VACUUM plan: {reason}; nothing was deleted")

@@ -361,12 +361,13 @@ def _identity_state_if_same(
     return dataclasses.replace(cached, segment=segment, now_ms=now)
 
 
-def load_ratified_snapshot(table: MaintainedTable, version: int | None = None) -> Snapshot:
-    """The table at ``version`` (default: the latest ratified) as its catalog sees it, with its files."""
+def load_ratified_snapshot(table: MaintainedTable, version: int | None = None, *, keys_only: bool = False) -> Snapshot:
+    """The table at ``version`` (default: the latest ratified) as its catalog sees it, with its
+    files (``keys_only``: only what identifies each, see ``load_snapshot``)."""
     from ...deltalog.replay.snapshot import load_snapshot  # the replay machinery: only callers that need files pay for it
 
     view = table.catalog_view()
     return load_snapshot(
         table.store, view.latest_ratified_version if version is None else version, files=view.files,
-        catalog_commits=_verified_tail(table, view), latest_ratified_version=view.head,
+        catalog_commits=_verified_tail(table, view), latest_ratified_version=view.head, keys_only=keys_only,
     )

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import deltalake
+import pyarrow as pa
 import pytest
 
 from airflow_delta_maintenance.cli import main
@@ -75,9 +76,11 @@ def test_lite_after_metadata_cleanup_the_cleanup_plan_says_full_and_lite_refuses
     deltalake.DeltaTable(str(root)).create_checkpoint()  # at v5
     later = datetime.fromtimestamp(time.time() + 60 * 86_400, timezone.utc).isoformat()
     cleanup = ["cleanup", str(root), "--now", later, "--allow-future-now"]
+    assert main(cleanup) == 0 and "VACUUM" not in capsys.readouterr().out  # a table never vacuumed: nothing to say
+    (root / "_delta_log" / "_last_vacuum_info").write_text("{}")  # what delta-spark's FULL VACUUM records
     assert main(cleanup) == 0
     out = capsys.readouterr().out
-    assert "note: VACUUM LITE needs every commit after commit 0 (no VACUUM recorded in _last_vacuum_info); this cleanup deletes commits 0..4: the next VACUUM must be FULL" in out
+    assert "note: VACUUM LITE needs every commit after commit 0 (_last_vacuum_info records no horizon); this cleanup deletes commits 0..4: the next VACUUM must be FULL" in out
     assert main([*cleanup, "--execute", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["deleted"] >= 5 and record["notes"] and not (root / "_delta_log" / f"{0:020d}.json").exists()
@@ -92,5 +95,10 @@ def test_lite_after_metadata_cleanup_the_cleanup_plan_says_full_and_lite_refuses
     assert main(lite) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["lite_range"] == [5, 5] and plan["planned_files"] == 2  # the two files v5's overwrite removed
-    # and a cleanup that deletes nothing LITE needs says nothing
-    assert main(cleanup) == 0 and "VACUUM LITE" not in capsys.readouterr().out
+    # a cleanup that deletes only commits the horizon covers says nothing
+    (root / "_delta_log" / "_last_vacuum_info").write_text('{"latestCommitVersionOutsideOfRetentionWindow":5}')
+    deltalake.write_deltalake(str(root), pa.table({"id": [9], "p": ["a"]}), partition_by=["p"], mode="append")
+    deltalake.DeltaTable(str(root)).create_checkpoint()  # at v6: commit 5 may go, the horizon covers it
+    assert main(cleanup) == 0
+    out = capsys.readouterr().out
+    assert "would delete" in out and "VACUUM LITE" not in out, out
