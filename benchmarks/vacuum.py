@@ -1,6 +1,6 @@
 """VACUUM planning (listing + plan, a dry run) vs the deltalake wheel's ``vacuum(dry_run=True)``.
 
-    python benchmarks/vacuum.py [--files 1000000 --partitions 100] [--repeat 3] [--work DIR]
+    python benchmarks/vacuum.py [--files 1000000 --partitions 100] [--repeat 3] [--work DIR] [--s3]
 
 A local table whose one commit adds ``--files`` files in ``--partitions`` partitions; a second
 commit removes a tenth of them, and as many untracked strays lie beside them (every file is a few
@@ -10,15 +10,25 @@ retention, in a fresh process as a user runs it: ours as ``delta-maintenance vac
 retention_hours=0, enforce_retention_duration=False, dry_run=True, full=True)``. Both must plan the
 same number of files. Engines alternate; medians with spread, CPU time and load (``_harness``).
 The issue's target: time ≤ 0.5x, peak memory ≤ 1.0x the wheel's.
+
+``--s3``: the same table copied to moto's S3 server (started on 127.0.0.1 by this script, stopped
+afterwards; it serves one request at a time, so keep ``--files`` to tens of thousands), both sides
+reading it there with the same endpoint and keys from the environment.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -55,9 +65,44 @@ for i in range(files // 10):
 
 WHEEL = r"""
 import json, sys, deltalake
-paths = deltalake.DeltaTable(sys.argv[1]).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True, full=True)
+options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+paths = deltalake.DeltaTable(sys.argv[1], storage_options=options).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True, full=True)
 print(json.dumps({"files": len(paths)}))
 """
+
+S3_KEYS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@contextlib.contextmanager
+def moto_copy(root: str) -> Iterator[tuple[str, str]]:
+    """``root`` uploaded to a fresh moto S3 server: (table URI, endpoint); the server stops after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    moto = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **S3_KEYS})
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        import boto3
+
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench")
+        for _ in range(100):
+            try:
+                client.create_bucket(Bucket="bench-bucket")
+                break
+            except Exception:  # noqa: BLE001 - the server is still starting
+                time.sleep(0.1)
+        started = time.perf_counter()
+        files = [os.path.join(d, n) for d, _, names in os.walk(root) for n in names]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda f: client.upload_file(f, "bench-bucket", "t/" + os.path.relpath(f, root)), files))
+        print(f"uploaded {len(files):,} objects to moto in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        yield "s3://bench-bucket/t", endpoint
+    finally:
+        os.killpg(moto.pid, signal.SIGTERM)
+        moto.wait(15)
 
 
 def main() -> int:
@@ -66,6 +111,7 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", default=None, help="a directory to keep the built table in (reused when present)")
+    ap.add_argument("--s3", action="store_true", help="plan on a copy in moto's S3 (started here) instead of the local disk")
     args = ap.parse_args()
     compile_package()
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-vacuum-"))
@@ -74,19 +120,26 @@ def main() -> int:
         in_subprocess(BUILD, root, str(args.files), str(args.partitions))
         print(f"built {args.files:,} files in {args.partitions} partitions", file=sys.stderr)
 
-    def run_one(engine: str, i: int) -> tuple[float, float, dict]:
-        if engine == "ours":
-            wall, peak, rep = run_measured([CLI, "vacuum", root, "--retention-hours", "0", "--allow-shorter-retention", "--json"])
-            return wall, peak, {"files": rep["plan"]["files"], "_cpu_seconds": rep["_cpu_seconds"]}
-        return run_measured([PYTHON, "-c", WHEEL, root])
+    with moto_copy(root) if args.s3 else contextlib.nullcontext((root, "")) as (uri, endpoint):
+        env = {**os.environ, **S3_KEYS} if args.s3 else None
+        ours_options = ["-o", f"endpoint_url={endpoint}", "-o", "region_name=us-east-1"] if args.s3 else []
+        wheel_options = [json.dumps({"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
+                                     "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"})] if args.s3 else []
 
-    runs = interleaved(["ours", "wheel"], args.repeat, run_one)
+        def run_one(engine: str, i: int) -> tuple[float, float, dict]:
+            if engine == "ours":
+                wall, peak, rep = run_measured([CLI, "vacuum", uri, "--retention-hours", "0", "--allow-shorter-retention", "--json", *ours_options], env=env)
+                return wall, peak, {"files": rep["plan"]["files"], "_cpu_seconds": rep["_cpu_seconds"]}
+            return run_measured([PYTHON, "-c", WHEEL, uri, *wheel_options], env=env)
+
+        runs = interleaved(["ours", "wheel"], args.repeat, run_one)
     planned = {e: r.reported[-1]["files"] for e, r in runs.items()}
     print(f"  planned files: {planned}", file=sys.stderr)
     if planned["ours"] != planned["wheel"]:
         raise SystemExit(f"the plans differ: {planned}")
     print(json.dumps({"argv": sys.argv[1:]}))
-    print(ratio_line(f"{args.files:,} files / {args.partitions} partitions", runs["ours"], runs["wheel"]).replace("delta-rs", "wheel"))
+    where = "moto S3" if args.s3 else "local disk"
+    print(ratio_line(f"{args.files:,} files / {args.partitions} partitions, {where}", runs["ours"], runs["wheel"]).replace("delta-rs", "wheel"))
     return 0
 
 

@@ -10,6 +10,7 @@ from functools import lru_cache
 
 import pyarrow.parquet as pq
 
+from airflow_delta_maintenance.deltalog.errors import LogFileExistsError
 from airflow_delta_maintenance.deltalog.storage import LogStore, open_table_storage
 from airflow_delta_maintenance.deltalog.vacuum.execute import delete_files
 from airflow_delta_maintenance.deltalog.vacuum.listing import list_prefix, listing_to_arrow
@@ -39,8 +40,10 @@ def list_prefixes(table_uri: str, options_json: str, run_dir: str, partition_col
     for index, (prefix, mtime) in items:
         listing = list_prefix(store, prefix, mtime, hidden)
         name = f"{run_dir}/listing/part-{index:06d}.parquet"
-        if not store.exists(name):
+        try:
             store.put_if_absent(name, parquet_bytes(listing_to_arrow(listing)))
+        except LogFileExistsError:
+            pass  # a retried or speculative attempt of this task wrote the same listing
         yield index, name, listing.num_files
 
 
