@@ -68,5 +68,5 @@ def test_the_spark_engine_lists_and_deletes_what_the_worker_plans_on_the_cluster
     assert not planned & left, sorted(planned & left)
     assert set(HIDDEN) <= left and not any("_spark_staging" in p for p in left), sorted(left)
     head = max(ids)
-    table = deltalake.DeltaTable(uri, storage_options=deltalake_options(s3_endpoint))
-    assert table.version() == head and sorted(table.to_pyarrow_table().column("id").to_pylist()) == ids[head]
+    wheel = deltalake.DeltaTable(uri, storage_options=deltalake_options(s3_endpoint))
+    assert wheel.version() == head and sorted(wheel.to_pyarrow_table().column("id").to_pylist()) == ids[head]
