@@ -83,7 +83,7 @@ def test_lite_after_metadata_cleanup_the_cleanup_plan_says_full_and_lite_refuses
     assert "note: VACUUM LITE needs every commit after commit 0 (_last_vacuum_info records no horizon); this cleanup deletes commits 0..4: the next VACUUM must be FULL" in out
     assert main([*cleanup, "--execute", "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["deleted"] >= 5 and record["notes"] and not (root / "_delta_log" / f"{0:020d}.json").exists()
+    assert record["deleted"] >= 5 and "must be FULL" in record["note"] and not (root / "_delta_log" / f"{0:020d}.json").exists()
 
     lite = ["vacuum", str(root), "--lite", "--retention-hours", "0", "--allow-shorter-retention", "--json"]
     assert main(lite) == 2  # as delta-spark's DELTA_CANNOT_VACUUM_LITE: the removes of commits 0..4 are gone
