@@ -71,8 +71,10 @@ demo: $(STAMP)
 # The whole suite (`pytest` without arguments runs only the fast tier: tests/_infra/tiers.py), with the
 # accelerators required: the dev environment builds them, and a failed build must not quietly test
 # only the pure path (tests/integration/test_test_tiers.py runs the log library's tests without them).
+# --durations: the slowest setups and tests in CI's log, where the budget goes (tests/_infra/cpucost.py
+# measures CPU per test, independent of the machine's load).
 test: setup
-	DELTA_MAINTENANCE_ACCEL=require $(PY) -m pytest tests $(PYTEST_ARGS)
+	DELTA_MAINTENANCE_ACCEL=require $(PY) -m pytest tests --durations=40 $(PYTEST_ARGS)
 
 # Every zoo table in the differential tests (make test runs a few each; hours on two cores).
 test-zoo: setup
