@@ -28,7 +28,7 @@ def test_the_generated_dag_optimizes_and_then_waits_for_the_interval(airflow_hom
     config = tmp_path / "tables.yaml"
     config.write_text(
         f"defaults:\n  coordinator: {spec}\n  checkpoint: {{engine: local}}\n"
-        f"tables:\n  - name: orders\n    uri: {uri}\n    optimize: {{interval: 1d}}\n"
+        f"tables:\n  - name: optimized\n    uri: {uri}\n    optimize: {{interval: 1d}}\n"  # its own DAG: min_interval reads this DAG's XComs
     )
     first, logs = run_dag(airflow_home, config)
     assert first["state"] == "success" and first["tasks"]["optimize"] == "success", first
