@@ -159,7 +159,7 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
     assert cli_main(["publish", uri, "--coordinator", spec, "--json"]) == 0
     published = json.loads(capsys.readouterr().out)
     assert published["latest_published_version"] == 5 and published["to_version"] == 5 and published["from_version"] <= 4
-    assert cli_main(["checkpoint", uri, "--force", "--engine", "local", "--json"]) == 0
+    assert cli_main(["checkpoint", uri, "--coordinator", spec, "--force", "--engine", "local", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 5
     lap("CLI publish + checkpoint")
 
@@ -178,7 +178,7 @@ def test_delta_spark_writes_through_uc_and_our_dag_maintains_it(spark: Any, uc_o
     # midnight before now - retention, so nothing written today could expire otherwise. It works on
     # the published versions (0-7): anchored on the checkpoint at 5, it deletes what only 0-4 need.
     tomorrow = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2 * 86400))
-    assert cli_main(["cleanup", uri, "--execute", "--allow-catalog-managed", "--allow-shorter-retention", "--retention-days", "0",
+    assert cli_main(["cleanup", uri, "--coordinator", spec, "--execute", "--allow-catalog-managed", "--allow-shorter-retention", "--retention-days", "0",
                      "--now", tomorrow, "--allow-future-now", "--json"]) == 0
     cleaned = json.loads(capsys.readouterr().out)
     assert cleaned["deleted"] > 0 and not cleaned["dry_run"], cleaned
