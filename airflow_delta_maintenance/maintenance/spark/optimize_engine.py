@@ -11,44 +11,22 @@ result is read back and checked against the tasks before anything is committed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...deltalog.datafiles.writer import BinTask
 from ...deltalog.errors import DeltaLogError
 from ...deltalog.model.data_paths import DataPathResolver
 from ...deltalog.optimize.tasks import task_to_json
-from ...deltalog.storage import LogStore
 from ...deltalog.storage.run_identity import STAGING_DIR, new_run
 from ..errors import SparkJobError
+from .engine_base import SubmittedEngine
 from .jobs import optimize_job
-from .submit import SparkJobSpec
 
 __all__ = ["SparkOptimizeEngine"]
 
 
-class SparkOptimizeEngine:
-    name = "spark"
-
-    def __init__(
-        self,
-        store: LogStore,
-        table_uri: str,
-        storage_options: Mapping[str, Any] | None,
-        submit: Callable[[SparkJobSpec], Mapping[str, Any] | None],
-        *,
-        conf: Mapping[str, Any] | None = None,
-        jars: str | None = None,
-        packages: str | None = None,
-    ) -> None:
-        self.store = store
-        self.table_uri = table_uri
-        self.storage_options = storage_options
-        self.submit = submit
-        self.conf = conf
-        self.jars = jars
-        self.packages = packages
-        self.jobs = 0
+class SparkOptimizeEngine(SubmittedEngine):
 
     def run(self, tasks: Sequence[BinTask]) -> list[Mapping[str, Any] | None]:
         run_dir = f"{STAGING_DIR}/optimize-{new_run().tag}"

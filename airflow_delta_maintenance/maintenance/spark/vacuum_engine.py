@@ -20,41 +20,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...deltalog.replay.snapshot import Snapshot
-from ...deltalog.storage import LogStore
 from ...deltalog.storage.run_identity import STAGING_DIR, new_run
 from ...deltalog.vacuum.listing import TableListing, listing_from_arrow
 from ...deltalog.vacuum.plan import hidden_names_for
 from ..errors import SparkJobError
+from .engine_base import SubmittedEngine
 from .jobs import vacuum_job
-from .submit import SparkJobSpec
 
 __all__ = ["SparkVacuumEngine"]
 
 TASK_FILES = 20_000  # planned files per Spark task of the delete job (a Parquet row group each)
 
 
-class SparkVacuumEngine:
-    name = "spark"
-
-    def __init__(
-        self,
-        store: LogStore,
-        table_uri: str,
-        storage_options: Mapping[str, Any] | None,
-        submit: Callable[[SparkJobSpec], Mapping[str, Any] | None],
-        *,
-        conf: Mapping[str, Any] | None = None,
-        jars: str | None = None,
-        packages: str | None = None,
-    ) -> None:
-        self.store = store
-        self.table_uri = table_uri
-        self.storage_options = storage_options
-        self.submit = submit
-        self.conf = conf
-        self.jars = jars
-        self.packages = packages
-        self.jobs = 0
+class SparkVacuumEngine(SubmittedEngine):
 
     def _run(self, tasks: Mapping[str, Any], files: Mapping[str, bytes] | None = None) -> tuple[str, dict[str, Any], Callable[[], None]]:
         run_dir = f"{STAGING_DIR}/vacuum-{new_run().tag}"
