@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from functools import lru_cache, reduce
@@ -128,6 +129,8 @@ def spark_session(app_name: str, store: LogStore | None = None) -> SparkSession:
         hadoop_conf = session.sparkContext._jsc.hadoopConfiguration()
         for key, value in hadoop_settings(store, _STORE_OPTIONS.get(id(store), {})).items():
             hadoop_conf.set(key, value)
+        if store.backend == "gcs":
+            _loadable_gcs_filesystem(hadoop_conf)
     # The driver passes every file by name from its own listing: Spark's parallel "listing leaf
     # files" job (one task per path above 32 paths) would only stat them again.
     if session.conf.get(_DISCOVERY_THRESHOLD, None) in (None, "32"):
@@ -139,6 +142,33 @@ def spark_session(app_name: str, store: LogStore | None = None) -> SparkSession:
     if session.conf.get(_WINDOW_GROUP_LIMIT, None) is None:
         session.conf.set(_WINDOW_GROUP_LIMIT, "-1")
     return session
+
+
+# Hadoop 3.5's core-default names its own hadoop-gcp module for gs:// (org.apache.hadoop.fs.gs)
+# and gives its fs.gs.* sizes with suffixes ("64m"). Clusters and --jars mostly carry Google's
+# Cloud Storage connector instead: Hadoop never finds the configured class, and the connector
+# reads those sizes as plain numbers (NumberFormatException: For input string: "64m").
+_GCS_CONNECTOR_CLASSES = {"fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
+                          "fs.AbstractFileSystem.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS"}
+_SIZE_WITH_SUFFIX = re.compile(r"\d+[kmgtpe]", re.IGNORECASE)
+
+
+def _loadable_gcs_filesystem(hadoop_conf: Any) -> None:
+    """Point gs:// at Google's connector when the configured implementation is not on the
+    classpath and the connector is, and give the connector its sizes in bytes; a configured
+    class that loads is kept."""
+    configured = hadoop_conf.get("fs.gs.impl")
+    if not (configured and hadoop_conf.getClassByNameOrNull(configured) is not None):
+        if hadoop_conf.getClassByNameOrNull(_GCS_CONNECTOR_CLASSES["fs.gs.impl"]) is None:
+            return  # neither loads: Hadoop's own error names the class
+        for key, value in _GCS_CONNECTOR_CLASSES.items():
+            hadoop_conf.set(key, value)
+    if hadoop_conf.get("fs.gs.impl") != _GCS_CONNECTOR_CLASSES["fs.gs.impl"]:
+        return
+    for entry in hadoop_conf.getPropsWithPrefix("fs.gs.").entrySet().toArray():
+        key, value = f"fs.gs.{entry.getKey()}", str(entry.getValue()).strip()
+        if _SIZE_WITH_SUFFIX.fullmatch(value):
+            hadoop_conf.set(key, str(hadoop_conf.getLongBytes(key, 0)))
 
 
 def hadoop_path(store: LogStore, name: str = "") -> str:
@@ -278,10 +308,29 @@ def run_job(main_fn: Any, argv: Sequence[str] | None) -> int:
         print(f"delta-maintenance spark job failed: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - a job must exit non-zero with the reason
-        print(f"delta-maintenance spark job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"delta-maintenance spark job failed: {describe_failure(exc)}", file=sys.stderr)
         return 1
     finally:
         _close_hadoop_filesystems()
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line naming the failure. A Py4JJavaError's own text is only "An error occurred while
+    calling o41.json." with the Java trace on later lines; the launcher keeps this one line, so
+    the Java exception and its root cause are named on it."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        return f"{type(exc).__name__}: {exc}"
+    try:
+        causes = [java]
+        while (cause := causes[-1].getCause()) is not None and len(causes) < 8:
+            causes.append(cause)
+        chain = " <- caused by ".join(" ".join(str(c.toString()).split()) for c in (causes[0], causes[-1]) if c is not None)
+        if len(causes) == 1:
+            chain = " ".join(str(java.toString()).split())
+        return f"{type(exc).__name__}: {chain}"[:2000]
+    except Exception:  # noqa: BLE001 - the JVM may be gone; the Python text still says something
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000]
 
 
 def _close_hadoop_filesystems() -> None:
