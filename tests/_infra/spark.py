@@ -4,8 +4,8 @@
   from ``.cache/jars/delta-spark`` (``make jars``), everything bound to 127.0.0.1, no UI;
   ``start_local_spark()`` starts the same session outside pytest.
 - ``spark_s3a``: the same session with s3a pointed at the session's moto server.
-- ``spark_submit_env()`` / ``spark_submit_args()``: the environment and arguments for running a
-  job with ``spark-submit`` in local mode with the same jars and settings.
+- ``spark_submit_env()``: the environment for running a job with ``spark-submit`` (the CLI's
+  Spark engine in the tests) in local mode.
 - ``spark_standalone``: a standalone master and one worker on 127.0.0.1, stopped by PID.
 
 pyspark is imported inside the fixtures only, so collecting the tests never starts a JVM.
@@ -91,18 +91,6 @@ def spark_submit_env() -> dict[str, str]:
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-
-
-def spark_submit_args(s3_endpoint: str | None = None, master: str = MASTER) -> list[str]:
-    """``spark-submit`` options (before the application) for a local run with the fixture's jars
-    and settings, plus s3a against ``s3_endpoint`` when given."""
-    conf = dict(LOCAL_CONF)
-    if s3_endpoint:
-        conf.update({f"spark.hadoop.{k}": v for k, v in s3a_conf(s3_endpoint).items()})
-    args = ["--master", master, "--jars", ",".join(delta_spark_jars())]
-    for key, value in conf.items():
-        args += ["--conf", f"{key}={value}"]
-    return args
 
 
 def start_local_spark(work: Path, extra_conf: Mapping[str, str] | None = None) -> SparkSession:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -21,7 +20,6 @@ from botocore.exceptions import ClientError
 
 from tests._infra import jars
 from tests._infra.servers import RunningServer, listening_addresses
-from tests._infra.spark import spark_submit_args, spark_submit_env
 
 pytestmark = pytest.mark.integration
 
@@ -173,29 +171,6 @@ def test_spark_s3a_writes_and_reads_a_delta_table_on_moto(spark_s3a: Any, s3_buc
     fs = s3fs.S3FileSystem(**options)
     assert fs.exists(f"{bucket}/tables/t/_delta_log/00000000000000000000.json")
     assert fs.exists(f"{bucket}/tables/t/_delta_log/00000000000000000001.json")
-
-
-SUBMIT_JOB = """\
-import sys
-from pyspark.sql import SparkSession
-
-spark = SparkSession.builder.getOrCreate()
-uri = sys.argv[1]
-spark.range(0, 7).write.format("delta").save(uri)
-print("ROWS", spark.read.format("delta").load(uri).count())
-"""
-
-
-@pytest.mark.spark
-def test_spark_submit_with_the_fixture_jars_and_s3a(s3_endpoint: str, s3_bucket: tuple[str, dict[str, Any]], tmp_path: Path) -> None:
-    bucket, _ = s3_bucket
-    job = tmp_path / "job.py"
-    job.write_text(SUBMIT_JOB)
-    submit = str(Path(sys.executable).with_name("spark-submit"))
-    cmd = [submit, *spark_submit_args(s3_endpoint), str(job), f"s3a://{bucket}/submitted"]
-    out = subprocess.run(cmd, env=spark_submit_env(), capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-4000:]
-    assert "ROWS 7" in out.stdout
 
 
 def test_missing_jars_are_an_error_that_says_make_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
