@@ -26,6 +26,17 @@ class SparkEngineMixin:
     show_spark_logs: bool = False
     _hook: Any = None
 
+    def set_spark_options(self, spark_conn_id: str, spark_conf: dict[str, Any] | None, spark_jars: str | None,
+                          spark_packages: str | None, spark_settings: Mapping[str, Any] | None, show_spark_logs: bool) -> None:
+        """The operator's ``spark_*`` arguments, as its ``__init__`` received them."""
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf or {}
+        self.spark_jars = spark_jars
+        self.spark_packages = spark_packages
+        self.spark_settings = spark_settings or {}
+        self.show_spark_logs = show_spark_logs
+        self._hook = None
+
     def submit_spark_job(self, job: SparkJobSpec) -> Mapping[str, Any] | None:
         """Submit ``job`` and return its result line (JSON), when the job printed one."""
         from ..hooks.spark import DeltaSparkSubmitHook

@@ -69,13 +69,8 @@ class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
         self.interval = interval
         self.force = force
         self.version = version
-        self.spark_conn_id = spark_conn_id
-        self.spark_conf = spark_conf or {}
-        self.spark_jars = spark_jars
-        self.spark_packages = spark_packages
-        self.spark_settings = {**(spark_settings or {}), **({} if ship_package is None else {"ship_package": ship_package})}
-        self.show_spark_logs = show_spark_logs
-        self._hook: Any = None
+        settings = {**(spark_settings or {}), **({} if ship_package is None else {"ship_package": ship_package})}
+        self.set_spark_options(spark_conn_id, spark_conf, spark_jars, spark_packages, settings, show_spark_logs)
 
     def execute(self, context: Context) -> dict[str, Any]:
         record = self._checkpoint()

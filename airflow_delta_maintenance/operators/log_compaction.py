@@ -54,13 +54,7 @@ class DeltaLogCompactionOperator(SparkEngineMixin, DeltaTableOperator):
         self.interval = interval
         self.max_window_bytes = max_window_bytes
         self.engine = engine
-        self.spark_conn_id = spark_conn_id
-        self.spark_conf = spark_conf or {}
-        self.spark_jars = spark_jars
-        self.spark_packages = spark_packages
-        self.spark_settings = spark_settings or {}
-        self.show_spark_logs = show_spark_logs
-        self._hook: Any = None
+        self.set_spark_options(spark_conn_id, spark_conf, spark_jars, spark_packages, spark_settings, show_spark_logs)
 
     def execute(self, context: Context) -> dict[str, Any]:
         interval = as_int(self.interval, "interval", 10, minimum=2) or 10

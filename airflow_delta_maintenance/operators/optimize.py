@@ -70,13 +70,7 @@ class DeltaOptimizeOperator(SparkEngineMixin, DeltaTableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.spark_conn_id = spark_conn_id
-        self.spark_conf = spark_conf or {}
-        self.spark_jars = spark_jars
-        self.spark_packages = spark_packages
-        self.spark_settings = spark_settings or {}
-        self.show_spark_logs = show_spark_logs
-        self._hook: Any = None
+        self.set_spark_options(spark_conn_id, spark_conf, spark_jars, spark_packages, spark_settings, show_spark_logs)
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.engine = engine

@@ -71,13 +71,7 @@ class DeltaVacuumOperator(SparkEngineMixin, DeltaTableOperator):
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.engine = engine
-        self.spark_conn_id = spark_conn_id
-        self.spark_conf = spark_conf or {}
-        self.spark_jars = spark_jars
-        self.spark_packages = spark_packages
-        self.spark_settings = spark_settings or {}
-        self.show_spark_logs = show_spark_logs
-        self._hook: Any = None
+        self.set_spark_options(spark_conn_id, spark_conf, spark_jars, spark_packages, spark_settings, show_spark_logs)
         if mode not in MODES:
             raise ValueError(f"mode must be full or lite, got {mode!r}")
         self.dry_run = dry_run  # type: ignore[assignment,method-assign]  # shadows BaseOperator.dry_run(); the argument name is public

@@ -4,7 +4,7 @@ verified: by reading the log afterwards — a zero exit code alone is not succes
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from ...deltalog.log_segment.listing import CheckpointGroup, list_log_files
 from ...deltalog.model.paths import ParsedLogPath
@@ -14,7 +14,7 @@ from .credentials import credential_source, storage_env
 from .packaging import job_application
 from .submit import SparkJobSpec
 
-__all__ = ["checkpoint_job", "compaction_job", "optimize_job", "vacuum_job", "verify_checkpoint", "verify_compaction", "spark_compaction_writer"]
+__all__ = ["checkpoint_job", "compaction_job", "run_dir_job", "verify_checkpoint", "verify_compaction", "spark_compaction_writer"]
 
 
 def _job(
@@ -70,7 +70,8 @@ def compaction_job(
     return _job(f"delta-compaction-{start}-{end}", "log_compaction", table_uri, args, storage_options, conf, jars, packages)
 
 
-def optimize_job(
+def run_dir_job(
+    kind: Literal["optimize", "vacuum"],
     table_uri: str,
     run_dir: str,
     storage_options: Mapping[str, Any] | None = None,
@@ -79,21 +80,9 @@ def optimize_job(
     jars: str | None = None,
     packages: str | None = None,
 ) -> SparkJobSpec:
-    """OPTIMIZE's rewrite of the bins in ``<run_dir>/tasks.json`` (``spark_jobs/optimize.py``)."""
-    return _job(f"delta-optimize-{run_dir.rsplit('-', 1)[-1]}", "optimize", table_uri, ["--run-dir", run_dir], storage_options, conf, jars, packages)
-
-
-def vacuum_job(
-    table_uri: str,
-    run_dir: str,
-    storage_options: Mapping[str, Any] | None = None,
-    *,
-    conf: Mapping[str, Any] | None = None,
-    jars: str | None = None,
-    packages: str | None = None,
-) -> SparkJobSpec:
-    """VACUUM's listing or deletions as ``<run_dir>/tasks.json`` says (``spark_jobs/vacuum.py``)."""
-    return _job(f"delta-vacuum-{run_dir.rsplit('-', 1)[-1]}", "vacuum", table_uri, ["--run-dir", run_dir], storage_options, conf, jars, packages)
+    """OPTIMIZE's rewrite of bins or VACUUM's listing or deletions, as ``<run_dir>/tasks.json``
+    says (``spark_jobs/optimize.py``, ``spark_jobs/vacuum.py``)."""
+    return _job(f"delta-{kind}-{run_dir.rsplit('-', 1)[-1]}", kind, table_uri, ["--run-dir", run_dir], storage_options, conf, jars, packages)
 
 
 def verify_checkpoint(store: LogStore, version: int) -> CheckpointGroup:

@@ -18,10 +18,8 @@ from ...deltalog.datafiles.writer import BinTask
 from ...deltalog.errors import DeltaLogError
 from ...deltalog.model.data_paths import DataPathResolver
 from ...deltalog.optimize.tasks import task_to_json
-from ...deltalog.storage.run_identity import STAGING_DIR, new_run
 from ..errors import SparkJobError
 from .engine_base import SubmittedEngine
-from .jobs import optimize_job
 
 __all__ = ["SparkOptimizeEngine"]
 
@@ -29,16 +27,9 @@ __all__ = ["SparkOptimizeEngine"]
 class SparkOptimizeEngine(SubmittedEngine):
 
     def run(self, tasks: Sequence[BinTask]) -> list[Mapping[str, Any] | None]:
-        run_dir = f"{STAGING_DIR}/optimize-{new_run().tag}"
         body = json.dumps({"tasks": [task_to_json(t) for t in tasks]}, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-        self.store.put_if_absent(f"{run_dir}/tasks.json", body)
+        run_dir, raw = self.run_job("optimize", body)
         try:
-            self.submit(optimize_job(self.table_uri, run_dir, self.storage_options, conf=self.conf, jars=self.jars, packages=self.packages))
-            self.jobs += 1
-            try:
-                raw = json.loads(self.store.read(f"{run_dir}/result.json"))
-            except (OSError, ValueError) as exc:
-                raise SparkJobError(f"{self.store.display(run_dir)}: the OPTIMIZE Spark job finished without a readable result.json ({exc})") from exc
             return self._checked(raw, tasks, run_dir)
         finally:
             self.store.delete_tree(run_dir)

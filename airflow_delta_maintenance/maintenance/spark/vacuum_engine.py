@@ -20,12 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ...deltalog.replay.snapshot import Snapshot
-from ...deltalog.storage.run_identity import STAGING_DIR, new_run
 from ...deltalog.vacuum.listing import TableListing, listing_from_arrow
 from ...deltalog.vacuum.plan import hidden_names_for
 from ..errors import SparkJobError
 from .engine_base import SubmittedEngine
-from .jobs import vacuum_job
 
 __all__ = ["SparkVacuumEngine"]
 
@@ -35,22 +33,10 @@ TASK_FILES = 20_000  # planned files per Spark task of the delete job (a Parquet
 class SparkVacuumEngine(SubmittedEngine):
 
     def _run(self, tasks: Mapping[str, Any], files: Mapping[str, bytes] | None = None) -> tuple[str, dict[str, Any], Callable[[], None]]:
-        run_dir = f"{STAGING_DIR}/vacuum-{new_run().tag}"
-        for name, body in (files or {}).items():
-            self.store.put_if_absent(f"{run_dir}/{name}", body)
-        self.store.put_if_absent(f"{run_dir}/tasks.json", json.dumps(tasks, separators=(",", ":")).encode("utf-8"))
-        try:
-            self.submit(vacuum_job(self.table_uri, run_dir, self.storage_options, conf=self.conf, jars=self.jars, packages=self.packages))
-            self.jobs += 1
-            try:
-                raw = json.loads(self.store.read(f"{run_dir}/result.json"))
-            except (OSError, ValueError) as exc:
-                raise SparkJobError(f"{self.store.display(run_dir)}: the VACUUM Spark job finished without a readable result.json ({exc})") from exc
-            if not isinstance(raw, dict) or raw.get("action") != tasks["action"]:
-                raise SparkJobError(f"{self.store.display(run_dir + '/result.json')}: not the result of a VACUUM {tasks['action']} job: {str(raw)[:300]}")
-        except BaseException:
+        run_dir, raw = self.run_job("vacuum", json.dumps(tasks, separators=(",", ":")).encode("utf-8"), files)
+        if not isinstance(raw, dict) or raw.get("action") != tasks["action"]:
             self.store.delete_tree(run_dir)
-            raise
+            raise SparkJobError(f"{self.store.display(run_dir + '/result.json')}: not the result of a VACUUM {tasks['action']} job: {str(raw)[:300]}")
         return run_dir, raw, lambda: self.store.delete_tree(run_dir)
 
     def list(self, table: Any, snapshot: Snapshot) -> TableListing:
