@@ -13,6 +13,7 @@ CLI wires them; ``CLI_COMMANDS`` are the same as a user types them.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import time
@@ -108,8 +109,22 @@ def build_table(root: Path, now_ms: int, *, v2_json: bool = False) -> None:
 
 
 def log_listing(root: Path) -> dict[str, int]:
-    base = root / "_delta_log"
-    return {str(p.relative_to(base)): (p.stat().st_size if p.is_file() else -1) for p in base.rglob("*")}
+    """Every entry under the log: a file's size, -1 for a directory (scandir: the fuzz run lists the
+    log ten times a mutation, and pathlib's rglob cost a seventh of its CPU)."""
+    out: dict[str, int] = {}
+    pending = [("", os.path.join(root, "_delta_log"))]
+    while pending:
+        prefix, directory = pending.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = prefix + entry.name
+                if entry.is_file():
+                    out[name] = entry.stat().st_size
+                else:
+                    out[name] = -1
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append((name + "/", entry.path))
+    return out
 
 
 # ---- mutations -----------------------------------------------------------------------------------
@@ -359,14 +374,16 @@ def run_commands(root: Path, now_ms: int, commands: list[str] | None = None) -> 
     """Each command in turn on the table (writers change it for the next, as a DAG's tasks do).
     A typed error is an outcome; anything else propagates (a traceback fails the caller)."""
     out = []
+    before = log_listing(root)
     for name in commands or list(COMMANDS):
-        before = log_listing(root)
         try:
             outcome = Outcome(name, result=COMMANDS[name](str(root), now_ms))
         except TYPED as exc:
             outcome = Outcome(name, error=exc)
-        outcome.changed = _diff(before, log_listing(root))
+        after = log_listing(root)
+        outcome.changed = _diff(before, after)
         out.append(outcome)
+        before = after  # the next command starts from what this one left
     return out
 
 
@@ -375,6 +392,64 @@ def fresh_copy(pristine: Path, work: Path) -> Path:
         shutil.rmtree(work)
     shutil.copytree(pristine, work, copy_function=shutil.copy2)
     return work
+
+
+class PristineLog:
+    """A table's files (bytes and mtimes) held in memory, to put a worked-on copy back as it was:
+    only what a mutation or a command changed is rewritten (a fresh ``copytree`` of the whole table,
+    and the ``rmtree`` of the last, per mutation cost more than some commands)."""
+
+    def __init__(self, root: Path) -> None:
+        self.files: dict[str, tuple[bytes, int]] = {}
+        self.dirs: set[str] = set()
+        for directory, _dirnames, filenames in os.walk(root):
+            rel = os.path.relpath(directory, root)
+            if rel != ".":
+                self.dirs.add(rel)
+            for name in filenames:
+                path = os.path.join(directory, name)
+                self.files[os.path.normpath(os.path.join(rel, name))] = (Path(path).read_bytes(), os.stat(path).st_mtime_ns)
+
+    def restore(self, work: Path, touched: str) -> Path:
+        """``work`` as the pristine table: anything new removed, anything whose size or mtime
+        changed (and ``touched``, the file a mutation rewrote in place) rewritten with its mtime."""
+        work.mkdir(parents=True, exist_ok=True)
+        seen: set[str] = set()
+        for directory, dirnames, filenames in os.walk(work):
+            rel = os.path.relpath(directory, work)
+            for name in list(dirnames):
+                sub = os.path.normpath(os.path.join(rel, name))
+                if sub not in self.dirs:
+                    dirnames.remove(name)
+                    full = os.path.join(directory, name)
+                    if os.path.islink(full):
+                        os.unlink(full)
+                    else:
+                        shutil.rmtree(full)
+            for name in filenames:
+                sub = os.path.normpath(os.path.join(rel, name))
+                full = os.path.join(directory, name)
+                kept = self.files.get(sub)
+                if kept is None:
+                    os.unlink(full)
+                    continue
+                seen.add(sub)
+                st = os.lstat(full)
+                if sub == touched or st.st_size != len(kept[0]) or st.st_mtime_ns != kept[1]:
+                    self._write(work, sub)
+        for sub in self.dirs:
+            os.makedirs(work / sub, exist_ok=True)
+        for sub in self.files.keys() - seen:
+            self._write(work, sub)
+        return work
+
+    def _write(self, work: Path, sub: str) -> None:
+        path = work / sub
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        data, mtime_ns = self.files[sub]
+        path.write_bytes(data)
+        os.utime(path, ns=(mtime_ns, mtime_ns))
 
 
 def now_ms() -> int:
@@ -435,6 +510,8 @@ def fuzz_worker(job: tuple[str, int, int, int, bool]) -> dict[str, Any]:
     work, first_seed, commits_wanted, now, v2_json = job
     base = Path(work)
     build_table(base / "pristine", now, v2_json=v2_json)
+    pristine = PristineLog(base / "pristine")
+    touched = ""
     counts: dict[str, int] = {}
     failures: list[str] = []
     commits = mutations = 0
@@ -443,8 +520,13 @@ def fuzz_worker(job: tuple[str, int, int, int, bool]) -> dict[str, Any]:
         seed += 1
         mutations += 1
         rng = random.Random(seed)
-        table = fresh_copy(base / "pristine", base / "w")
+        table = pristine.restore(base / "w", touched)
+        if mutations % 1000 == 2:  # the restore is the copy it replaces: same files, bytes and mtimes
+            again = PristineLog(table)
+            if (again.files, again.dirs) != (pristine.files, pristine.dirs):
+                failures.append(f"seed {seed}: the table put back after {touched} differs from the pristine one")
         damage = mutate(table, rng)
+        touched = os.path.join("_delta_log", damage.target)
         path = table / "_delta_log" / damage.target
         if damage.target.endswith(".json") and ".checkpoint." not in damage.target and path.is_file():
             commits += 1

@@ -174,26 +174,47 @@ def test_many_odd_rows_go_to_pyarrow_at_once() -> None:
     assert _assert_same(rows) is not None
 
 
-@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
+# The edges of the number matrix, written out: zeros, the subnormal and normal limits of float64
+# and float32, just past them (overflow, underflow), halfway roundings, and more digits than a double holds.
+EDGE_NUMBERS = [
+    "0", "-0", "0.0", "-0.0", "0e0", "-0E-0", "1", "-1", "0.1", "-0.1", "1e-400", "-1e-400", "4.9e-324", "5e-324", "2.4703282292062327e-324",
+    "2.2250738585072014e-308", "2.2250738585072011e-308", "1.7976931348623157e308", "1.7976931348623158e308", "1.7976931348623159e308",
+    "3.4028235e38", "3.4028235677973366e38", "3.4028236e38", "1.401298464324817e-45", "7e-46", "1.1754943508222875e-38",
+    "9007199254740993", "9007199254740992.5", "123456789012345678901234", "0.30000000000000004", "1.00000000000000011102230246251565",
+    "2.5e-8", "1E+2", "1e+308", "1e309", "12345678901234567890.123456789012345678901e-30",
+]
+
+
+@pytest.mark.slow  # make test runs it, the fast tier does not
 def test_numbers_match_pyarrow_bit_for_bit() -> None:
+    """Every shape of a JSON number (sign, mantissa of 1 to 24 digits, fraction of 0 to 22, exponent
+    of either case and sign up to 330, shortest reprs across the whole double range, the edges
+    above) read into float64 and float32 columns. 1,200 random numbers cover the shapes: 25,000
+    took 90 s and proved nothing more (the values are independent of each other)."""
     rng = random.Random(11)
-    tokens: list[str] = []
-    for _ in range(20000):
+    tokens: list[str] = list(EDGE_NUMBERS)
+    for _ in range(1000):
         mantissa = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 24))).lstrip("0") or "0"
         frac = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 22)))
         token = ("-" if rng.random() < 0.3 else "") + mantissa + (f".{frac}" if frac else "")
         if rng.random() < 0.5:
             token += rng.choice("eE") + rng.choice(["", "+", "-"]) + str(rng.randint(0, 330))
         tokens.append(token)
-    tokens += [repr(rng.uniform(-1, 1) * 10 ** rng.randint(-320, 308)) for _ in range(5000)]
+    tokens += [repr(rng.uniform(-1, 1) * 10 ** rng.randint(-320, 308)) for _ in range(200)]
     tokens = [t for t in tokens if "inf" not in t]
     for key in ("b", "c"):
-        rows = [b'{"maxValues":{"%s":%s}}' % (key.encode(), t.encode()) for t in tokens]
-        fast, slow = _both(rows)
-        if slow is None:  # one out-of-range value refuses all: compare those that pyarrow reads
-            kept = [r for r in rows if _both([r])[1] is not None]
-            fast, slow = _both(kept)
-        assert slow is not None and fast == slow
+        row = b'{"maxValues":{"%s":%%s}}' % key.encode()
+        # one out-of-range value refuses all: the ones out of the column's range are compared one by one
+        limit = 1.7976931348623157e308 if key == "b" else 3.4028235677973366e38
+        far = [t for t in tokens if not abs(float(t)) < limit]
+        near = [t for t in tokens if abs(float(t)) < limit]
+        for t in far:
+            _assert_same([row % t.encode()])
+        fast, slow = _both([row % t.encode() for t in near])
+        if slow is None:  # pyarrow refused one we took for in range: keep what it reads, one by one
+            near = [t for t in near if _both([row % t.encode()])[1] is not None]
+            fast, slow = _both([row % t.encode() for t in near])
+        assert len(near) > len(tokens) // 2 and slow is not None and fast == slow, (len(near), len(tokens))
 
 
 # ------------------------------------------------------------------ random mixtures (hypothesis)
