@@ -181,21 +181,31 @@ def test_the_demo_runs_from_a_pip_install(installed: Path, tmp_path: Path) -> No
 
 # The official constraint files live on GitHub (not reachable from the test machines); each is a
 # snapshot of PyPI when that Airflow was released, which uv reproduces with --exclude-newer.
-SNAPSHOTS = [("3.0.0", "2025-04-25"), ("3.0.6", "2025-09-10"), ("3.1.0", "2025-09-30"), ("3.3.2", "2026-11-23")]
+# 3.0.6 and 3.1.0 resolve in test_works_with_the_providers_of_older_airflow_releases, which installs
+# what they resolve to (the same resolution, checked the same way there).
+SNAPSHOTS = [("3.0.0", "2025-04-25"), ("3.3.2", "2026-11-23")]
+
+
+def resolve(airflow: str, as_of: str, tmp_path: Path) -> Path:
+    """``apache-airflow==<airflow>`` with ``airflow-delta-maintenance[spark]`` resolved as PyPI stood
+    on ``as_of``; checks the pins and returns the file (skips when PyPI is unreachable)."""
+    req = tmp_path / "requirements.in"
+    req.write_text(f"apache-airflow=={airflow}\nairflow-delta-maintenance[spark] @ {REPO.as_uri()}\n")
+    pinned = tmp_path / "pinned.txt"
+    out = subprocess.run([UV, "pip", "compile", "-q", str(req), "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+                          "--exclude-newer", as_of, "-o", str(pinned)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0 and ("Failed to fetch" in out.stderr or "dns error" in out.stderr.lower() or "network" in out.stderr.lower()):
+        pytest.skip(f"PyPI unreachable: {out.stderr.strip().splitlines()[-1]}")
+    assert out.returncode == 0, out.stderr[-2000:]
+    pins = dict(line.split("==", 1) for line in pinned.read_text().splitlines() if "==" in line and not line.startswith(" "))
+    assert pins["apache-airflow"] == airflow
+    assert not ("pyspark" in pins and "pyspark-client" in pins), "never both distributions of the pyspark package"
+    return pinned
 
 
 @pytest.mark.parametrize(("airflow", "as_of"), SNAPSHOTS)
 def test_resolves_with_the_providers_of_each_airflow_release(airflow: str, as_of: str, tmp_path: Path) -> None:
-    req = tmp_path / "requirements.in"
-    req.write_text(f"apache-airflow=={airflow}\nairflow-delta-maintenance[spark] @ {REPO.as_uri()}\n")
-    out = subprocess.run([UV, "pip", "compile", "-q", str(req), "--python-version", "3.11", "--exclude-newer", as_of, "-o", str(tmp_path / "out.txt")],
-                         capture_output=True, text=True, timeout=600)
-    if out.returncode != 0 and ("Failed to fetch" in out.stderr or "dns error" in out.stderr.lower() or "network" in out.stderr.lower()):
-        pytest.skip(f"PyPI unreachable: {out.stderr.strip().splitlines()[-1]}")
-    assert out.returncode == 0, out.stderr[-2000:]
-    pins = dict(line.split("==", 1) for line in (tmp_path / "out.txt").read_text().splitlines() if "==" in line and not line.startswith(" "))
-    assert pins["apache-airflow"] == airflow
-    assert not ("pyspark" in pins and "pyspark-client" in pins), "never both distributions of the pyspark package"
+    resolve(airflow, as_of, tmp_path)
 
 
 SMOKE = r'''
@@ -259,14 +269,7 @@ print("SMOKE OK", airflow.__version__)
 def test_works_with_the_providers_of_older_airflow_releases(airflow: str, as_of: str, tmp_path: Path) -> None:
     """Installed with what that release's era resolves to (pyspark left out: 400 MB the smoke
     test does not use), the package imports, parses its DAGs, and its sensor decides as on 3.3."""
-    req = tmp_path / "requirements.in"
-    req.write_text(f"apache-airflow=={airflow}\nairflow-delta-maintenance @ {REPO.as_uri()}\n")
-    pinned = tmp_path / "pinned.txt"
-    out = subprocess.run([UV, "pip", "compile", "-q", str(req), "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-                          "--exclude-newer", as_of, "-o", str(pinned)], capture_output=True, text=True, timeout=600)
-    if out.returncode != 0 and ("Failed to fetch" in out.stderr or "dns error" in out.stderr.lower()):
-        pytest.skip(f"PyPI unreachable: {out.stderr.strip().splitlines()[-1]}")
-    assert out.returncode == 0, out.stderr[-2000:]
+    pinned = resolve(airflow, as_of, tmp_path)  # with the [spark] extra, as a user installs it
     deps = [line for line in pinned.read_text().splitlines() if "==" in line and not line.startswith((" ", "#", "pyspark=="))]
     (tmp_path / "deps.txt").write_text("\n".join(deps) + "\n")
     venv = tmp_path / "venv"
