@@ -1,4 +1,9 @@
-"""The Spark jobs against the single-node writers, the deltalake wheel and delta-spark."""
+"""The Spark jobs against the single-node writers, the deltalake wheel and delta-spark.
+
+The jobs' logic runs in-process in the suite's shared session (``run_in_session``: a
+``spark-submit`` costs 25-40 s); the submission path runs through ``spark-submit`` in the tests
+whose point it is: a failed task's exit code and failure line, a killed driver, one golden
+equality (and the cluster, store and credentials tests elsewhere)."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.maintenance.errors import SparkJobError
 from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job, compaction_job, verify_checkpoint
 from airflow_delta_maintenance.maintenance.spark.submit import run_spark_submit
+from tests._infra.spark_in_process import run_in_session
 from tests.unit.deltalog.logbuilder import LogBuilder, add, commit_info, dv, metadata, protocol, remove
 
 pytestmark = pytest.mark.spark
@@ -81,12 +87,12 @@ def actions_of_checkpoint(uri: str) -> list[str]:
 
 
 @pytest.mark.parametrize("v2", [False, True], ids=["classic", "uuid-v2-sidecars"])
-def test_spark_checkpoint_equals_the_single_node_writer(tmp_path: Path, v2: bool) -> None:
+def test_spark_checkpoint_equals_the_single_node_writer(tmp_path: Path, v2: bool, spark: Any) -> None:
     a = synthetic(tmp_path / "a", v2=v2)
     b = str(tmp_path / "b")
     shutil.copytree(a, b)
     latest = load_snapshot(a).version
-    out = json.loads(run_spark_submit(checkpoint_job(a, latest, conf={"spark.sql.shuffle.partitions": "3"}, sidecars=2 if v2 else 0)).strip().splitlines()[-1])
+    out = json.loads(run_in_session(spark, checkpoint_job(a, latest, conf={"spark.sql.shuffle.partitions": "3"}, sidecars=2 if v2 else 0)).strip().splitlines()[-1])
     assert out["version"] == latest and not out["existed"]
     store_b = open_table_storage(b)
     write_checkpoint(store_b, load_snapshot(store_b, now_ms=NOW), sidecar_max_actions=20)
@@ -104,7 +110,7 @@ def test_spark_checkpoint_equals_the_single_node_writer(tmp_path: Path, v2: bool
     assert not (Path(a) / "_delta_log" / "_spark_staging").exists()
 
 
-def test_a_compaction_missing_removes_of_its_window_does_not_reach_the_spark_checkpoint(tmp_path: Path) -> None:
+def test_a_compaction_missing_removes_of_its_window_does_not_reach_the_spark_checkpoint(tmp_path: Path, spark: Any) -> None:
     # as the deltalake wheel's compact_logs writes it: tombstones already expired are left out
     a = synthetic(tmp_path / "a", v2=False)
     log = Path(a) / "_delta_log"
@@ -119,17 +125,17 @@ def test_a_compaction_missing_removes_of_its_window_does_not_reach_the_spark_che
         os.utime(log / f"{v:020d}.json", (days_ago, days_ago))
     b = str(tmp_path / "b")
     shutil.copytree(a, b)
-    run_spark_submit(checkpoint_job(a, 11, conf={"spark.sql.shuffle.partitions": "3"}))
+    run_in_session(spark, checkpoint_job(a, 11, conf={"spark.sql.shuffle.partitions": "3"}))
     store_b = open_table_storage(b)
     write_checkpoint(store_b, load_snapshot(store_b, now_ms=NOW))
     assert actions_of_checkpoint(a) == actions_of_checkpoint(b)
 
 
-def test_spark_compaction_holds_the_single_node_writers_lines(tmp_path: Path) -> None:
+def test_spark_compaction_holds_the_single_node_writers_lines(tmp_path: Path, spark: Any) -> None:
     a = synthetic(tmp_path / "a", v2=False)
     b = str(tmp_path / "b")
     shutil.copytree(a, b)
-    out = json.loads(run_spark_submit(compaction_job(a, 2, 9)).strip().splitlines()[-1])
+    out = json.loads(run_in_session(spark, compaction_job(a, 2, 9)).strip().splitlines()[-1])
     assert out["created"]
     local = write_compaction(open_table_storage(b), 2, 9)
     name = local.file
@@ -149,12 +155,13 @@ def test_a_failed_task_leaves_no_checkpoint_and_exits_non_zero(tmp_path: Path) -
     (Path(uri) / "_delta_log" / f"{5:020d}.json").write_text('{"add": {"path": "x", "size": "not a number"}}\n{broken\n')
     with pytest.raises(SparkJobError) as err:
         run_spark_submit(checkpoint_job(uri, 11))
-    assert "exited with" in str(err.value)
+    # spark-submit's exit code, and the job's failure line (the Java exception) kept by the launcher
+    assert "exited with" in str(err.value) and "delta-maintenance spark job failed: " in str(err.value), err.value
     files = list_log_files(open_table_storage(uri))
     assert not files.checkpoints and not (Path(uri) / "_delta_log" / "_last_checkpoint").exists()
 
 
-def test_a_killed_driver_leaves_no_visible_checkpoint_and_the_next_run_removes_strays(tmp_path: Path) -> None:
+def test_a_killed_driver_leaves_no_visible_checkpoint_and_the_next_run_removes_strays(tmp_path: Path, spark: Any) -> None:
     from tests._infra.spark import spark_submit_env
 
     uri = synthetic(tmp_path / "t", v2=True, versions=30)
@@ -170,7 +177,7 @@ def test_a_killed_driver_leaves_no_visible_checkpoint_and_the_next_run_removes_s
     files = list_log_files(open_table_storage(uri))
     assert not files.complete_checkpoints(), "a killed job made a checkpoint visible"
     assert load_snapshot(uri).version == 29
-    run_spark_submit(checkpoint_job(uri, 29, sidecars=4))
+    run_in_session(spark, checkpoint_job(uri, 29, sidecars=4))  # the next run (its logic: in-process)
     store = open_table_storage(uri)
     group = verify_checkpoint(store, 29)
     referenced = set(r["sidecar"]["path"] for r in pq.read_table(io.BytesIO(store.read(group.files[0].name))).to_pylist() if r.get("sidecar"))
@@ -187,7 +194,7 @@ def test_wheel_and_delta_spark_read_spark_checkpoints_with_identical_files(tmp_p
         deltalake.write_deltalake(uri, pa.table({"x": [i, i + 1], "p": [f"p{i % 2}"] * 2}), mode="append", partition_by=["p"])
     deltalake.DeltaTable(uri).delete("x = 3")
     latest = deltalake.DeltaTable(uri).version()
-    run_spark_submit(checkpoint_job(uri, latest))
+    run_in_session(spark, checkpoint_job(uri, latest))
     for v in range(latest + 1):  # only our checkpoint remains to read from
         os.rename(Path(uri) / "_delta_log" / f"{v:020d}.json", tmp_path / f"{v}.bak")
     os.rename(tmp_path / f"{latest}.bak", Path(uri) / "_delta_log" / f"{latest:020d}.json")
@@ -201,8 +208,11 @@ def test_wheel_and_delta_spark_read_spark_checkpoints_with_identical_files(tmp_p
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "tables"
 
 
-@pytest.mark.parametrize("name", ["delta-spark/dv-partitioned-with-checkpoint", "delta-spark/v2-checkpoint-parquet", "delta-spark/basic-with-inserts-deletes-checkpoint"])
-def test_spark_checkpoint_of_golden_tables_equals_the_single_node_writer(tmp_path: Path, name: str) -> None:
+SUBMITTED_GOLDEN = "delta-spark/dv-partitioned-with-checkpoint"  # through spark-submit; the others in-process
+
+
+@pytest.mark.parametrize("name", [SUBMITTED_GOLDEN, "delta-spark/v2-checkpoint-parquet", "delta-spark/basic-with-inserts-deletes-checkpoint"])
+def test_spark_checkpoint_of_golden_tables_equals_the_single_node_writer(tmp_path: Path, name: str, request: pytest.FixtureRequest) -> None:
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     shutil.copytree(GOLDEN / name, a)
     shutil.copytree(GOLDEN / name, b)
@@ -211,7 +221,8 @@ def test_spark_checkpoint_of_golden_tables_equals_the_single_node_writer(tmp_pat
             if ".checkpoint." in p.name or p.name == "_last_checkpoint":
                 p.unlink()
     latest = load_snapshot(a).version
-    run_spark_submit(checkpoint_job(a, latest, conf={"spark.sql.shuffle.partitions": "2"}))
+    job = checkpoint_job(a, latest, conf={"spark.sql.shuffle.partitions": "2"})
+    run_spark_submit(job) if name == SUBMITTED_GOLDEN else run_in_session(request.getfixturevalue("spark"), job)
     store_b = open_table_storage(b)
     write_checkpoint(store_b, load_snapshot(store_b, now_ms=NOW))
     assert actions_of_checkpoint(a) == actions_of_checkpoint(b)
@@ -226,7 +237,7 @@ def _live_run_tag() -> str:
     return f"{int(time.time() * 1000):013d}-{host}-{os.getpid()}-{'ab' * 8}"
 
 
-def test_another_live_runs_staging_and_sidecars_survive_a_spark_checkpoint(tmp_path: Path) -> None:
+def test_another_live_runs_staging_and_sidecars_survive_a_spark_checkpoint(tmp_path: Path, spark: Any) -> None:
     """Why: "Stray cleanup at the end of one run deletes every other staging directory and every
     unreferenced sidecar of the version, with no age or liveness check"."""
     uri = synthetic(tmp_path / "t", v2=True)
@@ -239,7 +250,7 @@ def test_another_live_runs_staging_and_sidecars_survive_a_spark_checkpoint(tmp_p
     other_sidecar = log / "_sidecars" / f"{11:020d}.checkpoint.{1:010d}.{1:010d}.{tag}.parquet"
     other_sidecar.parent.mkdir()
     other_sidecar.write_bytes(b"another run's sidecar")
-    run_spark_submit(checkpoint_job(uri, 11, sidecars=2))
+    run_in_session(spark, checkpoint_job(uri, 11, sidecars=2))
     verify_checkpoint(open_table_storage(uri), 11)
     assert other_staging.exists() and any(other_staging.iterdir()), "a live run's staging directory was deleted"
     assert other_sidecar.exists(), "a live run's sidecar was deleted"
@@ -282,13 +293,13 @@ def test_a_job_run_in_a_process_that_has_a_session_leaves_that_session_working(t
 
 
 @pytest.mark.parametrize("job", ["checkpoint", "compaction"])
-def test_a_file_action_without_a_path_fails_the_job_naming_its_version(tmp_path: Path, job: str) -> None:
+def test_a_file_action_without_a_path_fails_the_job_naming_its_version(tmp_path: Path, job: str, spark: Any) -> None:
     uri = synthetic(tmp_path / "t", v2=False)
     commit = Path(uri) / "_delta_log" / f"{5:020d}.json"
     commit.write_text(commit.read_text() + '{"add":{"size":1,"partitionValues":{},"modificationTime":1,"dataChange":true}}\n')
     before = sorted(p.name for p in (Path(uri) / "_delta_log").iterdir())
     spec = checkpoint_job(uri, 11) if job == "checkpoint" else compaction_job(uri, 1, 11)
     with pytest.raises(SparkJobError, match="a file action without a path in version 5"):
-        run_spark_submit(spec)
+        run_in_session(spark, spec)
     # nothing written: no checkpoint, no compaction, no hint
     assert sorted(p.name for p in (Path(uri) / "_delta_log").iterdir() if not p.name.startswith(".")) == [n for n in before if not n.startswith(".")]
