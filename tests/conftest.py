@@ -28,6 +28,7 @@ pytest_plugins = [
     "tests._infra.unity_catalog",
     "tests._infra.uc_oss",
     "tests._infra.fault_proxy",
+    "tests._infra.airflow_deployment",
 ]
 
 

@@ -1,36 +1,37 @@
-"""An isolated Airflow home (SQLite metadata DB) for dag.test() runs in subprocesses."""
+"""The ``dag.test()`` runs' helpers; the migrated Airflow home (``airflow_home``) is the session's one
+(tests/_infra/airflow_deployment.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
-EXAMPLE_DAGS = REPO / "dags"  # the deployable DAG files: what the wheel ships and `delta-maintenance init-dags` copies
+from tests._infra import airflow_deployment as _deployment
+from tests._infra.airflow_deployment import EXAMPLE_DAGS, REPO, airflow_env  # noqa: F401 - the tests import them from here
 
 
-def airflow_env(home: Path, dags: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update(
-        AIRFLOW_HOME=str(home),
-        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-        AIRFLOW__CORE__LOAD_EXAMPLES="false",
-        AIRFLOW__CORE__UNIT_TEST_MODE="false",
-        SPARK_LOCAL_IP="127.0.0.1",
-        PYSPARK_PYTHON=sys.executable,
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    )
-    env.update(extra)
-    return env
+def __getattr__(name: str) -> Any:
+    """``airflow_home`` stays importable from here (tests/spark imports it); not bound in this module,
+    so pytest does not register it a second time for this directory."""
+    if name == "airflow_home":
+        return _deployment.airflow_home
+    raise AttributeError(name)
 
 
-@pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("airflow-home")
-    airflow = Path(sys.executable).with_name("airflow")
-    subprocess.run([str(airflow), "db", "migrate"], env=airflow_env(home, EXAMPLE_DAGS), check=True, capture_output=True, timeout=900)
-    return home
+@pytest.fixture
+def dag_runner(airflow_home: Path) -> Iterator[Callable[..., Any]]:
+    """``dag_runner(config, **env)``: a DagRunner (several dag.test() runs in one Airflow process), closed after the test."""
+    from .dag_runner import DagRunner
+
+    runners: list[DagRunner] = []
+
+    def start(config: Path, **env: str) -> DagRunner:
+        runners.append(DagRunner(airflow_home, config, **env))
+        return runners[-1]
+
+    yield start
+    for runner in runners:
+        runner.close()

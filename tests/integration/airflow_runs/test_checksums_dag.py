@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,12 @@ from airflow_delta_maintenance.deltalog.model.paths import crc_name
 from airflow_delta_maintenance.demo.sample_table import add_action_for, create_actions, data_batch
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
-from .test_maintenance_dag import run_dag
+from .dag_runner import DagRunner
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
-def test_the_generated_dag_writes_the_checksums_of_every_new_version(airflow_home: Path, tmp_path: Path) -> None:
+def test_the_generated_dag_writes_the_checksums_of_every_new_version(dag_runner: Callable[[Path], DagRunner], tmp_path: Path) -> None:
     spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "table")
     client = open_coordinator(spec + "?create=true")
     client.commit(uri, 0, create_actions(ict=True))
@@ -33,7 +34,8 @@ def test_the_generated_dag_writes_the_checksums_of_every_new_version(airflow_hom
         f"defaults:\n  coordinator: {spec}\n  checkpoint: {{engine: local}}\n"
         f"tables:\n  - name: orders\n    uri: {uri}\n    optimize: {{interval: 1d}}\n    checksums: true\n"
     )
-    first, logs = run_dag(airflow_home, config)
+    runner = dag_runner(config)  # both runs in one Airflow process
+    first, logs = runner.run()
     assert first["state"] == "success" and first["tasks"]["checksums"] == "success", first
     log = Path(uri) / "_delta_log"
     # OPTIMIZE committed v9 through the coordinator: ratified, not yet published, so no checksum
@@ -45,7 +47,7 @@ def test_the_generated_dag_writes_the_checksums_of_every_new_version(airflow_hom
 
     for v in (10, 11):
         client.commit(uri, v, [add_action_for(uri, data_batch(v * 100, 50, "us"), "us")])
-    second, logs = run_dag(airflow_home, config, {"skip_wait": True})
+    second, logs = runner.run({"skip_wait": True})
     assert second["state"] == "success" and second["tasks"]["checksums"] == "success", second
     record = second["xcom"]["checksums"]
     # the next run publishes OPTIMIZE's v9 and the new v10, v11: their checksums follow v8's

@@ -3,6 +3,7 @@ table's small files through the embedded coordinator; the next run finds OPTIMIZ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,12 @@ from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratifi
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from airflow_delta_maintenance.maintenance.table.maintained import open_table
 
-from .test_maintenance_dag import run_dag
+from .dag_runner import DagRunner
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
-def test_the_generated_dag_optimizes_and_then_waits_for_the_interval(airflow_home: Path, tmp_path: Path) -> None:
+def test_the_generated_dag_optimizes_and_then_waits_for_the_interval(dag_runner: Callable[[Path], DagRunner], tmp_path: Path) -> None:
     spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "table")
     client = open_coordinator(spec + "?create=true")
     client.commit(uri, 0, create_actions(ict=True))
@@ -30,7 +31,8 @@ def test_the_generated_dag_optimizes_and_then_waits_for_the_interval(airflow_hom
         f"defaults:\n  coordinator: {spec}\n  checkpoint: {{engine: local}}\n"
         f"tables:\n  - name: optimized\n    uri: {uri}\n    optimize: {{interval: 1d}}\n"  # its own DAG: min_interval reads this DAG's XComs
     )
-    first, logs = run_dag(airflow_home, config)
+    runner = dag_runner(config)  # both runs in one Airflow process
+    first, logs = runner.run()
     assert first["state"] == "success" and first["tasks"]["optimize"] == "success", first
     record = first["xcom"]["optimize"]
     assert (record["files_before"], record["files_after"], record["bins"], record["commits"]) == (8, 2, 2, 1), record
@@ -39,6 +41,6 @@ def test_the_generated_dag_optimizes_and_then_waits_for_the_interval(airflow_hom
         snap = load_ratified_snapshot(table)
     assert snap.version == 9 and len(live_adds(snap.files)) == 2
 
-    second, logs = run_dag(airflow_home, config, {"skip_wait": True})
+    second, logs = runner.run({"skip_wait": True})
     assert second["state"] == "success" and second["tasks"]["optimize"] == "skipped", second
     assert "min_interval is 24.0 h" in logs, logs[-4000:]

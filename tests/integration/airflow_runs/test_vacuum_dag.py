@@ -4,6 +4,7 @@ run skips it (not due: weekly by default)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import deltalake
@@ -11,12 +12,12 @@ import pytest
 
 from tests.unit.maintenance.test_vacuum import age_data, every_version, wheel_table
 
-from .test_maintenance_dag import run_dag
+from .dag_runner import DagRunner
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
-def test_the_vacuum_task_deletes_unreferenced_files_then_is_not_due(airflow_home: Path, tmp_path: Path) -> None:
+def test_the_vacuum_task_deletes_unreferenced_files_then_is_not_due(dag_runner: Callable[[Path], DagRunner], tmp_path: Path) -> None:
     root = tmp_path / "table"
     wheel_table(root)
     (root / "stray.parquet").write_bytes(b"x")
@@ -29,7 +30,8 @@ def test_the_vacuum_task_deletes_unreferenced_files_then_is_not_due(airflow_home
         f"tables:\n  - name: events\n    uri: {root}\n    publish: false\n    checkpoint: false\n    compaction: false\n"
         "    vacuum: {dry_run: false}\n"
     )
-    first, logs = run_dag(airflow_home, config)
+    runner = dag_runner(config)  # both runs in one Airflow process
+    first, logs = runner.run()
     assert first["state"] == "success" and first["tasks"]["vacuum"] == "success", first
     record = first["xcom"]["vacuum"]
     assert record["count"] == 1 and record["executed"] and not record["dry_run"] and record["version"] == 2, record
@@ -37,6 +39,6 @@ def test_the_vacuum_task_deletes_unreferenced_files_then_is_not_due(airflow_home
     assert not (root / "stray.parquet").exists() and (root / "p=a" / "in-flight.parquet").exists()
     assert every_version(root, end=2) == before
     head = deltalake.DeltaTable(str(root)).version()
-    second, logs = run_dag(airflow_home, config)
+    second, logs = runner.run()
     assert second["tasks"]["vacuum"] == "skipped" and "min_interval is 168.0 h" in logs, second
     assert deltalake.DeltaTable(str(root)).version() == head

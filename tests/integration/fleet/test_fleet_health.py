@@ -17,8 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +28,6 @@ from airflow_delta_maintenance.cli import main as cli_main
 from airflow_delta_maintenance.maintenance.operations.log_cleanup import run_metadata_cleanup
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from airflow_delta_maintenance.maintenance.table.maintained import open_table
-from tests._infra.servers import free_port, stop, wait_for_port
 
 from ..airflow_runs.conftest import REPO, airflow_env
 from .fleet import (
@@ -318,71 +315,3 @@ def test_an_invalid_table_is_in_the_report_and_the_run_is_not_green(fleet: Fleet
     assert "every hour" in broken["error"] and "interval" in broken["error"], broken["error"]  # both mistakes
     page = (report_dir / "report.html").read_text()
     assert '<tr class="invalid error" data-table="broken">' in page and "1 invalid configuration" in page
-
-
-USER, PASSWORD = "admin", "fleet-test-password"
-
-
-@pytest.fixture(scope="module")
-def api_server(airflow_home: Path, fleet_runs: FleetRuns, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Airflow's api-server on 127.0.0.1 (SimpleAuthManager, known password) with the provider's
-    plugin loaded from its entry point, serving the fleet report directory; stopped by PID."""
-    root = tmp_path_factory.mktemp("api")
-    (root / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
-    port = free_port()
-    env = airflow_env(
-        airflow_home, EXAMPLE_DAGS,
-        DELTA_MAINTENANCE_REPORT_DIR=str(fleet_runs.report_dir),
-        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=f"{USER}:admin",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(root / "passwords.json"),
-        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
-        AIRFLOW__API_AUTH__JWT_SECRET="fleet-test-only-secret",
-        AIRFLOW__API__SECRET_KEY="fleet-test-only-secret",
-    )
-    airflow = str(Path(sys.executable).with_name("airflow"))
-    log = root / "api-server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([airflow, "api-server", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for_port(port, proc, 600, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop(proc)
-
-
-def _token(url: str) -> str:
-    req = urllib.request.Request(f"{url}/auth/token", data=json.dumps({"username": USER, "password": PASSWORD}).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        return str(json.loads(resp.read())["access_token"])
-
-
-def test_the_airflow_ui_plugin_serves_the_report_to_signed_in_users(api_server: str, fleet_runs: FleetRuns) -> None:
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(f"{api_server}/delta-maintenance/report", timeout=120)
-    assert refused.value.code in (401, 403)
-    token = _token(api_server)
-    req = urllib.request.Request(f"{api_server}/delta-maintenance/report.json", headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        assert json.loads(resp.read())["tables"][0]["name"] == "orders"
-    plugins = urllib.request.Request(f"{api_server}/api/v2/plugins", headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(plugins, timeout=120) as resp:
-        listed = {p["name"]: p for p in json.loads(resp.read())["plugins"]}
-    assert listed["delta_maintenance_fleet_health"]["external_views"][0]["href"] == "/delta-maintenance/report"
-
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
-            context.add_cookies([{"name": "_token", "value": token, "url": api_server}])  # the UI's session cookie
-            page = context.new_page()
-            page.goto(f"{api_server}/delta-maintenance/report")
-            first = page.locator("#fleet tbody tr").nth(0)
-            assert first.get_attribute("data-table") == "orders"
-            page.screenshot(path=str(ARTIFACTS / "fleet-report-plugin.png"), full_page=True)
-        finally:
-            browser.close()

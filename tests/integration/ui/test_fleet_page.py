@@ -1,8 +1,14 @@
 """The fleet health page of a deployment made with `delta-maintenance init-dags` and nothing else:
 the fleet DAG it copied runs, and the UI's "Delta fleet health" page shows every configured table,
-the invalid one included (marked invalid); the run that found it is not green."""
+the invalid one included (marked invalid); the run that found it is not green. The provider's plugin
+(loaded from its entry point) serves the report to signed-in users only and is listed with its
+navigation entry."""
 
 from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -21,6 +27,16 @@ def test_the_fleet_page_shows_every_table_after_the_fleet_dags_run(airflow_deplo
     assert done["state"] == "failed", done  # an invalid table is an error of the fleet, not a silent omission
     log = str(airflow_deployment.api("GET", f"/dags/{FLEET_DAG}/dagRuns/{run['dag_run_id']}/taskInstances/fleet_report/logs/1?full_content=true"))
     assert "1 table(s) with an invalid configuration, reported as errors: broken" in log, log[-3000:]
+    # the plugin's routes: refused without a token, the report's JSON with one; listed with its entry
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{airflow_deployment.url}/delta-maintenance/report", timeout=120)
+    assert refused.value.code in (401, 403)
+    req = urllib.request.Request(f"{airflow_deployment.url}/delta-maintenance/report.json", headers={"Authorization": f"Bearer {airflow_deployment.token()}"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        served = json.loads(resp.read())
+    assert {t["name"] for t in served["tables"]} == {d.removeprefix("delta_maintenance__") for d in [*airflow_deployment.tables, INVALID_DAG]}
+    listed = {p["name"]: p for p in airflow_deployment.api("GET", "/plugins")["plugins"]}
+    assert listed["delta_maintenance_fleet_health"]["external_views"][0]["href"] == "/delta-maintenance/report"
     shot = airflow_deployment.artifacts / "ui-fleet-health-page.png"
     with sync_playwright() as p:
         browser, page = _new_page(p)

@@ -41,8 +41,10 @@ def test_a_reschedule_mode_sensor_logs_a_change_once(airflow_deployment: Deploym
     airflow_deployment.unpause(dag_id)
     run = airflow_deployment.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})
     deadline = time.monotonic() + 900
-    while _log(airflow_deployment, dag_id, run["dag_run_id"], "wait_for_ratified_commits").count(RESCHEDULED) < 3:  # pokes in new processes
-        assert time.monotonic() < deadline, "the sensor was not rescheduled three times"
+    # two pokes, each in a new process, that saw nothing new: old code logged its observation at each
+    # (a third proved nothing more and cost 20 s)
+    while _log(airflow_deployment, dag_id, run["dag_run_id"], "wait_for_ratified_commits").count(RESCHEDULED) < 2:
+        assert time.monotonic() < deadline, "the sensor was not rescheduled twice"
         time.sleep(3)
     client = open_coordinator(spec)
     client.commit(uri, 1, [add_action_for(uri, data_batch(10, 10, "emea"), "emea")])  # the change it waits for
@@ -50,7 +52,7 @@ def test_a_reschedule_mode_sensor_logs_a_change_once(airflow_deployment: Deploym
     done = airflow_deployment.wait_for_run(dag_id, run["dag_run_id"])
     assert done["state"] == "success", done
     log = _log(airflow_deployment, dag_id, run["dag_run_id"], "wait_for_ratified_commits")
-    assert log.count(RESCHEDULED) >= 3, log[-3000:]
+    assert log.count(RESCHEDULED) >= 2, log[-3000:]
     assert log.count("latest ratified 0; waiting for 1 new commits beyond 0") == 1, log[-5000:]  # old code: once per poke
     assert log.count("1 commits ratified beyond 0") == 2, log[-5000:]  # the change, then the task's summary line ("wait: …")
 
