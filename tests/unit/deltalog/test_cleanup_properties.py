@@ -68,6 +68,7 @@ def build(spec: dict) -> tuple[LogBuilder, dict[int, int]]:
                 live.append(f"v{v}-{i}")
                 actions.append(add(live[-1]))
         log.commit(v, actions, mtime_ms=mtime)
+        spec.setdefault("live", {})[v] = {(path, None) for path in live}  # what version v reads when no compaction file is in the log
         adjusted = mtime if prev_ts is None or mtime > prev_ts else prev_ts + 1
         prev_ts = adjusted
         truth[v] = ict if ict is not None else adjusted
@@ -98,7 +99,7 @@ def test_cleanup_keeps_every_retained_version_and_removes_what_the_protocol_says
     cutoff = utc_midnight(NOW - spec["retention_days"] * DAY)
     oracle_commit = max((v for v, ts in truth.items() if ts <= cutoff), default=None)
     retained = [] if oracle_commit is None else list(range(oracle_commit, latest + 1))
-    before = {v: state(store, v) for v in (retained or range(latest + 1))}
+    before = {v: state(store, v) for v in (retained or range(latest + 1))}  # our reader: compaction files (adds only) are part of what it reads
 
     snapshot = load_snapshot(store, now_ms=NOW)
     plan = plan_log_cleanup(store, snapshot, now_ms=NOW)
@@ -190,7 +191,7 @@ def test_damaged_anchors_and_corrupt_timestamps_never_lead_to_a_deletion_that_br
     cutoff = utc_midnight(NOW - spec["retention_days"] * DAY)
     oracle_commit = max((v for v, ts in truth.items() if ts <= cutoff), default=None)
     retained = list(range(latest + 1)) if oracle_commit is None else list(range(oracle_commit, latest + 1))
-    before = {v: state(store, v) for v in retained}
+    before = {v: spec["live"][v] for v in retained}  # the builder's model (checkpoints hold the same files): one replay per version less
     for v, damage in zip(spec["checkpoints"], spec["damage"], strict=True):
         hit = written[v][0]
         if hit not in damaged:
