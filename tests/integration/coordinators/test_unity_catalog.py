@@ -18,7 +18,7 @@ from airflow_delta_maintenance.maintenance.operations.publish import publish_rat
 from airflow_delta_maintenance.maintenance.table.catalog_view import load_ratified_snapshot
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests.helpers.tables import bind_table
-from tests.integration.coordinators._targets import UC_OSS_KINDS, UC_STANDIN_KINDS, Target, add, make_spec, new_target
+from tests.integration.coordinators._targets import UC_OSS_PAIRWISE_KINDS, UC_STANDIN_KINDS, Target, add, make_spec, new_target
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def _target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target
     return new_target(request, kind, tmp_path)
 
 
-@pytest.fixture(params=UC_OSS_KINDS)
+@pytest.fixture(params=UC_OSS_PAIRWISE_KINDS)
 def uc(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     """A new table on a real UC OSS server."""
     return _target(request, str(request.param), tmp_path)

@@ -32,7 +32,7 @@ from airflow_delta_maintenance.maintenance.operations.publish import publish_rat
 from airflow_delta_maintenance.maintenance.table.coordinator_client import UC_TOKEN_ENV, open_coordinator
 from tests._infra.uc_oss import OSSServer, OSSServers, server_id
 from tests.helpers.tables import bind_table
-from tests.integration.coordinators._targets import UC_OSS_KINDS, Target, add, make_spec, new_target, uc_server_of
+from tests.integration.coordinators._targets import UC_OSS_KINDS, UC_OSS_PAIRWISE_KINDS, Target, add, make_spec, new_target, uc_server_of
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,7 @@ def _target(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Target
     return new_target(request, kind, tmp_path)
 
 
-@pytest.fixture(params=UC_OSS_KINDS)
+@pytest.fixture(params=UC_OSS_PAIRWISE_KINDS)
 def uc(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
     return _target(request, str(request.param), tmp_path)
 
