@@ -19,6 +19,7 @@ from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
 from .conftest import EXAMPLE_DAGS, airflow_env
+from .dag_runner import DagRunner
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(1800)]  # above the run deadline below
 
@@ -52,7 +53,10 @@ def test_generated_dag_runs_end_to_end_and_a_second_run_changes_nothing(airflow_
         f"defaults:\n  coordinator: {spec}\n  checkpoint: {{interval: 10, engine: spark}}\n  compaction: {{interval: 10}}\n"
         f"tables:\n  - name: orders\n    uri: {uri}\n"
     )
-    first, logs = run_dag(airflow_home, config)
+    with DagRunner(airflow_home, config) as runner:  # both runs in one Airflow process: the second costs only its run
+        first, logs = runner.run()
+        before = log_state(uri)
+        second, second_logs = runner.run({"skip_wait": True})
     assert first["state"] == "success" and set(first["tasks"].values()) == {"success"}, first
     # the task logs: a summary line per task, and Spark's warnings only (its INFO lines stay out)
     assert re.search(r"checkpoint: wrote v24 \(classic, 1 part, 26 actions, [\d.]+ KiB\) in \d+\.\d s", logs), logs[-5000:]
@@ -78,8 +82,7 @@ def test_generated_dag_runs_end_to_end_and_a_second_run_changes_nothing(airflow_
     # cleanup: a dry run that found nothing expired (every commit is minutes old)
     assert x["cleanup"]["dry_run"] and x["cleanup"]["deleted"] == 0 and x["cleanup"]["skipped"] and x["cleanup"]["reason"]
 
-    before = log_state(uri)
-    second, logs = run_dag(airflow_home, config, {"skip_wait": True})
+    logs = second_logs
     assert second["state"] == "success", second
     assert "wait: skipped — skip requested (skip_wait" in logs and "checkpoint: skipped — a checkpoint already exists at 24" in logs, logs[-5000:]
     assert second["xcom"]["publish"]["count"] == 0 and second["xcom"]["checkpoint"]["skipped"]
