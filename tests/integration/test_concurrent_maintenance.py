@@ -379,17 +379,18 @@ def test_concurrent_runs_on_every_store_server(store_bucket: Any, tmp_path: Path
 
     store, bucket = store_bucket.store, store_bucket.name
     env = _env()
+    extra_conf: list[str] = []  # Spark settings of the store, where a Spark checkpoint runs
     jars = delta_spark_jars()
     wheel_uri, wheel = None, None
     if store.protocol == "s3":
         uri = f"s3://{bucket}/t"
         env.update(AWS_ACCESS_KEY_ID=MINIO_USER, AWS_SECRET_ACCESS_KEY=MINIO_PASSWORD)
         cli = ["-o", f"endpoint_url={store.endpoint}", "-o", "region_name=us-east-1"]
-        spark_checkpoints, extra_conf = 0, []
+        spark_checkpoints = 0
     elif store.protocol == "az":
         uri = f"abfss://{bucket}@{AZURITE_ACCOUNT}.dfs.core.windows.net/t"
         env["AZURE_STORAGE_CONNECTION_STRING"] = store.storage_options["connection_string"]
-        cli, spark_checkpoints, extra_conf = [], 1, []
+        cli, spark_checkpoints = [], 1
         jars = jars + jar_list(HADOOP_AZURE)
         wheel_uri = f"az://{bucket}/t"
         wheel = {"wheel": {"azure_storage_account_name": AZURITE_ACCOUNT, "azure_storage_account_key": AZURITE_KEY,
@@ -397,7 +398,7 @@ def test_concurrent_runs_on_every_store_server(store_bucket: Any, tmp_path: Path
     else:
         uri = f"gs://{bucket}/t"
         cli = ["-o", f"endpoint_url={store.endpoint}", "-o", "token=anon", "-o", "project=test-project"]
-        spark_checkpoints, extra_conf = 0, []
+        spark_checkpoints = 0
         # object_store (the wheel) reaches an emulator through a service-account file naming its base URL
         account = tmp_path / "fake-gcs-account.json"
         account.write_text(json.dumps({"gcs_base_url": store.endpoint, "disable_oauth": True, "client_email": "", "private_key": "", "private_key_id": ""}))
