@@ -49,6 +49,9 @@ LOCAL_CONF = {
     "spark.default.parallelism": "2",
     # Delta replays the log of a tiny test table with 50 tasks by default
     "spark.databricks.delta.snapshotPartitions": "2",
+    # and delta-spark's VACUUM lists the table in 10,000 tasks (Spark's listing parallelism):
+    # about a minute per VACUUM on 2 cores, for a table of a few dozen files
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     # a failed checkpoint must fail the test, not be logged and ignored
