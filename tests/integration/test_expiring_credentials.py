@@ -91,8 +91,12 @@ def test_a_deferred_sensor_keeps_polling_across_expiring_role_keys(
 
     failed: list[BaseException] = []
 
-    def commit_later() -> None:  # after the first keys and a few more have expired
-        time.sleep(3 * LIFETIME)
+    def commit_later() -> None:
+        # once the trigger has polled DynamoDB with fresh keys after the first ones expired, with two
+        # keys or more (what is asserted below): an event, not a fixed three lifetimes
+        deadline = time.monotonic() + 8 * LIFETIME
+        while time.monotonic() < deadline and not (expiring.served_after_first_expiry("dynamodb") and len(expiring.keys_used("dynamodb")) >= 2):
+            time.sleep(0.1)
         try:
             writer.commit(uri, 1, [{"add": {"path": "part-1.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}}])
         except BaseException as exc:
