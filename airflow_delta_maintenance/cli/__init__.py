@@ -26,6 +26,7 @@ from . import (
     inspect_cmd,
     maintain_cmd,
     optimize_cmd,
+    output,
     pools_cmd,
     publish_cmd,
     status_cmd,
@@ -55,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.handler(args))
+    with output.logs_off_stdout():  # stdout is the result's alone, whatever logging the process has
+        return int(args.handler(args))
 
 
 def console_main() -> int:
