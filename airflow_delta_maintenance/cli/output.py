@@ -22,7 +22,7 @@ __all__ = ["logs_off_stdout"]
 
 def _fileno(stream: object) -> int | None:
     try:
-        return stream.fileno()  # type: ignore[attr-defined,no-any-return]
+        return stream.fileno()  # type: ignore[attr-defined]
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         return None
 
@@ -35,7 +35,7 @@ def _writes_to(handler: logging.Handler, out: IO[str]) -> bool:
         return False
     try:
         stream = handler.stream
-    except Exception:  # a property that cannot answer now: it cannot be judged, leave it
+    except (AttributeError, ImportError, ValueError):  # a property that cannot answer now: leave it
         return False
     if stream is out:
         return True
