@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,13 @@ from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 from tests.integration.coordinators._targets import add
 
-from .test_fleet_discovery_uc import run_dags
+from .dag_runner import DagRunner
 
 pytestmark = pytest.mark.integration
 
 
 def test_the_discovery_dag_and_the_discovered_tables_use_the_sources_connection(
-    dynamodb_endpoint: str, dynamodb_table_name: str, aws_env: dict[str, str], airflow_home: Path, tmp_path: Path,
+    dynamodb_endpoint: str, dynamodb_table_name: str, aws_env: dict[str, str], dag_runner: Callable[..., DagRunner], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     spec = f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}"
@@ -45,14 +46,15 @@ def test_the_discovery_dag_and_the_discovered_tables_use_the_sources_connection(
     for key in [k for k in os.environ if k.startswith("AWS_")]:  # only the connection may supply credentials
         monkeypatch.delenv(key)
 
-    result = run_dags(airflow_home, config, ["delta_maintenance__discovery"], AIRFLOW_CONN_DDB_COMMITS=connection)["delta_maintenance__discovery"]
+    runner = dag_runner(config, AIRFLOW_CONN_DDB_COMMITS=connection)  # discovery and the discovered tables' runs in one Airflow process
+    result = runner.run(dag_ids=["delta_maintenance__discovery"])[0]["delta_maintenance__discovery"]
     assert result["state"] == "success", result
     assert result["xcom"]["discover_tables"]["tables"] == len(uris)
     assert aws_env["AWS_SECRET_ACCESS_KEY"] not in (tmp_path / "tables.fleet.json").read_text() + json.dumps(result)
 
     fleet = json.loads((tmp_path / "tables.fleet.json").read_text())["tables"]
     assert sorted(t["uri"] for t in fleet) == sorted(uris)
-    results = run_dags(airflow_home, config, [f"delta_maintenance__{t['name']}" for t in fleet], AIRFLOW_CONN_DDB_COMMITS=connection)
+    results = runner.run(dag_ids=[f"delta_maintenance__{t['name']}" for t in fleet])[0]
     for t in fleet:
         r = results[f"delta_maintenance__{t['name']}"]
         assert r["state"] == "success" and (r["xcom"]["publish"]["from_version"], r["xcom"]["publish"]["to_version"], r["xcom"]["publish"]["count"]) == (1, 4, 4), r
