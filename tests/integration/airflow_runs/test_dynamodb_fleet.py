@@ -11,21 +11,24 @@ item's commit entries restored exactly as delta-spark wrote them (same staged fi
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import boto3
 import pytest
 
+from airflow_delta_maintenance.cli import main
 from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files
 from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 
-from .conftest import EXAMPLE_DAGS, airflow_env
+from .dag_runner import DagRunner
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -70,22 +73,16 @@ def undo_backfill(uri: str, endpoint: str, dynamodb_table: str, versions: range)
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The installed ``delta-maintenance`` command, as a user runs it."""
-    exe = str(Path(sys.executable).with_name("delta-maintenance"))
-    return subprocess.run([exe, *args], capture_output=True, text=True, env=env, timeout=300)
-
-
-def run_dag(home: Path, config: Path, dag_id: str, env: dict[str, str]) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(EXAMPLE_DAGS / "delta_maintenance.py"), "{}", dag_id],
-        env=airflow_env(home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config), **env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(line[len("RESULT "):])
+    """The ``delta-maintenance`` command's ``main`` in this process, with ``env`` as its whole
+    environment (the installed command's own process is proven by tests/integration/test_packaging.py
+    and the CLI tests; here each start would cost more than the command)."""
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, env, clear=True), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def spark_files(spark: Any, uri: str, version: int | None = None) -> set[str]:
@@ -125,8 +122,10 @@ def test_one_shared_spec_and_auto_maintain_every_delta_spark_table(
         f"tables:\n  - name: orders\n    uri: {uris['orders']}\n  - name: clicks\n    uri: {uris['clicks']}\n"
         f"  - name: events\n    uri: {uris['events']}\n    coordinator: auto\n"
     )
+    with DagRunner(airflow_home, config, **(aws_env | {"AWS_REGION": "us-east-1"})) as runner:  # the three runs in one Airflow process
+        results = {name: runner.run(dag_id=f"delta_maintenance__{name}")[0] for name in uris}
     for name, uri in uris.items():
-        result = run_dag(airflow_home, config, f"delta_maintenance__{name}", aws_env | {"AWS_REGION": "us-east-1"})
+        result = results[name]
         assert result["state"] == "success" and set(result["tasks"].values()) == {"success"}, result
         x = result["xcom"]
         assert (x["publish"]["from_version"], x["publish"]["to_version"], x["publish"]["count"]) == (6, 8, 3)
