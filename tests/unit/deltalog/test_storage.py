@@ -103,10 +103,16 @@ def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(
     """Fast unlinks stay on a few threads (more only contend for the directory's lock); when a
     batch's unlinks were slow (a busy disk), the next batches overlap the waits on many threads."""
     import threading
+    import types
 
     from airflow_delta_maintenance.deltalog.storage import local_files as storage_module
 
     real_unlink = storage_module.os.unlink
+    real_time = storage_module.time
+    # The fast case runs on a clock that only the unlinks move (1 µs each): real unlinks on a
+    # loaded machine can take longer than the "waiting on the disk" threshold and escalate.
+    virtual = {"now": 0.0}
+    virtual_lock = threading.Lock()
     threads_per_batch: list[set[int]] = [set()]
     delay = {"s": 0.0}
     one_at_a_time = threading.Lock()
@@ -119,6 +125,9 @@ def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(
                 time.sleep(delay["s"])
         elif delay["s"]:
             time.sleep(delay["s"])
+        else:
+            with virtual_lock:
+                virtual["now"] += 1e-6
         real_unlink(path)
 
     monkeypatch.setattr(storage_module.os, "unlink", unlink)
@@ -134,7 +143,9 @@ def test_local_bulk_unlink_escalates_threads_only_when_unlinks_wait_on_the_disk(
         assert list(tmp_path.iterdir()) == []
         return [len(t) for t in threads_per_batch[:-1]]
 
+    monkeypatch.setattr(storage_module, "time", types.SimpleNamespace(perf_counter=lambda: virtual["now"]))
     fast = run(3, 0.0)
+    monkeypatch.setattr(storage_module, "time", real_time)
     assert max(fast) <= storage_module._UNLINK_THREADS_FAST
     slow = run(5, 0.002)  # 2 ms per unlink: waiting on the disk (the first batch also starts the threads)
     few = storage_module._UNLINK_THREADS_FAST
