@@ -117,6 +117,7 @@ def test_an_operator_run_in_process_leaves_mallocs_dynamic_threshold_and_the_arr
     assert got["after"] == got["before"], got
 
 
+@pytest.mark.slow  # 0.9 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_the_cli_process_keeps_its_allocator_tuning(glibc: None, tmp_path: Path) -> None:
     """The command's process is its own: there the operation fixes glibc's thresholds (the
     measured benefit of benchmarks/RESULTS.md), which the probe sees afterwards."""

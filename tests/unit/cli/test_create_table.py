@@ -41,6 +41,7 @@ def test_create_table_then_its_tables_yaml_entry_and_publish(tmp_path: Path) -> 
     assert dt.metadata().configuration["delta.checkpointInterval"] == "4"
 
 
+@pytest.mark.slow  # 1.8 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_create_table_refuses_what_exists_and_other_coordinators(tmp_path: Path) -> None:
     spec = f"local://{tmp_path}/coordinator.db"
     assert run("create-table", str(tmp_path / "t"), "--coordinator", spec).returncode == 0

@@ -20,6 +20,7 @@ def test_human_duration(ms: int, text: str) -> None:
     assert human_duration(ms) == text
 
 
+@pytest.mark.slow  # 1.2 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_cleanup_errors_name_durations_and_flags(tmp_path: Path) -> None:
     spec, uri = f"local://{tmp_path}/coordinator.db", str(tmp_path / "orders")
     assert subprocess.run([CLI, "create-table", uri, "--coordinator", spec], capture_output=True, timeout=300).returncode == 0

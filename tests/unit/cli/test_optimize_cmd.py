@@ -10,6 +10,7 @@ from pathlib import Path
 
 import deltalake
 import pyarrow as pa
+import pytest
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -32,6 +33,7 @@ def test_without_flags_it_compacts(tmp_path: Path) -> None:
     assert len(deltalake.DeltaTable(path).file_uris()) == 2 and deltalake.DeltaTable(path).version() == 6
 
 
+@pytest.mark.slow  # 0.8 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_dry_run_and_where_plan_only(tmp_path: Path) -> None:
     path = table(tmp_path)
     out = cli("optimize", path, "--dry-run", "--where", "region = 'us'", "--json", "--show-bins")
@@ -40,6 +42,7 @@ def test_dry_run_and_where_plan_only(tmp_path: Path) -> None:
     assert record["plan"]["files_in"] == 3 and deltalake.DeltaTable(path).version() == 5
 
 
+@pytest.mark.slow  # 1.2 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     path = table(tmp_path)
     out = cli("optimize", path, "--where", "id > 3")
@@ -65,6 +68,7 @@ def _relog(path: str, rewrite) -> str:
     raise AssertionError("no add action")
 
 
+@pytest.mark.slow  # 1.3 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_logged_paths_are_resolved_as_readers_resolve_them_and_never_on_another_store(tmp_path: Path) -> None:
     """OPTIMIZE and VACUUM resolve a logged path with one resolver: an empty segment is read as the
     ``deltalake`` wheel and delta-spark read it; a path of another store (``hdfs:///<root>/…`` on a

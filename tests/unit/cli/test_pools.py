@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CLI = str(Path(sys.executable).with_name("delta-maintenance"))
 
 
@@ -30,6 +32,7 @@ def test_one_pool_per_coordinator_endpoint_written_for_airflow_pools_import(tmp_
     assert "2 table(s) on coordinator endpoint dynamodb:eu-west-1:commits" in written["delta_coordinator__dynamodb_eu-west-1_commits"]["description"]
 
 
+@pytest.mark.slow  # 1.2 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_an_invalid_table_is_left_out_with_a_warning_and_the_others_pools_are_written(tmp_path: Path) -> None:
     """One invalid table does not stop the command (exit 0): it is named on stderr with each of
     its mistakes; the valid tables' pools are written. A mistake of the file itself still exits 2."""

@@ -36,6 +36,7 @@ def test_parsing_the_command_line_imports_no_heavy_module() -> None:
     assert loaded == []
 
 
+@pytest.mark.slow  # 0.7 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_the_installed_command_runs_without_pandas(tmp_path: Path) -> None:
     root = str(tmp_path / "t")
     create_sample_table(root, commits=3)
@@ -109,6 +110,7 @@ def _uuid_anchored_table(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow  # 1.0 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_cleanup_with_a_uuid_named_anchor_loads_numpy_and_writes_the_compatibility_checkpoint(tmp_path: Path) -> None:
     from ..deltalog.test_cleanup_hostile import log_names
 

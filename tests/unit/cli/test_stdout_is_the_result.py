@@ -41,6 +41,7 @@ def _problems(stdout: str) -> list[str]:
     return list(json.loads(lines[0])["problems"])
 
 
+@pytest.mark.slow  # 2.3 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_the_installed_command_prints_only_its_result_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _table_that_logs(tmp_path)
     capsys.readouterr()

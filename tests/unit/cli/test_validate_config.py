@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from airflow_delta_maintenance.demo.sample_table import create_actions, create_sample_table
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
@@ -17,6 +19,7 @@ def validate(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CLI, "validate-config", str(config), *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # 1.6 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_each_invalid_table_is_reported_and_the_exit_code_is_non_zero(tmp_path: Path) -> None:
     config = tmp_path / "tables.yaml"
     config.write_text(
@@ -35,6 +38,7 @@ def test_each_invalid_table_is_reported_and_the_exit_code_is_non_zero(tmp_path: 
     assert validate(config).returncode == 0
 
 
+@pytest.mark.slow  # 1.7 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_five_mistakes_in_three_tables_are_all_listed_in_one_run(tmp_path: Path) -> None:
     """Two mistakes in one table, two in another (one a rule between keys), one in a third: one
     run of the command lists all five, a line each naming the table and the key path."""
@@ -63,6 +67,7 @@ def test_five_mistakes_in_three_tables_are_all_listed_in_one_run(tmp_path: Path)
     assert sum(len(r["problems"]) for r in doc["tables"]) == 5 and not doc["ok"]
 
 
+@pytest.mark.slow  # 0.7 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_the_files_own_mistakes_are_listed_with_the_tables(tmp_path: Path) -> None:
     """An unknown top-level key and a mistake inherited from defaults, beside a table's own: all
     listed, the inherited one named where it is written."""
@@ -83,6 +88,7 @@ def test_the_files_own_mistakes_are_listed_with_the_tables(tmp_path: Path) -> No
     ], out.stdout
 
 
+@pytest.mark.slow  # 0.7 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_a_file_that_is_not_yaml_is_one_line_and_exit_2(tmp_path: Path) -> None:
     config = tmp_path / "tables.yaml"
     config.write_text("tables: [\n")
@@ -90,6 +96,7 @@ def test_a_file_that_is_not_yaml_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "not valid YAML" in out.stderr, out
 
 
+@pytest.mark.slow  # 1.4 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_check_tables_reads_each_table(tmp_path: Path) -> None:
     spec, coordinated = f"local://{tmp_path}/c.db", str(tmp_path / "coordinated")
     open_coordinator(spec + "?create=true").commit(coordinated, 0, create_actions(ict=True))
@@ -116,6 +123,7 @@ def test_check_tables_reads_each_table(tmp_path: Path) -> None:
     assert not (tmp_path / "other.db").exists()
 
 
+@pytest.mark.slow  # 0.7 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_every_mistake_of_an_optimize_section_is_listed_and_a_good_one_passes(tmp_path: Path) -> None:
     """The ``optimize:`` section as a user writes it: off when absent, on when given; its sizes,
     engine and interval checked at validation, not when the task first runs."""

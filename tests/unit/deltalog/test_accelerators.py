@@ -50,6 +50,7 @@ def test_off_goes_without_them_even_where_installed(tmp_path: Path) -> None:
     assert out.returncode == 0 and out.stdout.split() == ["False", "False", "False"], out.stderr[-2000:]
 
 
+@pytest.mark.slow  # 1.1 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 @pytest.mark.skipif(importlib.util.find_spec(accelerators.PACKAGE) is None, reason="the accelerators are not installed here")
 def test_auto_and_require_use_them_where_installed(tmp_path: Path) -> None:
     for mode in (None, "auto", "REQUIRE"):
@@ -68,6 +69,7 @@ def test_a_build_of_another_interface_is_not_used(tmp_path: Path) -> None:
     assert refused.returncode != 0 and "has interface 2" in refused.stderr.splitlines()[-1], refused.stderr[-2000:]
 
 
+@pytest.mark.slow  # 0.7 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_require_without_them_names_the_extra(tmp_path: Path) -> None:
     out = probe(tmp_path, "require", f"INTERFACE = {accelerators.INTERFACE}\n")  # a package without its extensions
     last = out.stderr.strip().splitlines()[-1]

@@ -50,6 +50,7 @@ def cleanup_cli(uri: str) -> dict:
     return json.loads(out.getvalue())
 
 
+@pytest.mark.slow  # 1.0 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_temp_file_of_a_killed_checkpoint_writer_is_removed_by_cleanup(tmp_path: Path) -> None:
     """Why: "Temp files of killed writers (checkpoint-sized) are never removed"."""
     uri = table(tmp_path / "t")

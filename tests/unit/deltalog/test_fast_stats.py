@@ -108,6 +108,7 @@ def _plain_row(rng: random.Random) -> dict[str, Any]:
     return {k: row[k] for k in keys}
 
 
+@pytest.mark.slow  # 0.9 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 @pytest.mark.parametrize("seed", range(4))
 def test_plain_rows_are_read_by_the_extension_exactly(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)

@@ -188,6 +188,7 @@ def _table_with_many_files(root: Path, commits: int, per_commit: int, bad_row: i
         (log / f"{v:020d}.json").write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow  # 1.5 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 @pytest.mark.parametrize(("commits", "per_commit"), [(2, 50), (3, 9000)])
 def test_snapshot_parsed_stats_and_partition_values_match_json_loads_on_threads_or_not(tmp_path: Path, commits: int, per_commit: int) -> None:
     """``Snapshot.parsed_stats()`` / ``parsed_partition_values()``: chunked as ``files``, equal to
@@ -211,6 +212,7 @@ def test_snapshot_parsed_stats_and_partition_values_match_json_loads_on_threads_
     assert during.parsed_stats() is during.preparsed_stats and during.preparsed_stats.equals(stats)
 
 
+@pytest.mark.slow  # 0.9 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_snapshot_parsed_stats_is_none_when_a_row_does_not_fit_its_type(tmp_path: Path) -> None:
     from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 

@@ -260,6 +260,7 @@ def test_memory_creates_race_under_one_lock(memfs: MemoryFileSystem) -> None:
         assert len(race_put_if_absent(store, f"{v:020d}.json", 8)) == 1
 
 
+@pytest.mark.slow  # 0.7 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_backends_are_told_by_class() -> None:
     import adlfs
     import gcsfs.core

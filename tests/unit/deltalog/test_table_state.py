@@ -264,6 +264,7 @@ def test_cleanup_plans_the_same_from_the_state(log: LogBuilder) -> None:
     assert from_state == from_snapshot and from_state.cutoff_checkpoint == 4 and from_state.counts["commits"] == 4
 
 
+@pytest.mark.slow  # 1.1 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_referenced_sidecars_read_only_the_sidecar_column(log: LogBuilder, counting: Callable[[], LogStore]) -> None:
     from airflow_delta_maintenance.deltalog.cleanup.plan import _referenced_sidecars
     from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_files

@@ -93,6 +93,7 @@ def _dicts_equal(ours: dict[str, Any], expected: dict[str, Any]) -> None:
     assert norm(ours) == norm(expected)
 
 
+@pytest.mark.slow  # 1.6 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 @pytest.mark.parametrize("seed", [1, 2])
 def test_incremental_checksums_equal_a_full_replay_at_every_version(tmp_path: Path, seed: int) -> None:
     root = tmp_path / "t"

@@ -33,6 +33,7 @@ def errors(schema: dict, text: str) -> list[str]:
     return [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(text))]
 
 
+@pytest.mark.slow  # 0.8 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_the_example_tables_yaml_and_a_discovery_file_are_valid(schema: dict) -> None:
     assert errors(schema, (REPO / "dags" / "tables.yaml").read_text()) == []
     assert errors(schema, """
@@ -75,6 +76,7 @@ def test_what_the_validator_refuses_for_a_key_or_a_type_the_schema_refuses(schem
     assert main(["validate-config", str(config)]) == 2
 
 
+@pytest.mark.slow  # 0.9 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_the_markdown_reference_is_the_docs_block() -> None:
     out = subprocess.run([CLI, "config-schema", "--markdown"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout == markdown_reference() + "\n"

@@ -178,6 +178,7 @@ LINES = [
 ]
 
 
+@pytest.mark.slow  # 1.6 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_the_line_rules_accept_exactly_what_json_loads_did() -> None:
     """The faster line parser (UTF-8 decoded once, ``raw_decode``) accepts and refuses what
     ``json.loads`` per line did, whole or fed in chunks of any size."""

@@ -224,6 +224,7 @@ with open_table(sys.argv[1]) as table:
 """
 
 
+@pytest.mark.slow  # 1.1 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_a_kill_during_execute_leaves_every_retained_version_readable_and_a_rerun_converges(tmp_path: Path) -> None:
     root = tmp_path / "t"
     wheel_table(root, versions=6)

@@ -76,6 +76,7 @@ def test_notifier_without_a_connection_logs_only(caplog: pytest.LogCaptureFixtur
     assert "1 threshold crossing(s)" in caplog.text + "".join(capsys.readouterr())
 
 
+@pytest.mark.slow  # 1.1 CPU s: make test runs it; the fast tier (plain pytest) stays under two minutes
 def test_plugin_page_serves_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi.testclient import TestClient
 
