@@ -174,6 +174,14 @@ def test_a_killed_driver_leaves_no_visible_checkpoint_and_the_next_run_removes_s
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
+    # the driver (the Python child of spark-submit's JVM) named in the staging tag: wait until it is
+    # gone or a zombie, as the next run's leftover rule requires — SIGKILL's teardown is not instant
+    from airflow_delta_maintenance.deltalog.storage.run_identity import find_run_tag
+
+    owners = [run for d in staging.iterdir() if (run := find_run_tag(d.name)) is not None]
+    assert owners, "the killed run left no tagged staging directory"
+    while time.monotonic() < deadline + 60 and any(run.liveness() for run in owners):
+        time.sleep(0.05)
     files = list_log_files(open_table_storage(uri))
     assert not files.complete_checkpoints(), "a killed job made a checkpoint visible"
     assert load_snapshot(uri).version == 29

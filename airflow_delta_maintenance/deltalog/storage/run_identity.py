@@ -62,7 +62,20 @@ class RunIdentity:
             return True  # exists, owned by another user
         except OSError:
             return None
-        return True  # exists (a reused pid only delays removal until the owner is old)
+        # exists (a reused pid only delays removal until the owner is old); a zombie was killed and
+        # is not yet reaped (its parent died with it): it writes nothing more
+        return not _is_zombie(self.pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A process that has exited but whose entry waits to be reaped: after a SIGKILL to a
+    spark-submit's process group, the Python driver stays a zombie until init reaps it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False  # no /proc (not Linux) or gone: kill(pid, 0) said it exists
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"  # the state follows "(comm)"
 
 
 def new_run() -> RunIdentity:

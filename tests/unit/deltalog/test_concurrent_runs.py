@@ -202,3 +202,22 @@ def test_read_back_refuses_a_damaged_sidecar_by_name(tmp_path: Path, damage: str
         side.write_bytes(side.read_bytes()[: side.stat().st_size // 2] if damage == "torn" else b"")
     with pytest.raises(MissingSidecarError if damage == "missing" else CorruptLogError, match=side.name):
         read_back_checkpoint(store, [top])
+
+
+def test_an_owner_killed_but_not_yet_reaped_is_dead() -> None:
+    """After a SIGKILL to a spark-submit's process group the Python driver is a zombie until init
+    reaps it: kill(pid, 0) still succeeds, yet it writes nothing more — its staging is a leftover."""
+    from airflow_delta_maintenance.deltalog.storage.run_identity import RunIdentity, new_run
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # not waited for: a zombie once it exits
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            stat = Path(f"/proc/{child.pid}/stat").read_bytes()
+            if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z":
+                break
+            time.sleep(0.02)
+        me = new_run()
+        assert RunIdentity(me.created_ms, me.host, child.pid, "f" * 16).liveness() is False
+    finally:
+        child.wait()
