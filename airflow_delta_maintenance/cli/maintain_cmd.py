@@ -202,7 +202,7 @@ def _compact_windows(table: Any, args: argparse.Namespace) -> int:
 
     writer = None
     if args.engine == "spark":
-        from ..maintenance.spark.jobs import spark_compaction_writer
+        from ..maintenance.spark.compaction_engine import SparkCompactionWriter
         from ..maintenance.spark.submit import run_spark_submit
 
         settings = _spark_settings(args)
@@ -210,7 +210,7 @@ def _compact_windows(table: Any, args: argparse.Namespace) -> int:
         def submit(job: Any) -> None:
             run_spark_submit(job, settings)
 
-        writer = spark_compaction_writer(table.store, table.uri, _job_storage_options(table, settings), submit, conf=_spark_conf(args))
+        writer = SparkCompactionWriter(table.store, table.uri, _job_storage_options(table, settings), submit, conf=_spark_conf(args))
     result = run_log_compaction(table, interval=args.interval, max_window_bytes=args.max_window_bytes, writer=writer)
     if args.json:
         record = result.report().to_dict()  # the XCom record; --list adds the windows

@@ -66,10 +66,10 @@ class DeltaLogCompactionOperator(SparkEngineMixin, DeltaTableOperator):
             with self.open_table() as table:
                 writer = None
                 if self.engine == "spark":
-                    from ..maintenance.spark.jobs import spark_compaction_writer
+                    from ..maintenance.spark.compaction_engine import SparkCompactionWriter
 
-                    writer = spark_compaction_writer(table.store, table.uri, table.storage_options, self.submit_spark_job,
-                                                     conf=self.spark_conf, jars=self.spark_jars, packages=self.spark_packages)
+                    writer = SparkCompactionWriter(table.store, table.uri, table.storage_options, self.submit_spark_job,
+                                                   conf=self.spark_conf, jars=self.spark_jars, packages=self.spark_packages)
                 return self.finish(run_log_compaction(table, interval=interval, max_window_bytes=max_bytes, writer=writer).report())
 
         return translate_errors("log compaction", self.table_uri, run)

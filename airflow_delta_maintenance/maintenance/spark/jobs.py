@@ -3,7 +3,7 @@ verified: by reading the log afterwards — a zero exit code alone is not succes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from ...deltalog.log_segment.listing import CheckpointGroup, list_log_files
@@ -14,7 +14,7 @@ from .credentials import credential_source, storage_env
 from .packaging import job_application
 from .submit import SparkJobSpec
 
-__all__ = ["checkpoint_job", "compaction_job", "run_dir_job", "verify_checkpoint", "verify_compaction", "spark_compaction_writer"]
+__all__ = ["checkpoint_job", "compaction_job", "run_dir_job", "verify_checkpoint", "verify_compaction"]
 
 
 def _job(
@@ -98,27 +98,3 @@ def verify_compaction(store: LogStore, start: int, end: int) -> ParsedLogPath:
     if not found:
         raise SparkJobError(f"{store.uri}: the Spark job finished but {start}.{end}.compacted.json is missing", version=end)
     return found[0]
-
-
-def spark_compaction_writer(
-    store: LogStore,
-    table_uri: str,
-    storage_options: Mapping[str, Any] | None,
-    submit: Callable[[SparkJobSpec], Mapping[str, Any] | None],
-    *,
-    conf: Mapping[str, Any] | None = None,
-    jars: str | None = None,
-    packages: str | None = None,
-) -> Callable[[int, int], dict[str, Any]]:
-    """A window writer for ``run_log_compaction``: one Spark job per window through ``submit``,
-    then the file read back from the log (a zero exit code alone is not success)."""
-
-    def write(start: int, end: int) -> dict[str, Any]:
-        reported = submit(compaction_job(table_uri, start, end, storage_options, conf=conf, jars=jars, packages=packages)) or {}
-        found = verify_compaction(store, start, end)
-        # whether this job or a concurrent one created it, and its line count, are the job's to say
-        # (its result line); the file itself comes from the log
-        return {"start": start, "end": end, "file": found.name, "existed": not reported.get("created", True),
-                "num_actions": int(reported.get("num_file_actions") or 0), "size_bytes": found.size}
-
-    return write
