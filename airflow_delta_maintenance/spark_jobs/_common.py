@@ -322,13 +322,15 @@ def describe_failure(exc: BaseException) -> str:
     if java is None:
         return f"{type(exc).__name__}: {exc}"
     try:
-        causes = [java]
-        while (cause := causes[-1].getCause()) is not None and len(causes) < 8:
-            causes.append(cause)
-        chain = " <- caused by ".join(" ".join(str(c.toString()).split()) for c in (causes[0], causes[-1]) if c is not None)
-        if len(causes) == 1:
-            chain = " ".join(str(java.toString()).split())
-        return f"{type(exc).__name__}: {chain}"[:2000]
+        root = java
+        for _ in range(8):  # a cause chain can loop back on itself
+            if root.getCause() is None:
+                break
+            root = root.getCause()
+        text = " ".join(str(java.toString()).split())
+        if root is not java:
+            text += " <- caused by " + " ".join(str(root.toString()).split())
+        return f"{type(exc).__name__}: {text}"[:2000]
     except Exception:  # noqa: BLE001 - the JVM may be gone; the Python text still says something
         return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:2000]
 

@@ -33,3 +33,21 @@ def test_file_key_path_canonicalises_file_uris_and_refuses_a_missing_path(spark:
     nameless = spark.createDataFrame([(None, None, 5)], "add string, remove string, v long")
     with pytest.raises(Exception, match="a file action without a path in version 5"):
         nameless.select(file_key_path(F.col("add"), F.col("remove"), F.col("v"))).collect()
+
+
+def test_a_java_failure_is_named_by_its_exception_and_its_root_cause(spark: Any) -> None:
+    """py4j's own text is "An error occurred while calling oN.x." with the trace on later lines,
+    which the launcher drops: the job's one failure line names the Java exception and its cause."""
+    from py4j.protocol import Py4JJavaError
+
+    from airflow_delta_maintenance.spark_jobs._common import describe_failure
+
+    jvm = spark._jvm
+    conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
+    conf.set("fs.nosuch.impl", "no.such.FileSystem")  # as Hadoop 3.5's gs:// default without hadoop-gcp
+    with pytest.raises(Py4JJavaError) as err:
+        jvm.org.apache.hadoop.fs.Path("nosuch://bucket/t").getFileSystem(conf)
+    line = describe_failure(err.value)
+    assert "\n" not in line and "An error occurred while calling" not in line, line
+    assert line.startswith("Py4JJavaError: java.lang.RuntimeException: "), line
+    assert line.endswith("<- caused by java.lang.ClassNotFoundException: Class no.such.FileSystem not found"), line
