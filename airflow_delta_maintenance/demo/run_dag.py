@@ -4,7 +4,8 @@
 
 Without DAG_ID the first generated maintenance DAG of the file runs.
 
-Used by ``make demo`` and the DAG integration tests; needs ``AIRFLOW_HOME`` with a migrated DB.
+Used by ``make demo`` and the DAG integration tests (which call ``load_dag_file``, ``maintenance_dag`` and ``run_and_report``
+several times in one process); needs ``AIRFLOW_HOME`` with a migrated DB.
 """
 
 from __future__ import annotations
@@ -12,24 +13,46 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
-conf = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-spec = importlib.util.spec_from_file_location("delta_maintenance_dags", sys.argv[1])
-if spec is None or spec.loader is None:
-    raise SystemExit(f"cannot load a DAG file from {sys.argv[1]}")
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-wanted = sys.argv[3] if len(sys.argv) > 3 else None
-dag = next(v for k, v in vars(module).items() if k.startswith("delta_maintenance__") and (wanted is None or v.dag_id == wanted))
-run = dag.test(run_conf=conf)
+MARK = "RESULT "
 
-from airflow.models.xcom import XComModel  # noqa: E402
-from airflow.utils.session import create_session  # noqa: E402
 
-xcom: dict[str, Any] = {}
-out = {"state": str(run.state), "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}, "xcom": xcom}
-with create_session() as session:
-    for row in session.query(XComModel).filter(XComModel.dag_id == dag.dag_id, XComModel.run_id == run.run_id, XComModel.key == "return_value"):
-        xcom[row.task_id] = json.loads(row.value) if isinstance(row.value, str) else row.value
-print("RESULT " + json.dumps(out), flush=True)
+def load_dag_file(path: str, module_name: str = "delta_maintenance_dags") -> ModuleType:
+    """Execute the DAG file afresh (a changed tables.yaml is read again, as the dag-processor would)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load a DAG file from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def maintenance_dag(module: ModuleType, dag_id: str | None = None) -> Any:
+    """The file's generated maintenance DAG ``dag_id``, or its first one."""
+    return next(v for k, v in vars(module).items() if k.startswith("delta_maintenance__") and (dag_id is None or v.dag_id == dag_id))
+
+
+def run_and_report(dag: Any, conf: dict[str, Any]) -> dict[str, Any]:
+    """``dag.test()`` with ``conf``; its state, task states and return-value XComs."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    run = dag.test(run_conf=conf)
+    xcom: dict[str, Any] = {}
+    with create_session() as session:
+        for row in session.query(XComModel).filter(XComModel.dag_id == dag.dag_id, XComModel.run_id == run.run_id, XComModel.key == "return_value"):
+            xcom[row.task_id] = json.loads(row.value) if isinstance(row.value, str) else row.value
+    return {"state": str(run.state), "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}, "xcom": xcom}
+
+
+def main(argv: Sequence[str]) -> None:
+    conf = json.loads(argv[1]) if len(argv) > 1 else {}
+    dag = maintenance_dag(load_dag_file(argv[0]), argv[2] if len(argv) > 2 else None)
+    print(MARK + json.dumps(run_and_report(dag, conf)), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

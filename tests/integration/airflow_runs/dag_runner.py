@@ -19,38 +19,28 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from airflow_delta_maintenance.demo.run_dag import MARK
+
 from .conftest import EXAMPLE_DAGS, airflow_env
 
-MARK = "RESULT "
-
 SERVE = r"""
-import importlib.util, json, os, sys, time
+import json, os, sys, time
+from airflow_delta_maintenance.demo.run_dag import MARK, load_dag_file, maintenance_dag, run_and_report
 n = 0
 for line in sys.stdin:
     cmd = json.loads(line)
     os.environ.update(cmd["env"])
     n += 1
-    spec = importlib.util.spec_from_file_location(f"delta_maintenance_dags_{n}", cmd["file"])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
+    module = load_dag_file(cmd["file"], f"delta_maintenance_dags_{n}")
     def run_one(dag):
         began = time.monotonic()
-        run = dag.test(run_conf=cmd["conf"])
-        out = {"state": str(run.state), "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}, "xcom": {},
-               "seconds": round(time.monotonic() - began, 2)}
-        with create_session() as session:
-            for row in session.query(XComModel).filter(XComModel.dag_id == dag.dag_id, XComModel.run_id == run.run_id, XComModel.key == "return_value"):
-                out["xcom"][row.task_id] = json.loads(row.value) if isinstance(row.value, str) else row.value
-        return out
+        return {**run_and_report(dag, cmd["conf"]), "seconds": round(time.monotonic() - began, 2)}
     if cmd["dag_ids"] is not None:
         out = {dag_id: run_one(vars(module)[dag_id]) for dag_id in cmd["dag_ids"]}
     else:
-        wanted = cmd["dag_id"]
-        out = run_one(next(v for k, v in vars(module).items() if k.startswith("delta_maintenance__") and (wanted is None or v.dag_id == wanted)))
+        out = run_one(maintenance_dag(module, cmd["dag_id"]))
     sys.stderr.flush()
-    print("RESULT " + json.dumps(out), flush=True)
+    print(MARK + json.dumps(out), flush=True)
 """
 
 
