@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+XDIST_WORKERS ?= 2
 SYSDEPS_STAMP := .cache/.system-deps
 BUILDDEPS_STAMP := .cache/.build-deps-clang
 
@@ -73,8 +74,10 @@ demo: $(STAMP)
 # only the pure path (tests/integration/test_test_tiers.py runs the log library's tests without them).
 # --durations: the slowest setups and tests in CI's log, where the budget goes (tests/_infra/cpucost.py
 # measures CPU per test, independent of the machine's load).
+# -n: one worker per core by default (XDIST_WORKERS=0 runs in one process); --dist loadgroup hands
+# out whole groups of tests that share an expensive fixture (tests/_infra/xdist_groups.py).
 test: setup
-	DELTA_MAINTENANCE_ACCEL=require $(PY) -m pytest tests --durations=40 $(PYTEST_ARGS)
+	DELTA_MAINTENANCE_ACCEL=require $(PY) -m pytest tests -n $(XDIST_WORKERS) --dist loadgroup --durations=40 $(PYTEST_ARGS)
 
 # Every zoo table in the differential tests (make test runs a few each; hours on two cores).
 test-zoo: setup

@@ -29,6 +29,7 @@ pytest_plugins = [
     "tests._infra.uc_oss",
     "tests._infra.fault_proxy",
     "tests._infra.airflow_deployment",
+    "tests._infra.xdist_groups",
 ]
 
 

@@ -16,7 +16,8 @@ reads as in both engines (``zoo_oracle``). A pytest plugin (``tests/conftest.py`
   commit is older than ``delta.deletedFileRetentionDuration`` (7 days), and copies keep the
   timestamps.
 - ``TABLE_ZOO_CACHE`` overrides the cache directory.
-- Builds go to a temporary directory renamed into place, so concurrent runs never see half a table.
+- Builds go to a temporary directory renamed into place, so concurrent runs never see half a table,
+  under a file lock per table and key, so that two processes (xdist workers) never build one twice.
 
 ``python -m tests._infra.table_zoo [NAME ...]`` builds (or checks) tables outside pytest and prints
 the build times.
@@ -227,6 +228,20 @@ class Zoo:
             manifest = Manifest.from_json(manifest_file.read_text())
             if time.time() - manifest.built_at < MAX_AGE_S:
                 return ZooTable(name, final / "table", manifest)
+        # One builder per table and key across processes (the workers of `make test`, other
+        # checkouts sharing the cache): the others wait and take its result instead of building
+        # the same table again on the same cores.
+        from filelock import FileLock
+
+        (self.cache / name).mkdir(parents=True, exist_ok=True)
+        with FileLock(self.cache / name / f".lock-{key}"):
+            if manifest_file.exists():
+                manifest = Manifest.from_json(manifest_file.read_text())
+                if time.time() - manifest.built_at < MAX_AGE_S:
+                    return ZooTable(name, final / "table", manifest)
+            return self._build(name, spec, key, final)
+
+    def _build(self, name: str, spec: ZooSpec, key: str, final: Path) -> ZooTable:
         started = time.monotonic()
         build = self.cache / name / f".build-{uuid.uuid4().hex}"
         table = build / "table"
@@ -243,9 +258,9 @@ class Zoo:
                 _remove(final)
             try:
                 os.rename(build, final)
-            except OSError:  # another process put the same key in place first: use theirs
+            except OSError:  # a process that ignores the lock put the same key in place first: use theirs
                 _remove(build)
-                return self._load_or_build(name)
+                return ZooTable(name, final / "table", Manifest.from_json((final / "manifest.json").read_text()))
         except BaseException:
             if build.exists():
                 _remove(build)
@@ -263,6 +278,7 @@ class Zoo:
             manifest = other / "manifest.json"
             if other != keep and manifest.exists() and time.time() - manifest.stat().st_mtime > MAX_AGE_S:
                 _remove(other)
+                other.with_name(f".lock-{other.name}").unlink(missing_ok=True)
 
 
 def names(tag: str | None = None, writer: str | None = None, *, exclude: Iterable[str] = ()) -> list[str]:
