@@ -1,6 +1,6 @@
 """Per-test CPU cost, independent of the machine's load: ``-p tests._infra.cpucost`` writes one JSON
 line per test (``id``, ``cpu``: seconds of this process and of every descendant, ``wall``, ``load``)
-to ``$CPUCOST_OUT``. How ``make test``'s budget is kept on a machine shared with other work.
+to ``$CPUCOST_OUT`` (and ``worker``: the xdist worker that ran it; each appends its own lines). How ``make test``'s budget is kept on a machine shared with other work.
 
 A child that starts and exits inside a test (a ``dag.test()`` subprocess, ``spark-submit``, a venv
 install) is counted through ``RUSAGE_CHILDREN`` once it is waited for; a live one (a session's
@@ -46,6 +46,7 @@ def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str])
     if nodeid not in _start:
         return
     cpu0, wall0 = _start.pop(nodeid)
-    record = {"id": nodeid, "cpu": round(cpu_seconds() - cpu0, 2), "wall": round(time.monotonic() - wall0, 2), "load": os.getloadavg()[0]}
+    record = {"id": nodeid, "cpu": round(cpu_seconds() - cpu0, 2), "wall": round(time.monotonic() - wall0, 2), "load": os.getloadavg()[0],
+              "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}  # each xdist worker measures its own tests
     with open(os.environ.get("CPUCOST_OUT", "cpucost.jsonl"), "a") as out:
         out.write(json.dumps(record) + "\n")
