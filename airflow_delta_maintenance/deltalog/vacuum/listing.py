@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..storage import LogStore
 from ..storage.fsspec_files import mtime_ms
@@ -59,10 +60,18 @@ class TableListing:
     shadows: pa.Table = field(default_factory=FILE_SCHEMA.empty_table)  # .<name>.crc beside listed names
     links: tuple[str, ...] = ()
     source: str = "listing"  # listing | inventory
+    # Set by a names-only local listing (``list_table_files(lazy_stats=True)``): the files' size
+    # and mtime are null until ``with_stats`` reads them — only for the files a plan needs them of.
+    stat_root: str | None = None
 
     @property
     def num_files(self) -> int:
         return int(self.files.num_rows)
+
+    def with_stats(self, files: pa.Table, workers: int = DEFAULT_WORKERS) -> pa.Table:
+        """``files`` (rows of this listing's ``files``) with their size and mtime, read now where
+        the listing left them null; a file gone since, or no longer a regular file, is dropped."""
+        return files if self.stat_root is None else _stat_local(self.stat_root, files, workers)
 
 
 def concat_listings(parts: Sequence[TableListing], source: str = "listing") -> TableListing:
@@ -72,6 +81,7 @@ def concat_listings(parts: Sequence[TableListing], source: str = "listing") -> T
         shadows=pa.concat_tables([p.shadows for p in parts]) if parts else FILE_SCHEMA.empty_table(),
         links=tuple(sorted(x for p in parts for x in p.links)),
         source=source,
+        stat_root=next((p.stat_root for p in parts if p.stat_root is not None), None),
     )
 
 
@@ -142,10 +152,116 @@ def _walk_local(top: str, rel: str, mtime: int, hidden: HiddenNames, subdirs: li
     )
 
 
-def _list_local(root: str, hidden: HiddenNames, workers: int) -> TableListing:
+def _list_local(root: str, hidden: HiddenNames, workers: int, lazy_stats: bool = False) -> TableListing:
     # The root's files (and its links) in this thread; every non-hidden sub-directory is a task.
-    head, tops = _split_local(root, hidden)
-    return concat_listings([head, *_run_tasks(lambda t: _walk_local(f"{root}/{t[0]}", t[0], t[1], hidden), tops, workers)])
+    if lazy_stats:
+        tops: list[tuple[str, str, int]] = []
+        head = _names_local(root, "", 0, hidden, tops)
+        return concat_listings([head, *_run_tasks(lambda t: _names_local(f"{root}/{t[0]}", t[0], t[1], hidden), [(r, m) for _, r, m in tops], workers)])
+    head, tasks = _split_local(root, hidden)
+    return concat_listings([head, *_run_tasks(lambda t: _walk_local(f"{root}/{t[0]}", t[0], t[1], hidden), tasks, workers)])
+
+
+# Names that ``HiddenNames`` may hide (it decides; every other name is visible).
+_MAYBE_HIDDEN = (".", "_", "metadata")
+
+
+def _names_local(top: str, rel: str, mtime: int, hidden: HiddenNames, subdirs: list[tuple[str, str, int]] | None = None) -> TableListing:
+    """``_walk_local`` without a ``stat`` per file: the entry types come from the directory itself
+    (``d_type``; ``DirEntry`` falls back to ``lstat`` where a file system does not give it), so a
+    listing costs one ``getdents`` per directory instead of a system call per file. Sizes and
+    mtimes are read later, by ``TableListing.with_stats``, for the files a plan may delete — most
+    files of a table are referenced and never need them. Directories (for the recursion and the
+    empty ones' mtime) and hidden checksum shadows are ``lstat``-ed here: they are few."""
+    subdirs = [] if subdirs is None else subdirs
+    chunks: list[pa.Array] = []
+    shadows: tuple[list[str], list[int], list[int]] = ([], [], [])
+    empty: tuple[list[str], list[int]] = ([], [])
+    links: list[str] = []
+    stack = [(top, rel, mtime)]
+    while stack:
+        directory, prefix, dir_mtime = stack.pop()
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if not entries:
+            if prefix:
+                empty[0].append(prefix)
+                empty[1].append(dir_mtime)
+            continue
+        lead = f"{prefix}/" if prefix else ""
+        names = [e.name for e in entries if e.is_file(follow_symlinks=False)]
+        if len(names) < len(entries):  # links, directories, sockets and fifos
+            for entry in entries:
+                try:
+                    if entry.is_symlink():
+                        links.append(lead + entry.name)
+                    elif entry.is_dir(follow_symlinks=False) and not hidden(entry.name):
+                        st = entry.stat(follow_symlinks=False)
+                        task = (entry.path, lead + entry.name, int(st.st_mtime * 1000))
+                        (stack if prefix else subdirs).append(task)  # the root's sub-directories: tasks of the caller
+                except FileNotFoundError:
+                    continue  # removed while listing
+        hidden_files = [n for n in names if n.startswith(_MAYBE_HIDDEN) and hidden(n)]
+        if hidden_files:
+            for name in hidden_files:
+                if shadow_of(name) is None:
+                    continue
+                try:
+                    st = os.lstat(f"{directory}/{name}")
+                except FileNotFoundError:
+                    continue
+                shadows[0].append(lead + name)
+                shadows[1].append(st.st_size)
+                shadows[2].append(int(st.st_mtime * 1000))
+            drop = set(hidden_files)
+            names = [n for n in names if n not in drop]
+        if names:
+            array = pa.array(names, pa.string())
+            chunks.append(pc.binary_join_element_wise(lead, array, "") if lead else array)
+    paths = pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+    return TableListing(
+        files=pa.table([paths, pa.nulls(len(paths), pa.int64()), pa.nulls(len(paths), pa.int64())], schema=FILE_SCHEMA),
+        empty_dirs=pa.table([pa.array(empty[0], pa.string()), pa.array(empty[1], pa.int64())], schema=DIR_SCHEMA),
+        shadows=_files_table(*shadows),
+        links=tuple(links),
+        stat_root=top if not rel else top[: -len(rel) - 1],
+    )
+
+
+def _stat_local(root: str, files: pa.Table, workers: int) -> pa.Table:
+    """``files`` with size and mtime from an ``lstat`` of each (threads: the call releases the GIL);
+    files gone, or no longer regular files, are dropped."""
+    paths = files.column("path").to_pylist()
+    if not paths:
+        return files.cast(FILE_SCHEMA)
+    step = max(1, -(-len(paths) // max(1, workers)))
+
+    def stat_chunk(start: int) -> tuple[list[int], list[int], list[int]]:
+        kept, sizes, mtimes = [], [], []
+        lstat, is_reg = os.lstat, stat_module.S_ISREG
+        for i in range(start, min(start + step, len(paths))):
+            try:
+                st = lstat(f"{root}/{paths[i]}")
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if is_reg(st.st_mode):
+                kept.append(i)
+                sizes.append(st.st_size)
+                mtimes.append(int(st.st_mtime * 1000))
+        return kept, sizes, mtimes
+
+    starts = list(range(0, len(paths), step))
+    if workers > 1 and len(starts) > 1:
+        with ThreadPoolExecutor(max_workers=len(starts), thread_name_prefix="vacuum-stat") as pool:
+            parts = list(pool.map(stat_chunk, starts))
+    else:
+        parts = [stat_chunk(s) for s in starts]
+    kept = [i for p in parts for i in p[0]]
+    return pa.table([files.column("path").take(pa.array(kept, pa.int64())), pa.array([x for p in parts for x in p[1]], pa.int64()),
+                     pa.array([x for p in parts for x in p[2]], pa.int64())], schema=FILE_SCHEMA)
 
 
 def _split_local(root: str, hidden: HiddenNames) -> tuple[TableListing, list[tuple[str, int]]]:
@@ -292,10 +408,11 @@ def listing_from_arrow(table: pa.Table, source: str = "listing") -> TableListing
     )
 
 
-def list_table_files(store: LogStore, hidden: HiddenNames, *, workers: int = DEFAULT_WORKERS) -> TableListing:
-    """The table root's data-side files (see the module docstring)."""
+def list_table_files(store: LogStore, hidden: HiddenNames, *, workers: int = DEFAULT_WORKERS, lazy_stats: bool = False) -> TableListing:
+    """The table root's data-side files (see the module docstring). ``lazy_stats``: on a local
+    file system, names only; ``TableListing.with_stats`` reads sizes and mtimes where needed."""
     if store.is_local:
-        return _list_local(store.table_root, hidden, workers)
+        return _list_local(store.table_root, hidden, workers, lazy_stats)
     return _list_fsspec(store, hidden, workers)
 
 

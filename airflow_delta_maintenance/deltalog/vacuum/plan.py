@@ -273,6 +273,7 @@ def plan_vacuum(
         raise InvalidOptionError("a FULL VACUUM plan needs a listing of the table root", option="listing")
     files = listing.files
     untracked = files.filter(pc.invert(referenced.contains(files.column("path")))) if files.num_rows else files
+    untracked = listing.with_stats(untracked)  # a names-only listing: sizes and mtimes of these alone
     old = pc.less(untracked.column("mtime"), cutoff) if untracked.num_rows else pa.array([], pa.bool_())
     deletions = untracked.filter(old).sort_by("path") if untracked.num_rows else PLAN_SCHEMA.empty_table()
     young = untracked.filter(pc.invert(old)) if untracked.num_rows else untracked

@@ -118,7 +118,7 @@ def _listing(table: MaintainedTable, snapshot: Snapshot, inventory: str | None, 
     hidden = hidden_names_for(snapshot)
     if inventory:
         return read_inventory(inventory, table.store, hidden, table.storage_options)
-    return list_table_files(table.store, hidden, workers=workers)
+    return list_table_files(table.store, hidden, workers=workers, lazy_stats=True)
 
 
 def run_vacuum(

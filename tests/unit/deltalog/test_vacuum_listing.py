@@ -51,3 +51,38 @@ def test_split_listing_through_arrow_equals_the_workers_listing(tmp_path: Path) 
                                                                     ("p=1/.b.parquet.crc", 18, _rows(whole.shadows)[1][2])])
     assert _rows(split.empty_dirs) == _rows(whole.empty_dirs) and {r[0] for r in _rows(split.empty_dirs)} == {"empty", "p=2"}
     assert split.links == whole.links == ("link", "p=1/inner-link")
+
+
+def test_the_names_only_listing_stats_later_what_the_full_listing_stats_now(tmp_path: Path) -> None:
+    """VACUUM's local listing reads names and entry types only; ``with_stats`` then reads sizes and
+    mtimes of the files asked for (the untracked ones), dropping files gone or turned into links
+    since — never following a link, like the full listing."""
+    root = tmp_path / "t"
+    for rel in ["_delta_log/00000000000000000000.json", "a.parquet", ".a.parquet.crc", "p=1/b.parquet", "p=1/.b.parquet.crc",
+                "p=1/q=2/c.parquet", "_tmp/x.parquet", ".hidden/y", "deep/er/d.parquet", "_change_data/e.parquet", "p=1/gone.parquet",
+                "p=1/relinked.parquet"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"x" * len(rel))
+    (root / "empty").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "o.parquet").write_bytes(b"o" * 100)
+    os.symlink(outside, root / "link")
+    os.symlink(outside / "o.parquet", root / "p=1" / "file-link.parquet")
+    store = open_table_storage(str(root))
+    hidden = HiddenNames(["p", "q"])
+
+    whole = list_table_files(store, hidden, workers=1)
+    for workers in (1, 4):
+        lazy = list_table_files(store, hidden, workers=workers, lazy_stats=True)
+        assert lazy.files.column("size").null_count == lazy.num_files == whole.num_files == 7
+        assert _rows(lazy.with_stats(lazy.files, workers=workers)) == _rows(whole.files)
+        assert _rows(lazy.shadows) == _rows(whole.shadows) and _rows(lazy.empty_dirs) == _rows(whole.empty_dirs)
+        assert lazy.links == whole.links == ("link", "p=1/file-link.parquet")
+
+    (root / "p=1" / "gone.parquet").unlink()
+    (root / "p=1" / "relinked.parquet").unlink()
+    os.symlink(outside / "o.parquet", root / "p=1" / "relinked.parquet")
+    later = lazy.with_stats(lazy.files)
+    assert sorted(later.column("path").to_pylist()) == ["_change_data/e.parquet", "a.parquet", "deep/er/d.parquet", "p=1/b.parquet", "p=1/q=2/c.parquet"]
+    assert (outside / "o.parquet").read_bytes() == b"o" * 100
