@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from ..storage import LogStore
 from ..storage.fsspec_files import mtime_ms
-from .paths import HiddenNames
+from .paths import MAYBE_HIDDEN, HiddenNames, ListingStoppedError
 
 __all__ = [
     "TableListing", "FILE_SCHEMA", "DIR_SCHEMA", "LISTING_SCHEMA", "list_table_files", "concat_listings", "shadow_of", "split_listing",
@@ -162,10 +162,6 @@ def _list_local(root: str, hidden: HiddenNames, workers: int, lazy_stats: bool =
     return concat_listings([head, *_run_tasks(lambda t: _walk_local(f"{root}/{t[0]}", t[0], t[1], hidden), tasks, workers)])
 
 
-# Names that ``HiddenNames`` may hide (it decides; every other name is visible).
-_MAYBE_HIDDEN = (".", "_", "metadata")
-
-
 def _names_local(top: str, rel: str, mtime: int, hidden: HiddenNames, subdirs: list[tuple[str, str, int]] | None = None) -> TableListing:
     """``_walk_local`` without a ``stat`` per file: the entry types come from the directory itself
     (``d_type``; ``DirEntry`` falls back to ``lstat`` where a file system does not give it), so a
@@ -180,6 +176,8 @@ def _names_local(top: str, rel: str, mtime: int, hidden: HiddenNames, subdirs: l
     links: list[str] = []
     stack = [(top, rel, mtime)]
     while stack:
+        if hidden.stopped:
+            raise ListingStoppedError(f"listing of {top} stopped")
         directory, prefix, dir_mtime = stack.pop()
         try:
             with os.scandir(directory) as it:
@@ -204,7 +202,7 @@ def _names_local(top: str, rel: str, mtime: int, hidden: HiddenNames, subdirs: l
                         (stack if prefix else subdirs).append(task)  # the root's sub-directories: tasks of the caller
                 except FileNotFoundError:
                     continue  # removed while listing
-        hidden_files = [n for n in names if n.startswith(_MAYBE_HIDDEN) and hidden(n)]
+        hidden_files = [n for n in names if n.startswith(MAYBE_HIDDEN) and hidden(n)]
         if hidden_files:
             for name in hidden_files:
                 if shadow_of(name) is None:
@@ -282,6 +280,8 @@ def _run_tasks(fn: Callable[[tuple[str, int]], TableListing], tasks: list[tuple[
 
 def _list_prefix(fs: object, root: str, prefix: str, hidden: HiddenNames) -> TableListing:
     """Every object below ``root/prefix`` (one recursive listing), filtered like the local walk."""
+    if hidden.stopped:
+        raise ListingStoppedError(f"listing of {root}/{prefix} stopped")
     find = fs.find  # type: ignore[attr-defined]
     base = f"{root}/{prefix}" if prefix else root
     try:

@@ -18,6 +18,7 @@ segment): those are taken as they are, column-wise; only the rest go through Pyt
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,10 +30,14 @@ from ..errors import DataPathError
 from ..model.data_paths import DataPathResolver, reference_reader_name
 from ..model.paths import LOG_DIR
 
-__all__ = ["HiddenNames", "protected_names", "protected_name_array", "names_of", "dv_file_path"]
+__all__ = ["HiddenNames", "DeferredHiddenNames", "ListingStoppedError", "protected_names", "protected_name_array", "names_of", "dv_file_path"]
 
 # A log path needs the Python resolver when any of these matches (else it is its own name).
 _SPECIAL = r"%|//|^/|/$|^[A-Za-z][A-Za-z0-9+.\-]*:|(^|/)\.\.?(/|$)|[?#\\\x00]"
+
+
+# Only names with these beginnings can be hidden (``HiddenNames`` decides; all others are visible).
+MAYBE_HIDDEN = (".", "_", "metadata")
 
 
 class HiddenNames:
@@ -42,6 +47,7 @@ class HiddenNames:
     def __init__(self, partition_columns: Sequence[str], iceberg_metadata_hidden: bool = False) -> None:
         self._prefixes = tuple(f"{c}=" for c in partition_columns)
         self._iceberg = iceberg_metadata_hidden
+        self.stopped = False  # a listing's walkers stop when set (``DeferredHiddenNames.stop``)
 
     def __call__(self, name: str) -> bool:
         if name == LOG_DIR:
@@ -57,6 +63,42 @@ class HiddenNames:
     def path_hidden(self, relative: str) -> bool:
         """Whether any component of a path relative to the table root is hidden."""
         return any(self(part) for part in relative.split("/"))
+
+
+class ListingStoppedError(Exception):
+    """A listing started before its table's snapshot was told to stop (the snapshot failed, or
+    the operation was skipped)."""
+
+
+class DeferredHiddenNames(HiddenNames):
+    """``HiddenNames`` whose table is known later: a listing can start while the snapshot that
+    gives the partition columns and UniForm formats is still loading. A name that cannot be
+    hidden (one not starting with ``.`` or ``_`` and not ``metadata``) is answered at once; any
+    other waits for ``resolve``. ``stop`` ends the listing (``stopped``, ``ListingStoppedError``)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+        self._ready = threading.Event()
+        self._real: HiddenNames | None = None
+        self.stopped = False
+
+    def resolve(self, real: HiddenNames) -> None:
+        self._real = real
+        self._ready.set()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._ready.set()
+
+    def __call__(self, name: str) -> bool:
+        if name == LOG_DIR:
+            return True
+        if not name.startswith(MAYBE_HIDDEN):
+            return False
+        self._ready.wait()
+        if self._real is None:
+            raise ListingStoppedError("the listing was stopped before its table was known")
+        return self._real(name)
 
 
 def dv_file_path(dv: Mapping[str, Any] | None) -> str | None:

@@ -18,10 +18,12 @@ A killed run deleted only unreferenced files: run it again.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,7 +42,7 @@ from ...deltalog.vacuum.execute import delete_files, remove_empty_dirs, still_de
 from ...deltalog.vacuum.inventory import read_inventory
 from ...deltalog.vacuum.last_vacuum import read_last_vacuum_info, write_last_vacuum_info
 from ...deltalog.vacuum.listing import TableListing, list_table_files
-from ...deltalog.vacuum.paths import protected_name_array
+from ...deltalog.vacuum.paths import DeferredHiddenNames, ListingStoppedError, protected_name_array
 from ...deltalog.vacuum.plan import VacuumMode, VacuumPlan, hidden_names_for, plan_vacuum
 from ...deltalog.vacuum.referenced import read_file_actions
 from ..errors import CoordinatorMismatchError
@@ -114,11 +116,41 @@ def _gate(table: MaintainedTable, snapshot: Snapshot, catalog_permits_vacuum: bo
     return None
 
 
-def _listing(table: MaintainedTable, snapshot: Snapshot, inventory: str | None, workers: int) -> TableListing:
-    hidden = hidden_names_for(snapshot)
-    if inventory:
-        return read_inventory(inventory, table.store, hidden, table.storage_options)
-    return list_table_files(table.store, hidden, workers=workers, lazy_stats=True)
+def _listing(table: MaintainedTable, snapshot: Snapshot, inventory: str | None) -> TableListing:
+    return read_inventory(inventory or "", table.store, hidden_names_for(snapshot), table.storage_options)
+
+
+def _snapshot_and_listing(
+    table: MaintainedTable, workers: int, listing_wanted: bool
+) -> tuple[Snapshot, Callable[[Snapshot | None], TableListing | None]]:
+    """The catalog's snapshot, loaded while (``listing_wanted``) the table root is listed on a
+    second thread — the two are independent until the listing meets a name only the snapshot's
+    partition columns can judge (``DeferredHiddenNames``). The returned function gives the
+    listing (the snapshot resolves those names), or, with None, stops it and waits for its end."""
+    if not listing_wanted:
+        return load_ratified_snapshot(table, keys_only=True), lambda _snapshot: None
+    hidden = DeferredHiddenNames()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vacuum-listing")
+    pending = pool.submit(list_table_files, table.store, hidden, workers=workers, lazy_stats=True)
+
+    def finish(snapshot: Snapshot | None) -> TableListing | None:
+        try:
+            if snapshot is None:
+                hidden.stop()
+                with contextlib.suppress(ListingStoppedError):
+                    pending.result()
+                return None
+            hidden.resolve(hidden_names_for(snapshot))
+            return pending.result()
+        finally:
+            pool.shutdown(wait=True)
+
+    try:
+        snapshot = load_ratified_snapshot(table, keys_only=True)
+    except BaseException:
+        finish(None)
+        raise
+    return snapshot, finish
 
 
 def run_vacuum(
@@ -142,23 +174,33 @@ def run_vacuum(
     where delta-spark does, i.e. not on S3). ``lister`` replaces the worker's listing (the Spark
     engine's, tests); ``engine`` lists (FULL, without an inventory) and deletes elsewhere."""
     started = time.monotonic()
-    snapshot = load_ratified_snapshot(table, keys_only=True)
-    reason = _gate(table, snapshot, catalog_permits_vacuum)
+    if mode == "full" and lister is None and engine is not None and not inventory:
+        lister = engine.list
+    snapshot, listed = _snapshot_and_listing(table, workers, mode == "full" and lister is None and not inventory)
+    try:
+        reason = _gate(table, snapshot, catalog_permits_vacuum)
+    except BaseException:
+        listed(None)
+        raise
     if reason is not None:
+        listed(None)
         return VacuumResult(table.uri, dry_run, skip_reason=reason, seconds=round(time.monotonic() - started, 3))
     table_retention = snapshot.properties.deleted_file_retention_ms
     if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
+        listed(None)
         raise RetentionTooShortError(
             f"{table.uri}: a VACUUM retention of {retention_ms / HOUR_MS:g} h is shorter than the table's delta.deletedFileRetentionDuration "
             f"({table_retention / HOUR_MS:g} h) and may delete files a running writer or reader still needs; to accept it pass "
             "--allow-shorter-retention (the operator's allow_shorter_retention=True, tables.yaml's vacuum.allow_shorter_retention: true)"
         )
-    last = read_last_vacuum_info(table.store)
-    listing = None
-    if mode == "full":
-        if lister is None and engine is not None and not inventory:
-            lister = engine.list
-        listing = lister(table, snapshot) if lister is not None else _listing(table, snapshot, inventory, workers)
+    try:
+        last = read_last_vacuum_info(table.store)
+    except BaseException:
+        listed(None)
+        raise
+    listing = listed(snapshot)
+    if mode == "full" and listing is None:
+        listing = lister(table, snapshot) if lister is not None else _listing(table, snapshot, inventory)
     plan = plan_vacuum(table.store, snapshot, mode=mode, retention_ms=retention_ms, now_ms=now_ms, listing=listing, last_vacuum=last)
     name = engine.name if engine is not None else "local"
     if dry_run:

@@ -246,3 +246,25 @@ def test_a_kill_during_execute_leaves_every_retained_version_readable_and_a_reru
     assert not any("stray" in p for p in data_files(root))
     info = json.loads((log / "_last_vacuum_info").read_text())
     assert info == {"latestCommitVersionOutsideOfRetentionWindow": 2}
+
+
+def test_the_listing_overlapping_the_snapshot_waits_for_it_on_names_only_the_table_can_judge(tmp_path: Path) -> None:
+    """The root is listed while the snapshot loads; ``_p=a`` (a partition of column ``_p``) is
+    hidden by name alone, visible once the table says ``_p`` partitions it; ``_tmp`` stays hidden."""
+    import threading
+
+    root = tmp_path / "t"
+    deltalake.write_deltalake(str(root), pa.table({"id": [1, 2], "_p": ["a", "b"]}), partition_by=["_p"])
+    (root / "_p=a" / "old-stray.parquet").write_bytes(b"x")
+    (root / "_p=a" / ".old-stray.parquet.crc").write_bytes(b"c")
+    (root / "_tmp").mkdir()
+    (root / "_tmp" / "staged.parquet").write_bytes(b"y")
+    age_data(root, 10)
+    threads = threading.active_count()
+    assert plan_paths(str(root), retention_ms=7 * 24 * HOUR_MS) == {"_p=a/old-stray.parquet"}
+    with open_table(str(root)) as table:
+        result = run_vacuum(table, retention_ms=7 * 24 * HOUR_MS)
+    assert result.plan is not None and result.plan.shadows == ("_p=a/.old-stray.parquet.crc",) and result.plan.listed == 3
+    with open_table(str(root)) as table, pytest.raises(RetentionTooShortError):
+        run_vacuum(table, retention_ms=HOUR_MS)  # refused after the listing started: it is stopped, not left running
+    assert threading.active_count() == threads
