@@ -105,6 +105,34 @@ def _line_bytes(data: np.ndarray, lengths: np.ndarray) -> list[bytes]:
     return [data[e - n : e - 1].tobytes() for e, n in zip(ends.tolist(), lengths.tolist(), strict=True)]
 
 
+# A keys-only read parses a large commit's file actions in blocks of about this many bytes: only
+# one block's full columns (statistics, tags, ...) exist at a time, beside the keys kept so far.
+_KEYS_BLOCK_BYTES = 32 << 20
+
+
+def _read_keys_in_blocks(
+    kind_text: np.ndarray, kind: str, idx: np.ndarray, text_starts: np.ndarray | None, lengths: np.ndarray, partition_columns: Sequence[str]
+) -> pa.ChunkedArray | None:
+    """``read_strict`` of ``kind_text``'s lines block by block, keeping only their keys
+    (``take_keys``); None when a block needs the line-by-line pass (the caller reads it whole).
+    ``text_starts``: the lines' starts when ``kind_text`` is the whole text (other lines blanked),
+    None when it holds the kind's lines alone, one after the other."""
+    line_lengths = lengths[idx]
+    starts = text_starts[idx] if text_starts is not None else np.concatenate([[0], np.cumsum(line_lengths)[:-1]]).astype(np.int64)
+    cuts = np.unique(np.concatenate([[0], np.searchsorted(starts, np.arange(_KEYS_BLOCK_BYTES, len(kind_text), _KEYS_BLOCK_BYTES)), [len(starts)]]))
+    chunks: list[pa.Array] = []
+    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        if a == b:
+            continue
+        end = int(starts[b - 1] + line_lengths[b - 1])
+        table = read_strict(kind_text[int(starts[a]) : end], kind, b - a, partition_columns)
+        if table is None:
+            return None
+        chunks.extend(take_keys(table.column(kind)))
+        del table
+    return pa.chunked_array(chunks, None) if chunks else None
+
+
 def parse_ndjson(
     sources: Sequence[tuple[str, bytes]],
     base_order: int = 0,
@@ -113,6 +141,7 @@ def parse_ndjson(
     partition_columns: Sequence[str] = (),
     keep_lines: bool = True,
     single_commit: Sequence[bool] | None = None,
+    consume: bool = False,
 ) -> ParsedActions:
     """Parse NDJSON log files given in replay order as ``(display name, bytes)``.
 
@@ -124,6 +153,8 @@ def parse_ndjson(
     ``keep_lines`` keeps the original bytes of every line (for ``original_lines``).
     ``single_commit`` says per source whether it is one commit, to which the one-action-per-file
     rules apply (default: every source is; a compaction is checked for repeats by its reader).
+    ``consume``: ``sources`` is a list the caller gives up: its bytes are dropped once copied, so
+    a large commit is not held twice while it is parsed.
     """
     single_commit = list(single_commit) if single_commit is not None else [True] * len(sources)
     total = sum(len(d) + 1 for _, d in sources)
@@ -139,8 +170,11 @@ def parse_ndjson(
             buf[pos] = 10
             pos += 1
         file_ends.append(pos)
+    data = b""  # (the loop's last file: ``consume`` below may drop every file's bytes)
     text = buf[:pos]
     _require_utf8(sources, text)
+    if consume and isinstance(sources, list):
+        sources[:] = [(name, b"") for name, _ in sources]
     newlines = newline_positions(text)
     starts = np.concatenate([[0], newlines[:-1] + 1]).astype(np.int64) if len(newlines) else np.zeros(0, np.int64)
     ends = newlines.astype(np.int64)
@@ -197,8 +231,7 @@ def parse_ndjson(
         blank = bool(len(add_idx)) and not keep_lines
         kinds.append(("remove", remove_idx, _gather_lines(text, starts, lengths, is_remove, blank=blank), REMOVE_FIELDS))
         if len(add_idx):
-            add_text = text if blank else _gather_lines(text, starts, lengths, is_add, blank=False)
-            kinds.insert(0, ("add", add_idx, add_text, ADD_FIELDS))
+            kinds.insert(0, ("add", add_idx, text if blank else _gather_lines(text, starts, lengths, is_add, blank=False), ADD_FIELDS))
     elif len(add_idx):
         kinds.append(("add", add_idx, text, ADD_FIELDS))
 
@@ -215,6 +248,11 @@ def parse_ndjson(
     adds = [empty_file_actions(ADD_FIELDS)]
     removes = [empty_file_actions(REMOVE_FIELDS)]
     for kind, idx, kind_text, fields in kinds:
+        if keys_only and not repartitioned and len(kind_text) > _KEYS_BLOCK_BYTES:
+            keys = _read_keys_in_blocks(kind_text, kind, idx, starts if kind_text is text else None, lengths, seen_partitions)
+            if keys is not None:
+                (adds if kind == "add" else removes).append(file_action_table(keys, fields, idx + base_order))
+                continue
         table = None if repartitioned else read_strict(kind_text, kind, len(idx), seen_partitions)
         rows: list[tuple[int, dict[str, Any]]] | None = None
         if table is None:
@@ -239,6 +277,9 @@ def parse_ndjson(
         adds.append(_python_file_actions(odd_adds, "add", ADD_FIELDS))
     if odd_removes:
         removes.append(_python_file_actions(odd_removes, "remove", REMOVE_FIELDS))
+    if lines is None:  # the parsed columns are copies: the text is no longer needed (the checks below hash every path)
+        kinds.clear()
+        buf = text = kind_text = np.empty(0, np.uint8)
     adds_table, removes_table = pa.concat_tables(adds), pa.concat_tables(removes)
     first_commit_rule_broken(adds_table, removes_table, locate, lambda order: single_commit[int(source_index[order - base_order])])
     return ParsedActions(

@@ -278,7 +278,7 @@ def _parse_deltas(
     for batch in _delta_batches(segment, sys.maxsize if keep_lines else batch_bytes):
         sources = _read_deltas(store, batch)
         part = parse_ndjson(sources, base_order=base + offset, keys_only=keys_only, partition_columns=partition_columns, keep_lines=keep_lines,
-                            single_commit=[is_single_commit(d) for d in batch])
+                            single_commit=[is_single_commit(d) for d in batch], consume=not keep_lines)
         first_source = len(names)
         names.extend(name for name, _ in sources)
         del sources
