@@ -129,7 +129,8 @@ def main() -> int:
         def run_one(engine: str, i: int) -> tuple[float, float, dict]:
             if engine == "ours":
                 wall, peak, rep = run_measured([CLI, "vacuum", uri, "--retention-hours", "0", "--allow-shorter-retention", "--json", *ours_options], env=env)
-                return wall, peak, {"files": rep["plan"]["files"], "_cpu_seconds": rep["_cpu_seconds"]}
+                files = rep["planned_files"] if "planned_files" in rep else rep["plan"]["files"]  # --json is the XCom record now
+                return wall, peak, {"files": files, "_cpu_seconds": rep["_cpu_seconds"]}
             return run_measured([PYTHON, "-c", WHEEL, uri, *wheel_options], env=env)
 
         runs = interleaved(["ours", "wheel"], args.repeat, run_one)

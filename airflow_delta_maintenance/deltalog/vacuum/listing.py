@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._runtime.memory import release_free_memory, uses_log_operation_memory
 from ..storage import LogStore
 from ..storage.fsspec_files import mtime_ms
 from .paths import MAYBE_HIDDEN, HiddenNames, ListingStoppedError
@@ -408,12 +409,18 @@ def listing_from_arrow(table: pa.Table, source: str = "listing") -> TableListing
     )
 
 
+@uses_log_operation_memory
 def list_table_files(store: LogStore, hidden: HiddenNames, *, workers: int = DEFAULT_WORKERS, lazy_stats: bool = False) -> TableListing:
     """The table root's data-side files (see the module docstring). ``lazy_stats``: on a local
     file system, names only; ``TableListing.with_stats`` reads sizes and mtimes where needed."""
-    if store.is_local:
-        return _list_local(store.table_root, hidden, workers, lazy_stats)
-    return _list_fsspec(store, hidden, workers)
+    try:
+        if store.is_local:
+            return _list_local(store.table_root, hidden, workers, lazy_stats)
+        return _list_fsspec(store, hidden, workers)
+    finally:
+        # The walkers' threads allocated in arenas of their own: hand what they freed back now,
+        # not when the snapshot loading beside this listing ends (it peaks meanwhile).
+        release_free_memory()
 
 
 ListFn = Callable[[LogStore, HiddenNames], TableListing]

@@ -142,6 +142,8 @@ def protected_name_array(paths: pa.Array | pa.ChunkedArray, resolver: DataPathRe
     if not len(paths):
         return pa.array([], pa.string())
     special = pc.match_substring_regex(paths, _SPECIAL)
+    if not pc.any(special).as_py():
+        return paths  # the common case: every path is its own name (no copy of a table's worth of strings)
     plain = paths.filter(pc.invert(special))
     odd = paths.filter(special).to_pylist()
     if not odd:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._runtime.memory import uses_log_operation_memory
 from ..errors import DataPathError, DeltaLogError, InvalidOptionError
 from ..log_segment.segment import CatalogCommit
 from ..model.data_paths import DataPathResolver
@@ -210,6 +211,7 @@ def _candidate(rows: dict[str, int], raw: str | None, size: int | None, resolver
     rows[rel] = max(rows.get(rel, 0), int(size or 0))
 
 
+@uses_log_operation_memory
 def plan_vacuum(
     store: LogStore,
     snapshot: Snapshot,

@@ -209,7 +209,8 @@ class ReferencedSet:
         arrays = [p for p in parts if len(p)]
         if not arrays:
             return cls(pa.array([], pa.string()))
-        return cls(pc.unique(pa.concat_arrays(arrays)))
+        # One array (most tables: the live files' names) is deduplicated in place, without a copy first.
+        return cls(pc.unique(arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)))
 
     def __len__(self) -> int:
         return len(self.names)
