@@ -42,7 +42,7 @@ from ...deltalog.vacuum.execute import delete_files, remove_empty_dirs, still_de
 from ...deltalog.vacuum.inventory import read_inventory
 from ...deltalog.vacuum.last_vacuum import read_last_vacuum_info, write_last_vacuum_info
 from ...deltalog.vacuum.listing import TableListing, list_table_files
-from ...deltalog.vacuum.paths import DeferredHiddenNames, ListingStoppedError, protected_name_array
+from ...deltalog.vacuum.paths import DeferredHiddenNames, protected_name_array
 from ...deltalog.vacuum.plan import VacuumMode, VacuumPlan, hidden_names_for, plan_vacuum
 from ...deltalog.vacuum.referenced import read_file_actions
 from ..errors import CoordinatorMismatchError
@@ -137,10 +137,15 @@ def _snapshot_and_listing(
         try:
             if snapshot is None:
                 hidden.stop()
-                with contextlib.suppress(ListingStoppedError):
+                with contextlib.suppress(Exception):  # a listing not wanted any more: its own error does not matter
                     pending.result()
                 return None
-            hidden.resolve(hidden_names_for(snapshot))
+            try:
+                real = hidden_names_for(snapshot)
+            except BaseException:
+                hidden.stop()  # else the listing would wait for it, and the pool's shutdown for the listing
+                raise
+            hidden.resolve(real)
             return pending.result()
         finally:
             pool.shutdown(wait=True)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_delta_maintenance.coordinators.local import EMBEDDED_COORDINATOR_PROPERTY
+from airflow_delta_maintenance.deltalog.errors import DeltaLogError
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.operations.log_cleanup import RetentionTooShortError
 from airflow_delta_maintenance.maintenance.operations.vacuum import HOUR_MS, run_vacuum
@@ -268,3 +269,8 @@ def test_the_listing_overlapping_the_snapshot_waits_for_it_on_names_only_the_tab
     with open_table(str(root)) as table, pytest.raises(RetentionTooShortError):
         run_vacuum(table, retention_ms=HOUR_MS)  # refused after the listing started: it is stopped, not left running
     assert threading.active_count() == threads
+    with open_table(str(root)) as table:
+        (root / "_delta_log" / "00000000000000000000.json").write_text("{not json\n")
+        with pytest.raises(DeltaLogError, match=r"00000000000000000000\.json"):
+            run_vacuum(table, retention_ms=7 * 24 * HOUR_MS)  # the snapshot's error, the listing stopped
+    assert threading.active_count() == threads and (root / "_p=a" / "old-stray.parquet").exists()
