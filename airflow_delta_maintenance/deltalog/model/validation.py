@@ -28,7 +28,9 @@ command validates a table's newest commits in a process that never loads numpy.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
+from itertools import chain, repeat
 from typing import Any
 
 from ..errors import CorruptLogError
@@ -41,6 +43,8 @@ __all__ = [
     "CommitRules",
     "loads_action",
     "validate_action",
+    "is_plain_add",
+    "plain_adds_ok",
     "shallow_text",
     "dv_unique_id_of",
     "require_commit_content",
@@ -228,21 +232,52 @@ def _commit_info(body: Mapping[str, Any], key: str) -> None:
 
 
 _PLAIN_ADD = frozenset(("path", "partitionValues", "size", "modificationTime", "dataChange", "stats"))
+_STRING_OR_NULL = frozenset((str, type(None)))
+
+
+def is_plain_add(body: Any) -> bool:
+    """Is ``body`` the plain ``add`` most writers write (no fields but the plain ones), valid by
+    the rules? Decided in a few type checks; False says nothing: such a body goes the general way."""
+    if type(body) is not dict or not body.keys() <= _PLAIN_ADD:
+        return False
+    get = body.get
+    path, values, size, mtime, stats = get("path"), get("partitionValues"), get("size"), get("modificationTime"), get("stats")
+    return (
+        type(path) is str and path != "" and type(values) is dict and type(size) is int and 0 <= size <= _NON_NEGATIVE64[1]
+        and type(mtime) is int and INT64[0] <= mtime <= INT64[1] and type(get("dataChange")) is bool
+        and (stats is None or type(stats) is str) and (not values or {*map(type, values.values())} <= _STRING_OR_NULL)
+    )
+
+
+_PLAIN_ADD_FIELDS = operator.itemgetter("path", "partitionValues", "size", "modificationTime", "dataChange")
+_STATS = operator.methodcaller("get", "stats")
+
+
+def plain_adds_ok(bodies: list[Any]) -> list[str] | None:
+    """``is_plain_add`` of every body, a check at a time over all of them; their paths when all
+    are plain and valid, else None (which says nothing: ask ``is_plain_add`` of each)."""
+    if not bodies or {*map(type, bodies)} != {dict} or not {*chain.from_iterable(bodies)} <= _PLAIN_ADD:
+        return None
+    try:
+        paths, values, sizes, mtimes, changes = zip(*map(_PLAIN_ADD_FIELDS, bodies), strict=True)
+    except KeyError:
+        return None
+    if (
+        {*map(type, paths)} == {str} and "" not in paths and {*map(type, values)} == {dict}
+        and {*map(type, sizes)} == {int} and min(sizes) >= 0 and max(sizes) <= _NON_NEGATIVE64[1]
+        and {*map(type, mtimes)} == {int} and min(mtimes) >= INT64[0] and max(mtimes) <= INT64[1]
+        and {*map(type, changes)} == {bool} and {*map(type, map(_STATS, bodies))} <= _STRING_OR_NULL
+        and {*map(type, chain.from_iterable(map(dict.values, values)))} <= _STRING_OR_NULL
+    ):
+        return list(paths)
+    return None
 
 
 def _add(body: Mapping[str, Any], key: str) -> None:
-    """``_fields(body, key, _ADD)``, with the plain add most writers write accepted in a few checks;
+    """``_fields(body, key, _ADD)``, with the plain add accepted in a few checks (``is_plain_add``);
     anything else (and every error) goes the general way."""
-    if body.keys() <= _PLAIN_ADD:
-        path, values, size, mtime = body.get("path"), body.get("partitionValues"), body.get("size"), body.get("modificationTime")
-        stats = body.get("stats")
-        if (
-            type(path) is str and path and type(values) is dict and type(size) is int and 0 <= size <= _NON_NEGATIVE64[1]
-            and type(mtime) is int and INT64[0] <= mtime <= INT64[1] and type(body.get("dataChange")) is bool
-            and (stats is None or type(stats) is str) and all(v is None or type(v) is str for v in values.values())
-        ):
-            return
-    _fields(body, key, _ADD)
+    if not is_plain_add(body):
+        _fields(body, key, _ADD)
 
 
 _ACTIONS: dict[str, Callable[[Mapping[str, Any], str], None]] = {
@@ -410,6 +445,19 @@ class CommitRules:
             self._once(f"domainMetadata action for domain {body['domain']!r}", ("domainMetadata", body["domain"]), line)
         elif kind in ("add", "remove"):
             self.feed_file(kind, self._canonical(body["path"]), line, dv_unique_id_of(body.get("deletionVector")), body["path"])
+
+    def feed_adds(self, paths: list[str], lines: range) -> bool:
+        """``feed_file("add", path, line)`` of each path (canonical, no deletion vector) and line,
+        all at once when none breaks a rule; False, with nothing recorded, when one does: the
+        caller then feeds them one by one to find and word it."""
+        added = dict(zip(zip(repeat("add"), paths), lines, strict=True))
+        if len(added) != len(paths) or not self._paths.keys().isdisjoint(added):
+            return False
+        if not self._files.keys().isdisjoint(zip(repeat("remove"), paths, repeat(None))):
+            return False
+        self._paths.update(added)
+        self._files.update(zip(zip(repeat("add"), paths, repeat(None)), lines, strict=True))
+        return True
 
     def feed_file(self, kind: str, path: str, line: int | None, dv: str | None = None, shown: str | None = None) -> None:
         """An ``add`` or ``remove`` of ``path`` (already in canonical form; ``shown``: as written,

@@ -1,8 +1,9 @@
 """The one-parse strict validation of a streamed commit (``deltalog/replay/commit_stream.py``) gives
 exactly the outcome of the two passes it replaced — the caller's plain line rules over the whole
 block, then ``loads_action`` and ``CommitRules`` over every line — with and without the compiled
-scanner (``_log_lines``), on valid commits and on thousands of mutated ones; and the scanner vouches
-only for lines the pure path accepts with the same path."""
+scanner (``_log_lines``), with and without orjson's round-trip path, on valid commits and on
+thousands of mutated ones, short and long (runs of plain adds checked together); and the scanner
+vouches only for lines the pure path accepts with the same path."""
 
 from __future__ import annotations
 
@@ -93,8 +94,8 @@ def two_passes(blocks: list[bytes]) -> object:
     return ("ok", rules._paths, rules._files, rules._once_keys)
 
 
-def one_pass(blocks: list[bytes], accelerated: bool) -> object:
-    validator = CommitStreamValidator("c", accelerated=accelerated)
+def one_pass(blocks: list[bytes], accelerated: bool, fast: bool = False) -> object:
+    validator = CommitStreamValidator("c", accelerated=accelerated, fast=fast)
     failed: list[int] = []
 
     def plain(number: int, raw: bytes) -> None:
@@ -132,15 +133,105 @@ def commits(seed: int, count: int) -> list[list[bytes]]:
     return out
 
 
-@pytest.mark.parametrize("accelerated", [False, pytest.param(True, marks=needs_scanner)], ids=["pure", "compiled"])
-def test_one_parse_per_line_gives_the_two_passes_outcome(accelerated: bool) -> None:
+PATHS = ["file:/tmp/t/part-3.parquet", "part-0003.parquet", "part-0004.parquet"]
+
+
+def long_commits(seed: int, count: int) -> list[list[bytes]]:
+    """Commits of up to 200 lines, mostly plain adds of distinct paths (long runs), some of them
+    repeating a path, adding a path a remove removed, mutated, or not in compact form."""
+    rng = random.Random(seed)
+    valid = [compact(a) for a in LINES]
+    out = []
+    for c in range(count):
+        lines = [valid[0]]
+        for i in range(rng.randrange(1, 200)):
+            r = rng.random()
+            add = {"add": {"path": f"p={c % 3}/part-{i:05d}.parquet", "partitionValues": {"p": str(c % 3)}, "size": i,
+                           "modificationTime": 1700000000000 + i, "dataChange": True, "stats": STATS}}
+            if r < 0.006:
+                add["add"]["path"] = rng.choice([*PATHS, f"p={c % 3}/part-{max(i - 3, 0):05d}.parquet"])  # an earlier add's, a remove's
+            elif r < 0.012:
+                lines.append(mutate(rng, compact(add)))
+                continue
+            elif r < 0.016:
+                lines.append(json.dumps(add).encode())  # valid, not compact
+                continue
+            elif r < 0.03:
+                lines.append(rng.choice(valid))
+                continue
+            lines.append(compact(add))
+        data = b"\n".join(lines) + rng.choice((b"", b"\n"))
+        parts = data.split(b"\n")
+        cuts = sorted(rng.sample(range(len(parts)), rng.randrange(min(len(parts), 4))))
+        blocks, prev = [], 0
+        for cut in [*cuts, len(parts)]:
+            if cut > prev:
+                blocks.append(b"\n".join(parts[prev:cut]))
+                prev = cut
+        out.append(blocks)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("accelerated", "fast"),
+    [(False, False), (False, True), pytest.param(True, False, marks=needs_scanner)],
+    ids=["pure", "orjson", "compiled"],
+)
+def test_one_parse_per_line_gives_the_two_passes_outcome(accelerated: bool, fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(commit_stream, "_BATCH", 7)  # batches end inside runs and commits
     outcomes: dict[str, int] = {}
-    for blocks in commits(seed=28, count=3000):
+    for blocks in commits(seed=28, count=3000) + long_commits(seed=29, count=400):
         expected = two_passes(blocks)
-        got = one_pass(blocks, accelerated)
+        got = one_pass(blocks, accelerated, fast)
         assert got == expected, blocks
         outcomes[str(expected[0])] = outcomes.get(str(expected[0]), 0) + 1
     assert min(outcomes.get(k, 0) for k in ("ok", "plain", "strict")) > 300, outcomes  # all three outcomes exercised
+
+
+def test_the_orjson_path_is_used_and_takes_only_what_the_strict_decoder_takes() -> None:
+    """Lines orjson parses but the strict decoder refuses or reads otherwise — a duplicate key, an
+    integer beyond 64 bits, ``-0``, whitespace, escapes — are refused (or decided) as the strict
+    way decides them, with the same one-line error naming the file and line."""
+    assert commit_stream._orjson is not None  # a dependency: the default install runs this path
+    add = compact(LINES[1])
+    body = add[len(b'{"add":{'):-2]
+    for line in (
+        b'{"add":{' + body + b',"size":5}}',  # the same key twice
+        b'{"add":{"path":"a","path":"b",' + body[body.index(b'"partitionValues"'):] + b"}}",
+        add.replace(b'"size":4000', b'"size":99999999999999999999999'),
+        add.replace(b'"size":4000', b'"size":18446744073709551615'),
+        add.replace(b'"size":4000', b'"size":-0'),
+        add.replace(b'"size":4000', b'"size":4E3'),
+        add.replace(b'"size":4000', b'"size" :4000'),
+        add.replace(b'"size":4000', b'"size":4000,"size":4000'),
+        add.replace(b'"region":"x"', b'"region":"x","region":"y"'),
+        add.replace(b"part-0001", b"part-\\\\ud800"),  # an escaped backslash: no escape at all
+        add.replace(b"part-0001", b"part-\\ud800"),  # a lone surrogate
+        add.replace(b"part-0001", b"part-\\u00e9"),
+        b'{"commitInfo":{"a":1e400}}', b'{"commitInfo":{"a":NaN}}', b'{"commitInfo":{"a":1,"a":2}}',
+        b'{"commitInfo":{"x":' + b"[" * 65 + b"]" * 65 + b"}}",
+        b'{"protocol":{"minReaderVersion":1,"minWriterVersion":2,"minWriterVersion":3}}',
+        add + b" ", b" " + add, add + b"\r", add[:-1],
+    ):
+        data = b"\n".join([add.replace(b"part-0001", b"part-first"), line, add.replace(b"part-0001", b"part-last")])
+        assert one_pass([data], False, True) == two_passes([data]), line
+
+
+def test_long_runs_of_plain_adds_are_checked_together() -> None:
+    """A commit of thousands of plain adds: its runs go through ``plain_adds_ok`` and
+    ``CommitRules.feed_adds``, not a line at a time — and record what the line-by-line rules do."""
+    lines = [compact(LINES[0])] + [compact({"add": {"path": f"part-{i:05d}.parquet", "partitionValues": {}, "size": i, "modificationTime": i,
+                                                    "dataChange": True, "stats": STATS}}) for i in range(5000)]
+    data = b"\n".join(lines) + b"\n"
+    validator = CommitStreamValidator("c", accelerated=False, fast=True)
+    calls: list[int] = []
+    feed_adds = validator.rules.feed_adds
+    validator.rules.feed_adds = lambda paths, numbers: calls.append(len(paths)) or feed_adds(paths, numbers)  # type: ignore[method-assign]
+    validator.feed(data)
+    validator.finish()
+    assert sum(calls) == 5000 and len(calls) <= 5000 // 1000 + 1, calls
+    assert one_pass([data], False, True) == two_passes([data])
+    assert validator.number == 5002 and validator.actions == 5001 and validator.first == json.loads(lines[0])
 
 
 @needs_scanner
