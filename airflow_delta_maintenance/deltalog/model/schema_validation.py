@@ -1,5 +1,6 @@
 """Checks of a table schema (``metaData.schemaString``) and its partition columns, without
-recursion (a hostile schema may nest far deeper than Python's recursion limit). Part of the one
+recursion (a hostile schema may nest far deeper than Python's recursion limit), and the JSON
+parsing of a log line (the strict decoder; orjson's round trip for compact lines). Part of the one
 strict validation of ``validation``; ``InvalidValue`` names the offending key inside an action."""
 
 from __future__ import annotations
@@ -11,8 +12,26 @@ from typing import Any
 
 from ..errors import CorruptLogError
 
-__all__ = ["MAX_SCHEMA_NESTING", "InvalidValue", "describe", "parse_schema_string", "check_partition_columns", "strict_json_loads", "STRICT_DECODER", "validate_schema_string"]
+try:
+    import orjson as ORJSON
+except ImportError:  # a dependency; without it (a platform with no wheel) every line takes the strict decoder
+    ORJSON = None  # type: ignore[assignment]
 
+__all__ = [
+    "MAX_NESTING",
+    "ORJSON",
+    "MAX_SCHEMA_NESTING",
+    "parse_compact",
+    "InvalidValue",
+    "describe",
+    "parse_schema_string",
+    "check_partition_columns",
+    "strict_json_loads",
+    "STRICT_DECODER",
+    "validate_schema_string",
+]
+
+MAX_NESTING = 64  # JSON nesting of one action line (a legitimate one nests 4 levels at most)
 MAX_SCHEMA_NESTING = 128  # nested types of a table schema (struct of array of map ...)
 
 
@@ -42,6 +61,28 @@ def strict_json_loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses what other readers refuse: duplicate keys, ``NaN``/``Infinity``
     and numbers too large for a double. Deep nesting raises ``RecursionError`` (callers name it)."""
     return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_float=_finite, parse_constant=_no_constant)
+
+
+def parse_compact(raw: bytes) -> dict[str, Any] | None:
+    """The JSON object ``raw`` holds, parsed by orjson, when ``orjson.dumps`` gives back exactly
+    ``raw`` and it has at most ``MAX_NESTING`` brackets; else None (the strict decoder decides).
+
+    That equality proves what the strict decoder's hooks and the tree walk of ``validation`` would check: no
+    duplicate key (dumps writes none, so ``raw`` holds none); no NaN/Infinity or number too large
+    for a double (orjson refuses them); every number read as ``json`` reads it (one orjson would
+    read otherwise — an integer beyond 64 bits, ``-0``, ``1E5`` — does not come back the same, and
+    a float that does is the shortest text of its value); valid UTF-8 and no lone surrogate
+    (orjson refuses both, and writes no ``\\u`` escape but of a control character); and with the
+    bracket count, no nesting deeper than the limit."""
+    if ORJSON is None:
+        return None
+    try:
+        action = ORJSON.loads(raw)
+    except ValueError:  # orjson.JSONDecodeError
+        return None
+    if type(action) is dict and ORJSON.dumps(action) == raw and raw.count(b"{") + raw.count(b"[") <= MAX_NESTING:
+        return action
+    return None
 
 
 # The same rules for text already decoded (``raw_decode``: no encoding detection, no copy per line).

@@ -34,7 +34,7 @@ from itertools import chain, repeat
 from typing import Any
 
 from ..errors import CorruptLogError
-from .schema_validation import InvalidValue as _Invalid, check_partition_columns, describe as _kind, parse_schema_string, strict_json_loads
+from .schema_validation import MAX_NESTING, InvalidValue as _Invalid, check_partition_columns, describe as _kind, parse_compact, parse_schema_string, strict_json_loads
 
 __all__ = [
     "MAX_NESTING",
@@ -52,7 +52,6 @@ __all__ = [
     "canonical_path",
 ]
 
-MAX_NESTING = 64  # JSON nesting of one action line (a legitimate one nests 4 levels at most)
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
 _NON_NEGATIVE64 = (0, 2**63 - 1)
@@ -325,7 +324,15 @@ def _where(name: str, line: int | None) -> str:
 def loads_action(raw: bytes | str, name: str, line: int | None) -> dict[str, Any]:
     """One log line as a validated action (``validate_action``), as ``{kind: body}`` (null keys
     beside it dropped); ``CorruptLogError`` naming the file and line when it is not JSON, not one
-    object, nested too deep, or breaks a rule."""
+    object, nested too deep, or breaks a rule.
+
+    Bytes in the compact form writers write are parsed by orjson and taken as parsed when
+    ``orjson.dumps`` gives back exactly those bytes (``parse_compact``); every other line, and
+    every line orjson refuses, goes through the strict decoder, which decides and words the error."""
+    action = parse_compact(raw) if type(raw) is bytes else None
+    if action is not None:
+        kind = validate_action(action, name, line, shallow=True)
+        return action if len(action) == 1 else {kind: action[kind]}
     try:
         action = strict_json_loads(raw)
     except RecursionError:

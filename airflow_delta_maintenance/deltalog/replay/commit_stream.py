@@ -32,13 +32,8 @@ from typing import Any
 
 from .._runtime import accelerators
 from ..errors import CorruptLogError
-from ..model.schema_validation import STRICT_DECODER
+from ..model.schema_validation import ORJSON as _orjson, STRICT_DECODER  # None without orjson: every line goes the strict way
 from ..model.validation import MAX_NESTING, CommitRules, canonical_path, is_plain_add, loads_action, plain_adds_ok, require_commit_content, shallow_text, validate_action
-
-try:
-    import orjson as _orjson
-except ImportError:  # a dependency; without it (a platform with no wheel) every line takes the strict way
-    _orjson = None  # type: ignore[assignment]
 
 __all__ = ["AVAILABLE", "CommitStreamValidator", "PlainRules"]
 

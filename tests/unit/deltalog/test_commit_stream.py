@@ -13,6 +13,7 @@ import random
 import pytest
 
 from airflow_delta_maintenance.deltalog.errors import CorruptLogError
+from airflow_delta_maintenance.deltalog.model import schema_validation
 from airflow_delta_maintenance.deltalog.model.validation import CommitRules, canonical_path, loads_action
 from airflow_delta_maintenance.deltalog.replay import commit_stream
 from airflow_delta_maintenance.deltalog.replay.commit_stream import CommitStreamValidator
@@ -39,6 +40,13 @@ LINES = [
 NOISE = [b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b"\x00", b"\xff", b"\xed\xa0\x80", b" ", b"\t", b"\x0b", b"1", b".", b"e", b"-",
          b"null", b"true", b"NaN", b"1e400", b"\\ud800", b"\\u00e9", b"99999999999999999999", b'"path":"x",', b'"size":1,',
          b"[" * 66 + b"]" * 66, b'"x":' + b"[" * 63 + b"]" * 63 + b","]
+
+
+@pytest.fixture(autouse=True)
+def strict_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``loads_action``, the reference below, takes the strict decoder alone (its orjson shortcut
+    is among what is compared); the validators under test keep theirs (``commit_stream._orjson``)."""
+    monkeypatch.setattr(schema_validation, "ORJSON", None)
 
 
 def compact(action: dict) -> bytes:
@@ -215,6 +223,28 @@ def test_the_orjson_path_is_used_and_takes_only_what_the_strict_decoder_takes() 
     ):
         data = b"\n".join([add.replace(b"part-0001", b"part-first"), line, add.replace(b"part-0001", b"part-last")])
         assert one_pass([data], False, True) == two_passes([data]), line
+
+
+def test_loads_action_decides_with_orjson_as_with_the_strict_decoder_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``loads_action`` (every reader's line-by-line path) gives the same action, or the same
+    error, whether orjson's round trip takes the line or the strict decoder does."""
+    orjson = commit_stream._orjson
+    assert orjson is not None
+
+    def outcome(raw: bytes) -> object:
+        try:
+            return loads_action(raw, "c", 1)
+        except CorruptLogError as exc:
+            return str(exc)
+
+    rng = random.Random(34)
+    valid = [compact(a) for a in LINES]
+    lines = valid + [mutate(rng, rng.choice(valid)) for _ in range(20000)] + [b'{"commitInfo":{"a":0.1,"b":1e-7,"c":12345.678,"d":-0.0}}']
+    strict = [outcome(raw) for raw in lines]
+    monkeypatch.setattr(schema_validation, "ORJSON", orjson)
+    taken = sum(schema_validation.parse_compact(raw) is not None for raw in lines)
+    assert [outcome(raw) for raw in lines] == strict
+    assert taken > 3000, taken  # the shortcut was taken, not only the strict decoder
 
 
 def test_long_runs_of_plain_adds_are_checked_together() -> None:
