@@ -249,7 +249,6 @@ def is_plain_add(body: Any) -> bool:
 
 
 _PLAIN_ADD_FIELDS = operator.itemgetter("path", "partitionValues", "size", "modificationTime", "dataChange")
-_STATS = operator.methodcaller("get", "stats")
 
 
 def plain_adds_ok(bodies: list[Any]) -> list[str] | None:
@@ -265,7 +264,7 @@ def plain_adds_ok(bodies: list[Any]) -> list[str] | None:
         {*map(type, paths)} == {str} and "" not in paths and {*map(type, values)} == {dict}
         and {*map(type, sizes)} == {int} and min(sizes) >= 0 and max(sizes) <= _NON_NEGATIVE64[1]
         and {*map(type, mtimes)} == {int} and min(mtimes) >= INT64[0] and max(mtimes) <= INT64[1]
-        and {*map(type, changes)} == {bool} and {*map(type, map(_STATS, bodies))} <= _STRING_OR_NULL
+        and {*map(type, changes)} == {bool} and {*map(type, map(dict.get, bodies, repeat("stats")))} <= _STRING_OR_NULL
         and {*map(type, chain.from_iterable(map(dict.values, values)))} <= _STRING_OR_NULL
     ):
         return list(paths)
