@@ -46,7 +46,7 @@ PlainRules = Callable[[int, bytes], None]
 _JSON_SPACE = " \t\n\r"  # what json.loads allows around a value
 _BLANK = " \t\n\r\x0b\x0c"  # what bytes.strip() removes: such a line is skipped
 _KINDS = ("", "add", "remove")  # by the scanner's code
-_BATCH = 2048  # lines parsed at once: bounds the parsed objects held (~2 MiB of adds)
+_BATCH = 256  # lines parsed at once: bounds the parsed objects held (~300 KiB of adds); larger costs more
 _ADD_BODY = operator.itemgetter("add")
 _FILE_URI = operator.methodcaller("startswith", "file:/")  # such a path has a canonical form of its own
 

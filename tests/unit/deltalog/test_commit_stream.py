@@ -259,7 +259,7 @@ def test_long_runs_of_plain_adds_are_checked_together() -> None:
     validator.rules.feed_adds = lambda paths, numbers: calls.append(len(paths)) or feed_adds(paths, numbers)  # type: ignore[method-assign]
     validator.feed(data)
     validator.finish()
-    assert sum(calls) == 5000 and len(calls) <= 5000 // 1000 + 1, calls
+    assert sum(calls) == 5000 and len(calls) <= 5001 // commit_stream._BATCH + 2, calls
     assert one_pass([data], False, True) == two_passes([data])
     assert validator.number == 5002 and validator.actions == 5001 and validator.first == json.loads(lines[0])
 
