@@ -45,7 +45,7 @@ NOISE = [b'"', b"\\", b"{", b"}", b"[", b"]", b",", b":", b"\x00", b"\xff", b"\x
 @pytest.fixture(autouse=True)
 def strict_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """``loads_action``, the reference below, takes the strict decoder alone (its orjson shortcut
-    is among what is compared); the validators under test keep theirs (``commit_stream._orjson``)."""
+    is among what is compared); the validators under test keep theirs (bound at their import)."""
     monkeypatch.setattr(schema_validation, "ORJSON", None)
 
 
@@ -200,7 +200,7 @@ def test_the_orjson_path_is_used_and_takes_only_what_the_strict_decoder_takes() 
     """Lines orjson parses but the strict decoder refuses or reads otherwise — a duplicate key, an
     integer beyond 64 bits, ``-0``, whitespace, escapes — are refused (or decided) as the strict
     way decides them, with the same one-line error naming the file and line."""
-    assert commit_stream._orjson is not None  # a dependency: the default install runs this path
+    assert commit_stream.CommitStreamValidator("c")._fast  # orjson is a dependency: the default install runs this path
     add = compact(LINES[1])
     body = add[len(b'{"add":{'):-2]
     for line in (
@@ -228,8 +228,7 @@ def test_the_orjson_path_is_used_and_takes_only_what_the_strict_decoder_takes() 
 def test_loads_action_decides_with_orjson_as_with_the_strict_decoder_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """``loads_action`` (every reader's line-by-line path) gives the same action, or the same
     error, whether orjson's round trip takes the line or the strict decoder does."""
-    orjson = commit_stream._orjson
-    assert orjson is not None
+    import orjson  # a dependency; the fixture took it away from loads_action
 
     def outcome(raw: bytes) -> object:
         try:
@@ -256,7 +255,12 @@ def test_long_runs_of_plain_adds_are_checked_together() -> None:
     validator = CommitStreamValidator("c", accelerated=False, fast=True)
     calls: list[int] = []
     feed_adds = validator.rules.feed_adds
-    validator.rules.feed_adds = lambda paths, numbers: calls.append(len(paths)) or feed_adds(paths, numbers)  # type: ignore[method-assign]
+
+    def counted(paths: list[str], lines: range) -> bool:
+        calls.append(len(paths))
+        return feed_adds(paths, lines)
+
+    validator.rules.feed_adds = counted  # type: ignore[method-assign]
     validator.feed(data)
     validator.finish()
     assert sum(calls) == 5000 and len(calls) <= 5001 // commit_stream._BATCH + 2, calls
