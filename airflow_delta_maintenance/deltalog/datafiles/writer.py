@@ -130,18 +130,18 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
     conformer = TableConformer(read_target, ds.match_by_id)
     try:
         for fast, run in _runs(files, task, ds.match_by_id):
-            if fast:  # many small files, read by pyarrow's threads; batches gathered before the Python work
-                pending: list[pa.RecordBatch] = []
+            if fast:  # many small files, read whole one by one; gathered before the Python work per table
+                pending: list[pa.Table] = []
                 pending_rows = pending_bytes = 0
-                for batch in iter_small_files(files, run, read_target):
-                    pending.append(batch)
-                    pending_rows += batch.num_rows
-                    pending_bytes += batch.get_total_buffer_size()
+                for small in iter_small_files(files, run, read_target, conformer=conformer):
+                    pending.append(small)
+                    pending_rows += small.num_rows
+                    pending_bytes += small.get_total_buffer_size()
                     if pending_rows >= task.row_group_rows or pending_bytes >= task.row_group_bytes // 4:
-                        take(pa.Table.from_batches(pending, schema=read_target))
+                        take(pa.concat_tables(pending))
                         pending, pending_rows, pending_bytes = [], 0, 0
                 if pending:
-                    take(pa.Table.from_batches(pending, schema=read_target))
+                    take(pa.concat_tables(pending))
                 continue
             for src in run:
                 extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
