@@ -258,7 +258,7 @@ def test_an_old_file_is_read_with_the_current_schema(tmp_path: Path) -> None:
 
 def _bin_table(tmp_path: Path) -> tuple[Any, list[Any], dict]:
     """A local table and a bin of its small files in three schemas: older files with narrower
-    types and a missing column (read by the many-file scanner), and one with a deletion vector
+    types and a missing column (read by the small-file reader), and one with a deletion vector
     between them (read file by file)."""
     import deltalake
 
@@ -287,8 +287,8 @@ def _bin_table(tmp_path: Path) -> tuple[Any, list[Any], dict]:
     return DataFiles(open_table(str(root)).store), sources, schema
 
 
-def test_a_bin_of_small_files_is_read_by_the_scanner_with_the_same_rows_and_stats(tmp_path: Path) -> None:
-    """Many small local files go through pyarrow's dataset scanner, not Python per file: the rows
+def test_a_bin_of_small_files_is_read_by_the_small_file_reader_with_the_same_rows_and_stats(tmp_path: Path) -> None:
+    """Many small local files go through ``iter_small_files`` (each read whole): the rows
     (conformed to the table's schema: widened ids, the missing column and struct field as nulls,
     the deletion vector of the middle file applied) and the statistics are those of reading each
     file on its own."""
