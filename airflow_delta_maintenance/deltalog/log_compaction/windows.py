@@ -25,6 +25,7 @@ from ..log_segment.segment import JsonSource, LogSegment
 from ..model.actions import DomainMetadata, Metadata, Protocol, Txn
 from ..model.features import check_write_supported
 from ..model.paths import compaction_name
+from ..model.validation import partition_value_keys
 from ..replay.parsed_actions import ORDER
 from ..replay.reconcile import replay_actions
 from ..replay.table_state import load_table_state
@@ -158,8 +159,9 @@ def _compaction_plan(store: LogStore, files: LogSegmentFiles, start: int, end: i
     )
     # the partitioning before the window: the strict reader declares its columns (a window's own
     # metaData, if any, says otherwise for the rest)
-    columns = load_table_state(store, start, files=files).metadata.partition_columns
-    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True, partition_columns=columns)
+    before = load_table_state(store, start, files=files).metadata
+    result = replay_actions(store, segment, tombstone_cutoff_ms=None, include_checkpoint=False, keys_only=True, partition_columns=before.partition_columns,
+                            partition_keys=partition_value_keys(before.to_dict()))
     head = compaction_head(result.protocol, result.metadata, result.txns.values(), result.domains.values())
     wanted = np.sort(np.concatenate([t.column(ORDER).to_numpy() for t in (result.adds, result.removes)]).astype(np.int64))
     del result

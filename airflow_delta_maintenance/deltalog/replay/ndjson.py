@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from ..errors import CorruptLogError
 from ..model.action_types import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS
-from ..model.validation import CommitRules, loads_action
+
+from ..model.validation import CommitRules, check_partition_keys, loads_action, partition_value_keys
 from .ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
 from .parsed_actions import ParsedActions, empty_file_actions, file_action_table
 from .strict_actions import first_commit_rule_broken, known_tag_keys, learn_tag_keys, read_lines, read_schema, read_strict, rules_hold, take_keys
@@ -142,6 +143,7 @@ def parse_ndjson(
     keep_lines: bool = True,
     single_commit: Sequence[bool] | None = None,
     consume: bool = False,
+    partition_keys: frozenset[str] | None = None,
 ) -> ParsedActions:
     """Parse NDJSON log files given in replay order as ``(display name, bytes)``.
 
@@ -155,6 +157,10 @@ def parse_ndjson(
     rules apply (default: every source is; a compaction is checked for repeats by its reader).
     ``consume``: ``sources`` is a list the caller gives up: its bytes are dropped once copied, so
     a large commit is not held twice while it is parsed.
+    ``partition_keys``: the ``partitionValues`` keys the table's adds may carry
+    (``model.validation.partition_value_keys``), None when unknown; it applies when no source holds a
+    ``metaData`` (so a caller's view of the table from before or after the sources is the same).
+    Otherwise each add is checked against the ``metaData`` in effect at its commit, if any.
     """
     single_commit = list(single_commit) if single_commit is not None else [True] * len(sources)
     total = sum(len(d) + 1 for _, d in sources)
@@ -190,6 +196,7 @@ def parse_ndjson(
     odd_lines: dict[int, bytes] = {}
     rules = [CommitRules(name) for name, _ in sources]  # non-file actions; file actions below, by column
     partition_sets: set[tuple[str, ...]] = {tuple(sorted(partition_columns))} if partition_columns else set()
+    declared_keys: dict[int, frozenset[str] | None] = {}  # source -> the keys its metaData allows
     for i in other_idx:
         s = int(source_index[i])
         raw = buf[starts[i] : ends[i]].tobytes()
@@ -210,6 +217,7 @@ def parse_ndjson(
             others.append((order, s, line_number, action))
             if kind == "metaData":
                 partition_sets.add(tuple(sorted(action["metaData"].get("partitionColumns") or ())))
+                declared_keys[s] = partition_value_keys(action["metaData"])
         buf[starts[i] : ends[i]] = 32  # blank it for the JSON reader
 
     lines = None
@@ -240,6 +248,24 @@ def parse_ndjson(
         s_ = int(source_index[i])
         return sources[s_][0], int(i - first_line[s_]) + 1
 
+    # The partition-value keys in effect in each source (a metaData rules its whole commit). The
+    # columnar read declares the partition columns and refuses any other key: only the adds read
+    # line by line need the check.
+    in_effect: list[frozenset[str] | None] = [partition_keys] * len(sources)
+    if declared_keys:
+        current = None
+        for s_ in range(len(sources)):
+            current = declared_keys.get(s_, current)
+            in_effect[s_] = current
+
+    def check_partitions(kind: str, actions: list[tuple[int, dict[str, Any]]]) -> None:
+        if kind != "add" or all(e is None for e in in_effect):
+            return
+        for order, action in actions:
+            allowed = in_effect[int(source_index[order - base_order])]
+            if allowed is not None:
+                check_partition_keys(action["add"], allowed, *locate(order))
+
     def validated(kind: str, idx: np.ndarray, kind_text: np.ndarray) -> list[tuple[int, dict[str, Any]]]:
         """Each line of ``kind`` parsed and validated on its own: the precise error, or the actions."""
         raws = [buf[starts[i] : ends[i]].tobytes() for i in idx] if kind_text is text else _line_bytes(kind_text, lengths[idx])
@@ -259,6 +285,7 @@ def parse_ndjson(
             # Off the fast path: validate line by line (a real error is raised here, naming its
             # line), then read again declaring the tag keys found, or convert through Python.
             rows = validated(kind, idx, kind_text)
+            check_partitions(kind, rows)
             pv_keys = {k for _, a in rows for k in (a[kind].get("partitionValues") or {})}
             tag_keys = {k for _, a in rows for k in (a[kind].get("tags") or {})}
             if not repartitioned and pv_keys <= set(seen_partitions) and learn_tag_keys(tag_keys):
@@ -274,6 +301,7 @@ def parse_ndjson(
         struct = pa.chunked_array(take_keys(column), None) if keys_only else column
         target.append(file_action_table(struct, fields, idx + base_order))
     if odd_adds:
+        check_partitions("add", odd_adds)
         adds.append(_python_file_actions(odd_adds, "add", ADD_FIELDS))
     if odd_removes:
         removes.append(_python_file_actions(odd_removes, "remove", REMOVE_FIELDS))

@@ -17,7 +17,8 @@ from ..errors import CorruptLogError, DeltaLogError, MissingCommitError, Missing
 from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, is_single_commit
 from ..model.actions import DomainMetadata, Metadata, NonFileState, Protocol, Txn
 from ..model.paths import SIDECAR_DIR, LogFileType, ParsedLogPath
-from ..model.validation import require_commit_content
+
+from ..model.validation import partition_value_keys, require_commit_content
 from ..stats.pipeline import StatsPipeline, slice_rows, stats_plan_for
 from ..storage import LogStore
 from . import file_keys
@@ -264,6 +265,7 @@ def _parse_deltas(
     keep_lines: bool,
     batch_bytes: int,
     on_part: Callable[[ParsedActions], None] | None = None,
+    partition_keys: frozenset[str] | None = None,
 ) -> tuple[ParsedActions, list[str]]:
     """Parse the JSON deltas batch by batch into one ``ParsedActions`` (orders continue across
     batches); returns it with the display name of every source. ``on_part`` sees each batch's
@@ -278,7 +280,8 @@ def _parse_deltas(
     for batch in _delta_batches(segment, sys.maxsize if keep_lines else batch_bytes):
         sources = _read_deltas(store, batch)
         part = parse_ndjson(sources, base_order=base + offset, keys_only=keys_only, partition_columns=partition_columns, keep_lines=keep_lines,
-                            single_commit=[is_single_commit(d) for d in batch], consume=not keep_lines)
+                            single_commit=[is_single_commit(d) for d in batch], consume=not keep_lines,
+                            partition_keys=partition_keys)
         first_source = len(names)
         names.extend(name for name, _ in sources)
         del sources
@@ -295,6 +298,7 @@ def _parse_deltas(
         for _, _, _, action in part.others:
             if action.get("metaData") is not None:  # later batches declare the current partitioning
                 partition_columns = sorted((action["metaData"] or {}).get("partitionColumns") or ())
+                partition_keys = partition_value_keys(action["metaData"] or {})
         offset += part.num_lines
     kept = (lines[0] if len(lines) == 1 else pa.chunked_array(lines, pa.large_binary())) if keep_lines else None
     merged = ParsedActions(pa.concat_tables(adds), pa.concat_tables(removes), others, kept, odd_lines, first_lines, offset)
@@ -311,6 +315,7 @@ def replay_actions(
     keep_lines: bool = False,
     parse_stats: bool = False,
     partition_columns: Sequence[str] = (),
+    partition_keys: frozenset[str] | None = None,
 ) -> ReplayResult:
     """Reconcile the checkpoint (with its sidecars) and the deltas of ``segment``.
 
@@ -320,12 +325,14 @@ def replay_actions(
     ``parse_stats`` also returns the live files' statistics typed (``ReplayResult.stats_parsed``),
     parsed on a thread pool while the replay goes on. ``partition_columns``: the table's, when the
     segment has neither a checkpoint nor a metaData to say (a compaction window): the strict reader
-    declares them.
+    declares them; ``partition_keys``: the partition-value keys its adds may carry then
+    (``partition_value_keys``).
     """
     if not parse_stats or keys_only:
-        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, None, partition_columns)
+        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, None, partition_columns, partition_keys)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="delta-stats") as pool:
-        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, StatsPipeline(pool), partition_columns)
+        return _replay(store, segment, tombstone_cutoff_ms, include_checkpoint, keys_only, keep_lines, StatsPipeline(pool), partition_columns,
+                       partition_keys)
 
 
 def _feed(pipeline: StatsPipeline | None, part: ParsedActions) -> None:
@@ -343,6 +350,7 @@ def _replay(
     keep_lines: bool,
     pipeline: StatsPipeline | None,
     known_partition_columns: Sequence[str] = (),
+    known_partition_keys: frozenset[str] | None = None,
 ) -> ReplayResult:
     parts: list[ParsedActions] = []
     base = 0
@@ -357,6 +365,8 @@ def _replay(
     partition_columns = {
         c for part in parts for _, _, _, a in part.others if a.get("metaData") for c in (a["metaData"].get("partitionColumns") or ())
     } or set(known_partition_columns)
+    checkpoint_metadata_actions = [a["metaData"] for part in parts for _, _, _, a in part.others if a.get("metaData")]
+    partition_keys = partition_value_keys(checkpoint_metadata_actions[-1]) if checkpoint_metadata_actions else known_partition_keys
     deltas, names = _parse_deltas(
         store,
         segment,
@@ -366,6 +376,7 @@ def _replay(
         keep_lines=keep_lines,
         batch_bytes=DELTA_BATCH_BYTES,
         on_part=None if pipeline is None else lambda part: _feed(pipeline, part),
+        partition_keys=partition_keys,
     )
     _check_compactions(segment, deltas, base, names)
     parts.append(deltas)

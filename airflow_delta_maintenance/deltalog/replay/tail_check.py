@@ -21,7 +21,8 @@ from collections.abc import Iterator, Sequence
 
 from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, is_single_commit
 from ..model.paths import ParsedLogPath
-from ..model.validation import CommitRules, canonical_path, loads_action, require_commit_content
+from ..errors import CorruptLogError
+from ..model.validation import CommitRules, canonical_path, check_partition_keys, loads_action, partition_value_keys, require_commit_content
 from ..storage import LogStore
 
 __all__ = ["validate_tail", "validate_sources", "tail_sources", "mark_validated", "SMALL_TAIL_BYTES"]
@@ -51,14 +52,19 @@ def tail_sources(segment: LogSegment) -> list[JsonSource]:
     return out
 
 
-def validate_tail(store: LogStore, segment: LogSegment, partition_columns: Sequence[str] = ()) -> int:
+def validate_tail(
+    store: LogStore, segment: LogSegment, partition_columns: Sequence[str] = (), partition_keys: frozenset[str] | None = None
+) -> int:
     """Validate every source ``segment``'s state is built from (``tail_sources``) not validated
     before by this process; ``CorruptLogError`` names the first bad file and line. Returns the
-    number of bytes read. ``partition_columns``: the table's, as its state says."""
-    return validate_sources(store, tail_sources(segment), partition_columns)
+    number of bytes read. ``partition_columns``, ``partition_keys``: the table's, as its state says
+    (``partition_value_keys``: they apply where no commit of the tail changes the metadata)."""
+    return validate_sources(store, tail_sources(segment), partition_columns, partition_keys)
 
 
-def validate_sources(store: LogStore, sources: Sequence[JsonSource], partition_columns: Sequence[str] = ()) -> int:
+def validate_sources(
+    store: LogStore, sources: Sequence[JsonSource], partition_columns: Sequence[str] = (), partition_keys: frozenset[str] | None = None
+) -> int:
     todo = [s for s in sources if _identity(s) not in store.validated_files or _identity(s) is None]
     if not todo:
         return 0
@@ -69,8 +75,10 @@ def validate_sources(store: LogStore, sources: Sequence[JsonSource], partition_c
         except ImportError:
             pass
         else:
-            return _columnar(store, todo, partition_columns)
-    return _line_by_line(store, todo)
+            # the state's keys hold for the tail unless a commit changes the metadata: one parse
+            # sees that; batches of a longer tail only check adds after a metaData of their own
+            return _columnar(store, todo, partition_columns, partition_keys if size <= _BATCH_BYTES else None)
+    return _line_by_line(store, todo, partition_keys)
 
 
 def _contents(store: LogStore, sources: Sequence[JsonSource]) -> Iterator[tuple[JsonSource, str, bytes]]:
@@ -84,14 +92,22 @@ def _contents(store: LogStore, sources: Sequence[JsonSource]) -> Iterator[tuple[
             yield s, store.display(s.name), store.read(s.name)
 
 
-def _line_by_line(store: LogStore, sources: Sequence[JsonSource]) -> int:
+def _line_by_line(store: LogStore, sources: Sequence[JsonSource], partition_keys: frozenset[str] | None) -> int:
+    """Each line validated; adds' partition-value keys checked against the metadata in effect: a
+    metaData of the tail from its commit on, else ``partition_keys`` (the state's, which hold only
+    when no commit of the tail changes the metadata: that error waits for the end of the tail)."""
     read = 0
+    in_effect: frozenset[str] | None = None
+    metadata_seen = False
+    pending: CorruptLogError | None = None
+    done: list[JsonSource] = []
     for source, name, data in _contents(store, sources):
         read += len(data)
         single = is_single_commit(source)
         if single:
             require_commit_content(name, data)
         rules = CommitRules(name, canonical_path)
+        actions = []
         for number, raw in enumerate(data.split(b"\n"), start=1):
             if not raw.strip():
                 continue
@@ -99,11 +115,26 @@ def _line_by_line(store: LogStore, sources: Sequence[JsonSource]) -> int:
             kind = next(iter(action))
             if single or kind not in ("add", "remove"):
                 rules.feed(kind, action[kind], number)
-        mark_validated(store, [source])
+            if kind == "metaData":
+                metadata_seen, in_effect = True, partition_value_keys(action[kind])
+            actions.append((number, kind, action[kind]))
+        allowed = in_effect if metadata_seen else partition_keys
+        for number, kind, body in actions if allowed is not None else ():
+            if kind == "add":
+                try:
+                    check_partition_keys(body, allowed, name, number)
+                except CorruptLogError as exc:
+                    if metadata_seen:
+                        raise
+                    pending = pending or exc
+        done.append(source)
+    if pending is not None and not metadata_seen:
+        raise pending
+    mark_validated(store, done)
     return read
 
 
-def _columnar(store: LogStore, sources: Sequence[JsonSource], partition_columns: Sequence[str]) -> int:
+def _columnar(store: LogStore, sources: Sequence[JsonSource], partition_columns: Sequence[str], partition_keys: frozenset[str] | None) -> int:
     from .ndjson import parse_ndjson  # numpy and pyarrow's JSON reader: only for a large tail
 
     read = 0
@@ -115,7 +146,7 @@ def _columnar(store: LogStore, sources: Sequence[JsonSource], partition_columns:
             if is_single_commit(source):
                 require_commit_content(name, data)
         parse_ndjson([(n, d) for _, n, d in batch], keys_only=True, keep_lines=False, partition_columns=partition_columns,
-                     single_commit=[is_single_commit(s) for s, _, _ in batch])
+                     single_commit=[is_single_commit(s) for s, _, _ in batch], partition_keys=partition_keys)
         mark_validated(store, [s for s, _, _ in batch])
         batch.clear()
 

@@ -27,6 +27,7 @@ from ...deltalog.log_segment.listing import LogSegmentFiles
 from ...deltalog.log_segment.segment import CatalogCommit, build_log_segment
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, crc_name
 from ...deltalog.replay.table_state import TableState, load_table_state
+from ...deltalog.model.validation import partition_value_keys
 from ...deltalog.replay.tail_check import validate_tail
 from ...deltalog.storage import LogStore
 from ..errors import ChecksumMismatchError, CoordinatorMismatchError, InconsistentCoordinatorError, MissingStagedCommitError
@@ -337,7 +338,7 @@ def validate_ratified_tail(table: MaintainedTable, state: TableState) -> None:
     """Read and validate in full every commit the ratified state is built from (after its
     checkpoint, up to the catalog's head, pending commits included): a writer acts on nothing that
     cannot be read. Files this process already validated (a checkpoint's own replay) are skipped."""
-    validate_tail(table.store, state.segment, state.metadata.partition_columns)
+    validate_tail(table.store, state.segment, state.metadata.partition_columns, partition_value_keys(state.metadata.to_dict()))
 
 
 def _identity_state_if_same(
