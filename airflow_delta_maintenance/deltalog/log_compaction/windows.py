@@ -24,8 +24,8 @@ from ..log_segment.listing import LogSegmentFiles, list_log_files
 from ..log_segment.segment import JsonSource, LogSegment
 from ..model.actions import DomainMetadata, Metadata, Protocol, Txn
 from ..model.features import check_write_supported
+from ..model.partition_keys import partition_value_keys
 from ..model.paths import compaction_name
-from ..model.validation import partition_value_keys
 from ..replay.parsed_actions import ORDER
 from ..replay.reconcile import replay_actions
 from ..replay.table_state import load_table_state

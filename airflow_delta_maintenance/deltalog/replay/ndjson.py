@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from ..errors import CorruptLogError
 from ..model.action_types import ADD_FIELDS, DV_TYPE, REMOVE_FIELDS
-
-from ..model.validation import CommitRules, check_partition_keys, loads_action, partition_value_keys
+from ..model.partition_keys import check_partition_keys, partition_value_keys
+from ..model.validation import CommitRules, loads_action
 from .ndjson_lines import FILE_ACTION_PREFIXES, newline_positions, starts_with
 from .parsed_actions import ParsedActions, empty_file_actions, file_action_table
 from .strict_actions import first_commit_rule_broken, known_tag_keys, learn_tag_keys, read_lines, read_schema, read_strict, rules_hold, take_keys
@@ -158,7 +158,7 @@ def parse_ndjson(
     ``consume``: ``sources`` is a list the caller gives up: its bytes are dropped once copied, so
     a large commit is not held twice while it is parsed.
     ``partition_keys``: the ``partitionValues`` keys the table's adds may carry
-    (``model.validation.partition_value_keys``), None when unknown; it applies when no source holds a
+    (``model.partition_keys.partition_value_keys``), None when unknown; it applies when no source holds a
     ``metaData`` (so a caller's view of the table from before or after the sources is the same).
     Otherwise each add is checked against the ``metaData`` in effect at its commit, if any.
     """

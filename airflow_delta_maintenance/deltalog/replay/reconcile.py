@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 from ..errors import CorruptLogError, DeltaLogError, MissingCommitError, MissingSidecarError
 from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, is_single_commit
 from ..model.actions import DomainMetadata, Metadata, NonFileState, Protocol, Txn
+from ..model.partition_keys import partition_value_keys
 from ..model.paths import SIDECAR_DIR, LogFileType, ParsedLogPath
-
-from ..model.validation import partition_value_keys, require_commit_content
+from ..model.validation import require_commit_content
 from ..stats.pipeline import StatsPipeline, slice_rows, stats_plan_for
 from ..storage import LogStore
 from . import file_keys

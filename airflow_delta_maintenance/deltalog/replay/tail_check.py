@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, is_single_commit
-from ..model.paths import ParsedLogPath
 from ..errors import CorruptLogError
-from ..model.validation import CommitRules, canonical_path, check_partition_keys, loads_action, partition_value_keys, require_commit_content
+from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, is_single_commit
+from ..model.partition_keys import check_partition_keys, partition_value_keys
+from ..model.paths import ParsedLogPath
+from ..model.validation import CommitRules, canonical_path, loads_action, require_commit_content
 from ..storage import LogStore
 
 __all__ = ["validate_tail", "validate_sources", "tail_sources", "mark_validated", "SMALL_TAIL_BYTES"]
@@ -119,8 +120,8 @@ def _line_by_line(store: LogStore, sources: Sequence[JsonSource], partition_keys
                 metadata_seen, in_effect = True, partition_value_keys(action[kind])
             actions.append((number, kind, action[kind]))
         allowed = in_effect if metadata_seen else partition_keys
-        for number, kind, body in actions if allowed is not None else ():
-            if kind == "add":
+        for number, kind, body in actions:
+            if kind == "add" and allowed is not None:
                 try:
                     check_partition_keys(body, allowed, name, number)
                 except CorruptLogError as exc:

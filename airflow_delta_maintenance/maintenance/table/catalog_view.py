@@ -25,9 +25,9 @@ from ...coordinators.base import RatifiedCommit
 from ...deltalog.errors import DeltaLogError
 from ...deltalog.log_segment.listing import LogSegmentFiles
 from ...deltalog.log_segment.segment import CatalogCommit, build_log_segment
+from ...deltalog.model.partition_keys import partition_value_keys
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, crc_name
 from ...deltalog.replay.table_state import TableState, load_table_state
-from ...deltalog.model.validation import partition_value_keys
 from ...deltalog.replay.tail_check import validate_tail
 from ...deltalog.storage import LogStore
 from ..errors import ChecksumMismatchError, CoordinatorMismatchError, InconsistentCoordinatorError, MissingStagedCommitError

@@ -1,0 +1,44 @@
+"""The keys an ``add``'s ``partitionValues`` may carry: the table's partition columns. A key the
+table does not have (a flipped byte, an extra key) makes the ``deltalake`` wheel refuse the table;
+every reader of the log refuses it too, naming the file, line and key. Kept apart from
+``validation`` (which checks one action on its own): this rule needs the table's metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import CorruptLogError
+from .schema_validation import strict_json_loads
+
+__all__ = ["partition_value_keys", "check_partition_keys"]
+
+
+def partition_value_keys(metadata: Mapping[str, Any]) -> frozenset[str] | None:
+    """The keys an add's ``partitionValues`` may carry under the ``metaData`` body ``metadata``: its
+    partition columns by physical name (column mapping) and by logical name (what older writers
+    wrote; the readers take both). A key outside them is a column the table does not have: the
+    ``deltalake`` wheel refuses such a table. A missing key is a null value (the wheel and
+    delta-spark read it so). None when the metadata cannot say (no readable schema)."""
+    columns = metadata.get("partitionColumns") or []
+    if not isinstance(columns, list):
+        return None
+    try:
+        schema = strict_json_loads(metadata.get("schemaString") or "")
+        by_name = {f["name"]: f for f in schema.get("fields", [])}
+        return frozenset(columns) | {str((by_name[c].get("metadata") or {}).get("delta.columnMapping.physicalName") or c) for c in columns}
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return None
+
+
+def check_partition_keys(body: Mapping[str, Any], allowed: frozenset[str], name: str, line: int | None) -> None:
+    """An add's ``partitionValues`` keys are partition columns of the table (``allowed``:
+    ``partition_value_keys``); ``CorruptLogError`` naming the file, line and key if not."""
+    values = body.get("partitionValues")
+    if isinstance(values, dict) and not allowed.issuperset(values):
+        key = next(k for k in values if k not in allowed)
+        where = f"{name}: line {line}" if line else name
+        raise CorruptLogError(
+            f"{where}: add of {body.get('path')!r} has a partition value for {key!r}, which is not a partition "
+            f"column of the table (partition columns: {sorted(allowed)})", path=name, line=line,
+        )
