@@ -130,15 +130,20 @@ def commits(seed: int, count: int) -> list[list[bytes]]:
     for _ in range(count):
         lines = [valid[0]] + [rng.choice(valid[1:]) if rng.random() < 0.6 else mutate(rng, rng.choice(valid)) for _ in range(rng.randrange(1, 7))]
         data = b"\n".join(lines) + rng.choice((b"", b"\n", b"\n\n", b"\n \t"))
-        cuts = sorted(rng.sample(range(len(lines)), rng.randrange(len(lines))))  # blocks of whole lines, as a stream is fed
-        parts = data.split(b"\n")
-        blocks, prev = [], 0
-        for cut in [*cuts, len(parts)]:
-            if cut > prev:
-                blocks.append(b"\n".join(parts[prev:cut]))
-                prev = cut
-        out.append(blocks)
+        cuts = sorted(rng.sample(range(len(lines)), rng.randrange(len(lines))))
+        out.append(blocks_of_lines(data, cuts))
     return out
+
+
+def blocks_of_lines(data: bytes, cuts: list[int]) -> list[bytes]:
+    """``data`` cut before the given line numbers: blocks of whole lines, as a stream is fed."""
+    parts = data.split(b"\n")
+    blocks, prev = [], 0
+    for cut in [*cuts, len(parts)]:
+        if cut > prev:
+            blocks.append(b"\n".join(parts[prev:cut]))
+            prev = cut
+    return blocks
 
 
 PATHS = ["file:/tmp/t/part-3.parquet", "part-0003.parquet", "part-0004.parquet"]
@@ -171,12 +176,7 @@ def long_commits(seed: int, count: int) -> list[list[bytes]]:
         data = b"\n".join(lines) + rng.choice((b"", b"\n"))
         parts = data.split(b"\n")
         cuts = sorted(rng.sample(range(len(parts)), rng.randrange(min(len(parts), 4))))
-        blocks, prev = [], 0
-        for cut in [*cuts, len(parts)]:
-            if cut > prev:
-                blocks.append(b"\n".join(parts[prev:cut]))
-                prev = cut
-        out.append(blocks)
+        out.append(blocks_of_lines(data, cuts))
     return out
 
 
