@@ -80,7 +80,6 @@ class DeferredHiddenNames(HiddenNames):
         super().__init__(())
         self._ready = threading.Event()
         self._real: HiddenNames | None = None
-        self.stopped = False
 
     def resolve(self, real: HiddenNames) -> None:
         self._real = real

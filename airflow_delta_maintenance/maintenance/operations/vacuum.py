@@ -116,8 +116,14 @@ def _gate(table: MaintainedTable, snapshot: Snapshot, catalog_permits_vacuum: bo
     return None
 
 
-def _listing(table: MaintainedTable, snapshot: Snapshot, inventory: str | None) -> TableListing:
-    return read_inventory(inventory or "", table.store, hidden_names_for(snapshot), table.storage_options)
+def _check_retention(table: MaintainedTable, snapshot: Snapshot, retention_ms: int | None, allow_shorter_retention: bool) -> None:
+    table_retention = snapshot.properties.deleted_file_retention_ms
+    if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
+        raise RetentionTooShortError(
+            f"{table.uri}: a VACUUM retention of {retention_ms / HOUR_MS:g} h is shorter than the table's delta.deletedFileRetentionDuration "
+            f"({table_retention / HOUR_MS:g} h) and may delete files a running writer or reader still needs; to accept it pass "
+            "--allow-shorter-retention (the operator's allow_shorter_retention=True, tables.yaml's vacuum.allow_shorter_retention: true)"
+        )
 
 
 def _snapshot_and_listing(
@@ -182,30 +188,21 @@ def run_vacuum(
     if mode == "full" and lister is None and engine is not None and not inventory:
         lister = engine.list
     snapshot, listed = _snapshot_and_listing(table, workers, mode == "full" and lister is None and not inventory)
-    try:
+    try:  # any way out before the listing is used stops it (and waits for its thread)
         reason = _gate(table, snapshot, catalog_permits_vacuum)
+        if reason is None:
+            _check_retention(table, snapshot, retention_ms, allow_shorter_retention)
+            last = read_last_vacuum_info(table.store)
     except BaseException:
         listed(None)
         raise
     if reason is not None:
         listed(None)
         return VacuumResult(table.uri, dry_run, skip_reason=reason, seconds=round(time.monotonic() - started, 3))
-    table_retention = snapshot.properties.deleted_file_retention_ms
-    if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
-        listed(None)
-        raise RetentionTooShortError(
-            f"{table.uri}: a VACUUM retention of {retention_ms / HOUR_MS:g} h is shorter than the table's delta.deletedFileRetentionDuration "
-            f"({table_retention / HOUR_MS:g} h) and may delete files a running writer or reader still needs; to accept it pass "
-            "--allow-shorter-retention (the operator's allow_shorter_retention=True, tables.yaml's vacuum.allow_shorter_retention: true)"
-        )
-    try:
-        last = read_last_vacuum_info(table.store)
-    except BaseException:
-        listed(None)
-        raise
     listing = listed(snapshot)
     if mode == "full" and listing is None:
-        listing = lister(table, snapshot) if lister is not None else _listing(table, snapshot, inventory)
+        listing = (lister(table, snapshot) if lister is not None
+                   else read_inventory(inventory or "", table.store, hidden_names_for(snapshot), table.storage_options))
     plan = plan_vacuum(table.store, snapshot, mode=mode, retention_ms=retention_ms, now_ms=now_ms, listing=listing, last_vacuum=last)
     name = engine.name if engine is not None else "local"
     if dry_run:
