@@ -179,14 +179,8 @@ class CommitStreamValidator:
         for raw in lines:
             try:
                 action = loads(raw)
-            except ValueError:  # orjson.JSONDecodeError; a blank line too
-                self.number += 1
-                if raw.strip():
-                    try:
-                        text: str | None = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        text = None
-                    self._line(raw, text, plain)
+            except ValueError:  # orjson.JSONDecodeError; a blank line too: the strict way decides
+                self._element(None, raw, False, plain)
                 continue
             self._element(action, raw, dumps(action) == raw, plain)
 
@@ -247,4 +241,3 @@ class CommitStreamValidator:
         self.actions += 1
         if self.first is None:
             self.first = action
-

@@ -362,11 +362,9 @@ def _replay(
             raise UnreadableCheckpointError(f"checkpoint {store.display(first)} cannot be read: {exc}", path=first) from exc
         for part in parts:
             _feed(pipeline, part)
-    partition_columns = {
-        c for part in parts for _, _, _, a in part.others if a.get("metaData") for c in (a["metaData"].get("partitionColumns") or ())
-    } or set(known_partition_columns)
-    checkpoint_metadata_actions = [a["metaData"] for part in parts for _, _, _, a in part.others if a.get("metaData")]
-    partition_keys = partition_value_keys(checkpoint_metadata_actions[-1]) if checkpoint_metadata_actions else known_partition_keys
+    metadata_bodies = [a["metaData"] for part in parts for _, _, _, a in part.others if a.get("metaData")]
+    partition_columns = {c for m in metadata_bodies for c in (m.get("partitionColumns") or ())} or set(known_partition_columns)
+    partition_keys = partition_value_keys(metadata_bodies[-1]) if metadata_bodies else known_partition_keys
     deltas, names = _parse_deltas(
         store,
         segment,
