@@ -75,7 +75,8 @@ def _is_zombie(pid: int) -> bool:
             stat = f.read()
     except OSError:
         return False  # no /proc (not Linux) or gone: kill(pid, 0) said it exists
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"  # the state follows "(comm)"
+    end = stat.rfind(b")")  # the state follows "(comm) "
+    return stat[end + 2 : end + 3] == b"Z"
 
 
 def new_run() -> RunIdentity:
