@@ -13,7 +13,10 @@ The issue's target: time ≤ 0.5x, peak memory ≤ 1.0x the wheel's.
 
 ``--s3``: the same table copied to moto's S3 server (started on 127.0.0.1 by this script, stopped
 afterwards; it serves one request at a time, so keep ``--files`` to tens of thousands), both sides
-reading it there with the same endpoint and keys from the environment.
+reading it there with the same endpoint and keys from the environment. ``--s3-endpoint URL``: a moto
+server already running (started by you, keys ``bench``/``bench``): the table is uploaded to it only
+once (bucket ``bench-<files>-<partitions>``), so a run under ``flock /tmp/bench.lock`` times the
+planning alone; ``--prepare`` builds and uploads, then stops.
 """
 
 from __future__ import annotations
@@ -73,33 +76,50 @@ print(json.dumps({"files": len(paths)}))
 S3_KEYS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
+def upload(root: str, endpoint: str, bucket: str) -> str:
+    """``root`` uploaded to ``bucket`` on the S3 server at ``endpoint`` (once: a bucket that holds
+    the table's last commit is taken as it is); its table URI."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench")
+    for _ in range(100):
+        try:
+            client.head_object(Bucket=bucket, Key="t/_delta_log/00000000000000000001.json")
+            return f"s3://{bucket}/t"
+        except client.exceptions.ClientError:
+            break
+        except Exception:  # noqa: BLE001 - the server is still starting
+            time.sleep(0.1)
+    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+        client.create_bucket(Bucket=bucket)
+    started = time.perf_counter()
+    files = sorted((os.path.join(d, n) for d, _, names in os.walk(root) for n in names), key=lambda f: "_delta_log" in f)
+    last = [f for f in files if f.endswith("00000000000000000001.json")]
+    with ThreadPoolExecutor(8) as pool:  # the last commit goes last: its presence says the copy is whole
+        list(pool.map(lambda f: client.upload_file(f, bucket, "t/" + os.path.relpath(f, root)), [f for f in files if f not in last]))
+    for f in last:
+        client.upload_file(f, bucket, "t/" + os.path.relpath(f, root))
+    print(f"uploaded {len(files):,} objects to moto in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return f"s3://{bucket}/t"
+
+
 @contextlib.contextmanager
-def moto_copy(root: str) -> Iterator[tuple[str, str]]:
-    """``root`` uploaded to a fresh moto S3 server: (table URI, endpoint); the server stops after."""
+def moto_copy(root: str, bucket: str, endpoint: str | None = None) -> Iterator[tuple[str, str]]:
+    """``root`` on moto's S3: (table URI, endpoint). Without ``endpoint`` a fresh server is started
+    here and stopped after."""
+    if endpoint:
+        yield upload(root, endpoint, bucket), endpoint
+        return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     moto = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **S3_KEYS})
     try:
-        from concurrent.futures import ThreadPoolExecutor
-
-        import boto3
-
         endpoint = f"http://127.0.0.1:{port}"
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench")
-        for _ in range(100):
-            try:
-                client.create_bucket(Bucket="bench-bucket")
-                break
-            except Exception:  # noqa: BLE001 - the server is still starting
-                time.sleep(0.1)
-        started = time.perf_counter()
-        files = [os.path.join(d, n) for d, _, names in os.walk(root) for n in names]
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda f: client.upload_file(f, "bench-bucket", "t/" + os.path.relpath(f, root)), files))
-        print(f"uploaded {len(files):,} objects to moto in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        yield "s3://bench-bucket/t", endpoint
+        yield upload(root, endpoint, bucket), endpoint
     finally:
         os.killpg(moto.pid, signal.SIGTERM)
         moto.wait(15)
@@ -112,6 +132,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", default=None, help="a directory to keep the built table in (reused when present)")
     ap.add_argument("--s3", action="store_true", help="plan on a copy in moto's S3 (started here) instead of the local disk")
+    ap.add_argument("--s3-endpoint", default=None, help="with --s3: a moto server already running (the copy is made once)")
+    ap.add_argument("--prepare", action="store_true", help="build (and with --s3 upload) the table, then stop")
     args = ap.parse_args()
     compile_package()
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-vacuum-"))
@@ -120,7 +142,10 @@ def main() -> int:
         in_subprocess(BUILD, root, str(args.files), str(args.partitions))
         print(f"built {args.files:,} files in {args.partitions} partitions", file=sys.stderr)
 
-    with moto_copy(root) if args.s3 else contextlib.nullcontext((root, "")) as (uri, endpoint):
+    bucket = f"bench-{args.files}-{args.partitions}"
+    with moto_copy(root, bucket, args.s3_endpoint) if args.s3 else contextlib.nullcontext((root, "")) as (uri, endpoint):
+        if args.prepare:
+            return 0
         env = {**os.environ, **S3_KEYS} if args.s3 else None
         ours_options = ["-o", f"endpoint_url={endpoint}", "-o", "region_name=us-east-1"] if args.s3 else []
         wheel_options = [json.dumps({"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",

@@ -16,11 +16,13 @@ created a partition directory is about to write into it).
 
 The walk runs in parallel by prefix: each top-level directory is one task (local: a thread each,
 the GIL is released in every directory read and ``stat``; object stores: one recursive listing
-per prefix, concurrently).
+per prefix, concurrently — on S3 by Arrow's C++ client where it equals the table's s3fs client,
+``s3_listing``). Directory marker objects (``a/b/``) are directories, not files.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import stat as stat_module
 from collections.abc import Callable, Sequence
@@ -43,6 +45,7 @@ __all__ = [
 FILE_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("size", pa.int64()), pa.field("mtime", pa.int64())])
 DIR_SCHEMA = pa.schema([pa.field("path", pa.string()), pa.field("mtime", pa.int64())])
 DEFAULT_WORKERS = 8
+log = logging.getLogger(__name__)
 
 
 def shadow_of(name: str) -> str | None:
@@ -64,6 +67,7 @@ class TableListing:
     # Set by a names-only local listing (``list_table_files(lazy_stats=True)``): the files' size
     # and mtime are null until ``with_stats`` reads them — only for the files a plan needs them of.
     stat_root: str | None = None
+    client: str | None = None  # which client listed an object store: "arrow" (C++) or "s3fs"/"adlfs"/…
 
     @property
     def num_files(self) -> int:
@@ -296,11 +300,11 @@ def _list_prefix(fs: object, root: str, prefix: str, hidden: HiddenNames) -> Tab
     mtimes: list[int] = []
     shadow: tuple[list[str], list[int], list[int]] = ([], [], [])
     for key, info in found.items():
-        if info.get("type") == "directory":
+        if info.get("type") == "directory" or _is_marker(key, info):
             continue
         rel = strip(key)[cut:]
-        if not rel or rel.endswith("/"):
-            continue  # a directory marker object
+        if not rel:
+            continue
         parts = rel.split("/")
         if any(hidden(p) for p in parts[:-1]):
             continue
@@ -315,6 +319,12 @@ def _list_prefix(fs: object, root: str, prefix: str, hidden: HiddenNames) -> Tab
         sizes.append(size)
         mtimes.append(mtime)
     return TableListing(files=_files_table(paths, sizes, mtimes), shadows=_files_table(*shadow))
+
+
+def _is_marker(name: str, info: dict[str, object]) -> bool:
+    """A directory marker object (``a/b/``, often empty; s3fs reports it as a file whose name
+    loses the slash once stripped): not a data file — a directory, as Hadoop's S3A reads it."""
+    return name.endswith("/") or str(info.get("Key") or "").endswith("/")
 
 
 def _list_fsspec(store: LogStore, hidden: HiddenNames, workers: int) -> TableListing:
@@ -334,6 +344,8 @@ def _split_fsspec(store: LogStore, hidden: HiddenNames) -> tuple[TableListing, l
     top_files: list[dict[str, object]] = []
     prefixes: list[tuple[str, int]] = []
     for info in entries:
+        if _is_marker(str(info["name"]), info):
+            continue
         name = strip(str(info["name"])).rstrip("/").rsplit("/", 1)[-1]
         if info.get("type") == "directory":
             if not hidden(name):
@@ -409,6 +421,25 @@ def listing_from_arrow(table: pa.Table, source: str = "listing") -> TableListing
     )
 
 
+def _native_listing(store: LogStore, hidden: HiddenNames, workers: int) -> TableListing | None:
+    """The listing by Arrow's S3 client where it equals the table's s3fs client (``storage.native_s3``);
+    None where it does not, or where it failed (s3fs then lists, and reports any error itself)."""
+    from ..storage.native_s3 import native_s3
+
+    native = native_s3(store.fs)
+    if native is None:
+        return None
+    from .s3_listing import list_s3_native
+
+    try:
+        listing = list_s3_native(store, native, hidden, workers)
+    except OSError as exc:
+        log.info("%s: the native S3 listing failed (%s: %s); listing with s3fs", store.uri, type(exc).__name__, " ".join(str(exc).split())[:300])
+        return None
+    listing.client = "arrow"
+    return listing
+
+
 @uses_log_operation_memory
 def list_table_files(store: LogStore, hidden: HiddenNames, *, workers: int = DEFAULT_WORKERS, lazy_stats: bool = False) -> TableListing:
     """The table root's data-side files (see the module docstring). ``lazy_stats``: on a local
@@ -416,7 +447,12 @@ def list_table_files(store: LogStore, hidden: HiddenNames, *, workers: int = DEF
     try:
         if store.is_local:
             return _list_local(store.table_root, hidden, workers, lazy_stats)
-        return _list_fsspec(store, hidden, workers)
+        native = _native_listing(store, hidden, workers)
+        if native is not None:
+            return native
+        listing = _list_fsspec(store, hidden, workers)
+        listing.client = type(store.fs).__module__.split(".", 1)[0]
+        return listing
     finally:
         # The walkers' threads allocated in arenas of their own: hand what they freed back now,
         # not when the snapshot loading beside this listing ends (it peaks meanwhile).

@@ -72,6 +72,7 @@ class VacuumPlan:
     lite_range: tuple[int, int] | None = None
     pending_versions: tuple[int, ...] = ()  # ratified, unpublished: their files are kept at any age
     listing_source: str = "listing"
+    listing_client: str | None = None  # which client listed an object store ("arrow": C++; "s3fs", …)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -108,6 +109,7 @@ class VacuumPlan:
             "partitions": len(self.by_partition),
             "by_partition": [{"partition": p, "files": n, "bytes": b} for p, n, b in self.by_partition[:top]],
             "listing_source": self.listing_source,
+            "listing_client": self.listing_client,
             "warnings": list(self.warnings),
         }
 
@@ -291,6 +293,7 @@ def plan_vacuum(
         empty_dirs=tuple(sorted(old_dirs.column("path").to_pylist(), key=lambda p: (-p.count("/"), p))),
         shadows=shadows, listed=listing.num_files, kept_young=(int(young.num_rows), young_bytes), links=listing.links,
         by_partition=_by_partition(deletions, partition_columns), listing_source=listing.source,
+        listing_client=listing.client,
     )
 
 

@@ -1,0 +1,99 @@
+"""FULL VACUUM's listing of a table root on S3 through Arrow's C++ client (``storage.native_s3``).
+
+The same listing as the s3fs one in ``listing`` — the root's own entries with a delimiter, then one
+recursive listing per visible top-level prefix, in parallel (Arrow releases the GIL while it
+lists and parses) — and the same rules: names relative to the root, hidden names at any depth,
+checksum shadows aside, directory markers skipped, sizes and mtimes as LIST gives them. Each
+prefix's entries become Arrow columns at once; only names that may be hidden (``MAYBE_HIDDEN``
+at the start of a component) are judged in Python.
+
+Arrow gives keys as stored (no percent-decoding), as s3fs does: ``a%20b`` and ``a b`` are two names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..storage import LogStore
+from ..storage.native_s3 import NativeS3
+from .listing import FILE_SCHEMA, TableListing, _files_table, _run_tasks, concat_listings, shadow_of
+from .paths import HiddenNames, ListingStoppedError
+
+__all__ = ["list_s3_native"]
+
+# A component that may be hidden (``HiddenNames`` decides): starts with "." or "_", or is "metadata" (RE2).
+_MAYBE_HIDDEN_COMPONENT = r"(^|/)([._]|metadata(/|$))"
+_NS_PER_MS = 1_000_000
+
+
+def list_s3_native(store: LogStore, native: NativeS3, hidden: HiddenNames, workers: int) -> TableListing:
+    """``listing.list_table_files`` for an S3 table, listed by Arrow (see the module docstring)."""
+    root = store.fs._strip_protocol(store.table_root).rstrip("/")
+    head, prefixes = _root_entries(native, root, hidden)
+    return concat_listings([head, *_run_tasks(lambda t: _prefix(native, root, t[0], hidden), [(p, 0) for p in prefixes], workers)])
+
+
+def _selector(base: str, recursive: bool) -> Any:
+    from pyarrow.fs import FileSelector
+
+    return FileSelector(base, recursive=recursive, allow_not_found=True)
+
+
+def _root_entries(native: NativeS3, root: str, hidden: HiddenNames) -> tuple[TableListing, list[str]]:
+    from pyarrow.fs import FileType
+
+    infos = native.client().get_file_info(_selector(root, recursive=False))
+    cut = len(root) + 1
+    prefixes = []
+    files = []
+    for info in infos:
+        name = info.path[cut:]
+        if info.type == FileType.Directory:
+            if name and not hidden(name):
+                prefixes.append(name)
+        elif info.type == FileType.File and name:
+            files.append(info)
+    return _columns(files, cut, hidden), prefixes
+
+
+def _prefix(native: NativeS3, root: str, prefix: str, hidden: HiddenNames) -> TableListing:
+    if hidden.stopped:
+        raise ListingStoppedError(f"listing of {root}/{prefix} stopped")
+    infos = native.client().get_file_info(_selector(f"{root}/{prefix}", recursive=True))
+    return _columns([i for i in infos if i.is_file], len(root) + 1, hidden)
+
+
+def _columns(files: Sequence[Any], cut: int, hidden: HiddenNames) -> TableListing:
+    """Arrow columns of ``files`` (Arrow ``FileInfo``s of objects), hidden names set apart."""
+    if not files:
+        return TableListing(files=FILE_SCHEMA.empty_table())
+    paths = pc.utf8_slice_codeunits(pa.array([f.path for f in files], pa.string()), cut)
+    sizes = pa.array([f.size for f in files], pa.int64())
+    mtimes = pc.divide(pa.array([f.mtime_ns for f in files], pa.int64()), _NS_PER_MS)
+    table = pa.table([paths, sizes, mtimes], schema=FILE_SCHEMA)
+    maybe = pc.match_substring_regex(paths, _MAYBE_HIDDEN_COMPONENT)
+    if not pc.any(maybe).as_py():
+        return TableListing(files=table)
+    drop = []
+    shadows: tuple[list[str], list[int], list[int]] = ([], [], [])
+    candidates = table.filter(maybe)
+    indices = pc.indices_nonzero(maybe).to_pylist()
+    for i, rel, size, mtime in zip(indices, *(candidates.column(c).to_pylist() for c in FILE_SCHEMA.names), strict=True):
+        parts = rel.split("/")
+        if any(hidden(p) for p in parts[:-1]):
+            drop.append(i)
+        elif hidden(parts[-1]):
+            drop.append(i)
+            if shadow_of(parts[-1]) is not None:
+                shadows[0].append(rel)
+                shadows[1].append(size)
+                shadows[2].append(mtime)
+    if drop:
+        keep = pc.invert(pc.is_in(pa.array(range(len(files)), pa.int64()), value_set=pa.array(drop, pa.int64())))
+        table = table.filter(keep)
+    return TableListing(files=table, shadows=_files_table(*shadows))
+
