@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -170,3 +171,28 @@ def test_a_roles_keys_are_taken_fresh_for_each_listing(s3_endpoint: str, s3_buck
     assert (first.client, second.client) == ("arrow", "arrow")  # a refused request would have fallen back to s3fs
     assert sorted(rows(first)) == sorted(rows(second)) == sorted(VISIBLE)
     assert len(proxy.keys_used("s3")) >= 2 and not proxy.refused(), proxy.log
+
+
+def test_a_list_page_slower_than_three_seconds_is_waited_for_as_s3fs_waits(
+    s3_bucket: tuple[str, dict[str, Any]], s3_endpoint: str, fault_proxy: Any
+) -> None:
+    """Arrow's client (curl) gives up on an answer silent for 3 s by default; s3fs waits 15 s
+    (botocore's ``read_timeout`` as s3fs sets it), and so must the listing that replaces it."""
+    name, options = s3_bucket
+    seeded = open_table_storage(f"s3://{name}/t", options)
+    for rel in VISIBLE:
+        seeded.fs.pipe(f"{name}/t/{rel}", b"x")
+    proxy = fault_proxy(s3_endpoint.removeprefix("http://"))
+    slowed: list[str] = []
+
+    def arrows_listing_of_one_prefix(exchange: Any) -> bool:  # s3fs's LIST asks for encoding-type=url, Arrow's does not
+        path = unquote(exchange.path)
+        if "list-type=2" not in path or "encoding-type" in path or "prefix=t/part=a b/" not in path:
+            return False
+        slowed.append(exchange.path)  # each attempt: a client that gave up would fall back to s3fs
+        return True
+
+    proxy.rewrite_answer(arrows_listing_of_one_prefix, lambda body: time.sleep(4) or body)
+    store = open_table_storage(f"s3://{name}/t", {**options, "client_kwargs": {**options["client_kwargs"], "endpoint_url": f"http://{proxy.host}"}})
+    listing = list_table_files(store, HiddenNames(["part"]))
+    assert len(slowed) == 1 and listing.client == "arrow" and sorted(rows(listing)) == sorted(VISIBLE)

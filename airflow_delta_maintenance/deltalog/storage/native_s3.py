@@ -140,7 +140,7 @@ def _settings(fs: Any) -> dict[str, Any]:
     if url.path not in ("", "/") or url.query or not url.hostname:
         raise _Unsupported("an endpoint with a path")
     style = s3_config.get("addressing_style") or "auto"
-    settings: dict[str, Any] = {"region": meta.region_name or "us-east-1"}
+    settings: dict[str, Any] = {"region": meta.region_name or "us-east-1", **_patience(meta.config)}
     aws = url.hostname.endswith((".amazonaws.com", ".amazonaws.com.cn"))
     if not aws or style == "path":  # Arrow addresses a bucket by path once the endpoint is set
         settings.update(endpoint_override=url.netloc, scheme=url.scheme or "https", force_virtual_addressing=style == "virtual")
@@ -150,6 +150,21 @@ def _settings(fs: Any) -> dict[str, Any]:
     if fs.anon:
         settings["anonymous"] = True
     return settings
+
+
+def _patience(config: Any) -> dict[str, Any]:
+    """s3fs's timeouts and retries. Arrow's client (curl) would otherwise give up on a LIST page
+    that sends nothing for 3 s — a busy store's large page, several prefixes listed at once."""
+    from pyarrow.fs import AwsStandardS3RetryStrategy
+
+    retries = dict(getattr(config, "retries", None) or {})
+    attempts = int(retries.get("total_max_attempts") or int(retries.get("max_attempts") or 4) + 1)
+    out: dict[str, Any] = {"retry_strategy": AwsStandardS3RetryStrategy(max_attempts=max(attempts, 3))}
+    for ours, theirs in (("request_timeout", "read_timeout"), ("connect_timeout", "connect_timeout")):
+        value = getattr(config, theirs, None)
+        if isinstance(value, (int, float)) and value > 0:
+            out[ours] = float(value)
+    return out
 
 
 def _current_keys(fs: Any) -> dict[str, Any]:
