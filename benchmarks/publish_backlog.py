@@ -68,6 +68,11 @@ print(json.dumps({"publish_seconds": time.perf_counter() - started, "bytes": res
 """
 
 
+# The working tree, and its accelerators when they are built in place there (a worktree's own build,
+# not the one the shared environment installed from another checkout).
+OURS_PATH = os.pathsep.join([ROOT, *([os.path.join(ROOT, "accel")] if list(Path(ROOT, "accel", "airflow_delta_maintenance_accel").glob("_log_lines*.so")) else [])])
+
+
 def build(work: Path, size_mib: int, commit_mib: float) -> tuple[str, str, int, int]:
     """(table uri, coordinator spec, commits, pending bytes); the database is kept pristine beside it."""
     table, db = work / f"t{size_mib}", work / f"c{size_mib}.db"
@@ -121,7 +126,7 @@ def main() -> int:
 
             def run_one(engine: str, i: int, uri: str = uri, spec: str = spec, commits: int = commits) -> tuple[float, float, dict]:
                 reset(uri, spec)
-                env = {**os.environ, "PYTHONPATH": trees[engine]}
+                env = {**os.environ, "PYTHONPATH": trees[engine] if engine == "baseline" else OURS_PATH}
                 # -P: the package comes from PYTHONPATH, never from the working directory
                 wall, peak, reported = run_measured([PYTHON, "-P", "-c", PUBLISH, uri, spec], env=env, timeout=7200)
                 assert reported.get("published") == commits and reported.get("reported") == commits, reported

@@ -20,9 +20,13 @@
  *   - strings hold valid UTF-8, no control characters, and no escape of a UTF-16 surrogate;
  *   - nothing nests deeper than MAX_DEPTH (the pure path allows 64).
  * The path is returned only when it holds no escape (else the line is left to the pure path).
+ * Given ``allowed`` (the table's partition-value keys), an add is clean only when every key of its
+ * partitionValues is one of them (else the pure path refuses it, naming the key).
  *
- * scan(block) -> (codes, paths)
+ * scan(block[, allowed]) -> (codes, paths)
  *   block: bytes-like, lines separated by b"\n" (as bytes.split(b"\n") cuts them);
+ *   allowed: None or a tuple of at most MAX_ALLOWED bytes (UTF-8 keys); module attribute
+ *            PARTITION_KEYS says this argument is understood;
  *   codes: bytes, one per line: 0 blank (only b" \t\r\x0b\x0c"), 1 clean add, 2 clean remove,
  *          3 anything else;
  *   paths: list of str, the path of each clean line in order.
@@ -34,6 +38,22 @@
 
 #define MAX_DEPTH 16
 #define MAX_KEYS 64
+#define MAX_ALLOWED 64
+
+/* The keys an add's partitionValues may carry (count < 0: any). */
+typedef struct {
+    const char *s[MAX_ALLOWED];
+    Py_ssize_t n[MAX_ALLOWED];
+    Py_ssize_t count;
+} Allowed;
+
+static int is_allowed(const Allowed *a, const uint8_t *s, Py_ssize_t n) {
+    if (a == NULL || a->count < 0) return 1;
+    for (Py_ssize_t i = 0; i < a->count; i++) {
+        if (a->n[i] == n && memcmp(a->s[i], s, (size_t)n) == 0) return 1;
+    }
+    return 0;
+}
 
 enum { BLANK = 0, ADD = 1, REMOVE = 2, OTHER = 3 };
 
@@ -235,8 +255,9 @@ static int value(Cur *c, int depth) {
     }
 }
 
-/* An object of strings or nulls (partitionValues, tags), or null when may_be_null. */
-static int string_map(Cur *c, int depth, int may_be_null, int *was_null) {
+/* An object of strings or nulls (partitionValues, tags), or null when may_be_null; every key one
+ * of ``allowed`` (NULL: any). */
+static int string_map(Cur *c, int depth, int may_be_null, int *was_null, const Allowed *allowed) {
     *was_null = 0;
     if (c->p < c->end && *c->p == 'n') {
         *was_null = 1;
@@ -252,7 +273,7 @@ static int string_map(Cur *c, int depth, int may_be_null, int *was_null) {
         const uint8_t *s;
         Py_ssize_t n;
         int escaped;
-        if (!string(c, &s, &n, &escaped) || !new_key(&keys, s, n, escaped)) return 0;
+        if (!string(c, &s, &n, &escaped) || !new_key(&keys, s, n, escaped) || !is_allowed(allowed, s, n)) return 0;
         skip_ws(c);
         if (c->p >= c->end || *c->p != ':') return 0;
         c->p++;
@@ -300,7 +321,7 @@ static int field_of(const uint8_t *s, Py_ssize_t n, int is_add) {
 }
 
 /* An add or remove body at c->p; its path in *path / *path_len. Depth 2 (the line's object is 1). */
-static int file_action(Cur *c, int is_add, const uint8_t **path, Py_ssize_t *path_len) {
+static int file_action(Cur *c, int is_add, const uint8_t **path, Py_ssize_t *path_len, const Allowed *allowed) {
     if (c->p >= c->end || *c->p != '{') return 0;
     c->p++;
     skip_ws(c);
@@ -333,8 +354,10 @@ static int file_action(Cur *c, int is_add, const uint8_t **path, Py_ssize_t *pat
                     *path_len = n;
                     break;
                 case F_PARTITION_VALUES:
+                    if (!string_map(c, 3, 0, &was_null, is_add ? allowed : NULL)) return 0;
+                    break;
                 case F_TAGS:
-                    if (!string_map(c, 3, 0, &was_null)) return 0;
+                    if (!string_map(c, 3, 0, &was_null, NULL)) return 0;
                     break;
                 case F_SIZE:
                 case F_BASE_ROW_ID:
@@ -372,7 +395,7 @@ static int file_action(Cur *c, int is_add, const uint8_t **path, Py_ssize_t *pat
     return (present & required) == required && *path != NULL;
 }
 
-static int classify(const uint8_t *line, const uint8_t *end, const uint8_t **path, Py_ssize_t *path_len) {
+static int classify(const uint8_t *line, const uint8_t *end, const uint8_t **path, Py_ssize_t *path_len, const Allowed *allowed) {
     const uint8_t *q = line;
     while (q < end && (*q == ' ' || *q == '\t' || *q == '\r' || *q == 0x0b || *q == 0x0c)) q++;
     if (q == end) return BLANK;
@@ -391,7 +414,7 @@ static int classify(const uint8_t *line, const uint8_t *end, const uint8_t **pat
     if (c.p >= c.end || *c.p != ':') return OTHER;
     c.p++;
     skip_ws(&c);
-    if (!file_action(&c, kind == ADD, path, path_len)) return OTHER;
+    if (!file_action(&c, kind == ADD, path, path_len, allowed)) return OTHER;
     skip_ws(&c);
     if (c.p >= c.end || *c.p != '}') return OTHER; /* one key only */
     c.p++;
@@ -399,7 +422,24 @@ static int classify(const uint8_t *line, const uint8_t *end, const uint8_t **pat
     return c.p == c.end ? kind : OTHER;
 }
 
-static PyObject *log_lines_scan(PyObject *self, PyObject *arg) {
+static PyObject *log_lines_scan(PyObject *self, PyObject *args) {
+    PyObject *arg, *keys = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:scan", &arg, &keys)) return NULL;
+    Allowed allowed;
+    allowed.count = -1;
+    if (keys != Py_None) {
+        if (!PyTuple_Check(keys) || PyTuple_Size(keys) > MAX_ALLOWED) {
+            PyErr_SetString(PyExc_TypeError, "scan: allowed must be None or a tuple of at most 64 bytes");
+            return NULL;
+        }
+        allowed.count = PyTuple_Size(keys);
+        for (Py_ssize_t i = 0; i < allowed.count; i++) {
+            char *k;
+            /* the tuple holds the bytes alive for the call */
+            if (PyBytes_AsStringAndSize(PyTuple_GetItem(keys, i), &k, &allowed.n[i]) < 0) return NULL;
+            allowed.s[i] = k;
+        }
+    }
     Py_buffer buf;
     if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *data = buf.buf, *end = data + buf.len;
@@ -417,7 +457,7 @@ static PyObject *log_lines_scan(PyObject *self, PyObject *arg) {
         const uint8_t *line_end = nl ? nl : end;
         const uint8_t *path = NULL;
         Py_ssize_t path_len = 0;
-        int kind = classify(line, line_end, &path, &path_len);
+        int kind = classify(line, line_end, &path, &path_len, &allowed);
         if (kind == ADD || kind == REMOVE) {
             PyObject *s = PyUnicode_DecodeUTF8((const char *)path, path_len, "strict");
             if (s == NULL) {
@@ -441,10 +481,18 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", log_lines_scan, METH_O, "Classify each line of a block of commit lines; see deltalog/replay/commit_stream.py."},
+    {"scan", log_lines_scan, METH_VARARGS, "Classify each line of a block of commit lines; see deltalog/replay/commit_stream.py."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_log_lines", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__log_lines(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__log_lines(void) {
+    PyObject *m = PyModule_Create(&module);
+    /* scan takes the table's partition-value keys (a build without them: the caller goes without it) */
+    if (m != NULL && PyModule_AddIntConstant(m, "PARTITION_KEYS", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import CorruptLogError, DeltaLogError, IncompleteCheckpointError, MissingSidecarError
 from ..log_segment.last_checkpoint import LastCheckpointHint
 from ..log_segment.listing import CheckpointGroup
+from ..model.partition_keys import check_partition_keys, partition_value_keys, unknown_map_key
 from ..model.paths import SIDECAR_DIR, LogFileType
 from ..model.validation import loads_action
 from ..storage import LogStore
@@ -49,6 +50,7 @@ class _PartCounts:
     rows: int = 0
     non_null: dict[str, int] = field(default_factory=dict)  # top-level column → non-null rows
     sidecars: list[dict[str, Any]] = field(default_factory=list)
+    metadata: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
@@ -79,7 +81,7 @@ def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
                     wanted.append(next(p for p in _PROTOCOL_PROBES if p in leaves))
                 elif c.split(".", 1)[0] in present:
                     wanted.append(c)
-            tops = [c.split(".", 1)[0] for c in wanted]
+            tops = list(dict.fromkeys(c.split(".", 1)[0] for c in wanted))
             out.non_null = dict.fromkeys(tops, 0)
             for batch in pf.iter_batches(_BATCH_ROWS, columns=wanted, use_threads=False):
                 out.rows += batch.num_rows
@@ -88,6 +90,8 @@ def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
                     out.non_null[top] += len(col) - col.null_count
                     if top == "sidecar" and col.null_count < len(col):
                         out.sidecars += [s for s in col.to_pylist() if s]
+                    elif top == "metaData" and col.null_count < len(col):
+                        out.metadata += [m for m in col.to_pylist() if m]
     except FileNotFoundError:
         raise IncompleteCheckpointError(f"{store.display(name)} is listed but cannot be opened", path=name) from None
     except (pa.ArrowException, ValueError, OSError) as exc:  # ValueError: a footer whose names are not UTF-8
@@ -95,6 +99,32 @@ def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
     if out.rows != pf.metadata.num_rows:
         raise CorruptLogError(f"{store.display(name)}: read {out.rows} rows, the footer says {pf.metadata.num_rows}", path=name)
     return out
+
+
+def _partition_keys_hold(store: LogStore, name: str, allowed: frozenset[str]) -> None:
+    """Every key of the ``add.partitionValues`` maps of Parquet file ``name`` is one of ``allowed``
+    (the checkpoint's partition columns): a key the table lacks makes every reader refuse the
+    checkpoint (``model.partition_keys``). Read in batches, only that column; columnar."""
+    try:
+        with store.open_input(name) as raw:
+            pf = pq.ParquetFile(raw)
+            if not any(pf.schema.column(i).path.startswith("add.partitionValues.") for i in range(pf.metadata.num_columns)):
+                return
+            rows = 0
+            for batch in pf.iter_batches(_BATCH_ROWS, columns=["add.partitionValues"], use_threads=False):
+                found = unknown_map_key(batch.column("add").field("partitionValues"), allowed)
+                if found is not None:
+                    row = rows + found[0]
+                    path = pf.read(columns=["add.path"]).column("add").combine_chunks().field("path")[row].as_py()  # the error's only
+                    raise CorruptLogError(
+                        f"{store.display(name)}: row {row}: add of {path!r} has a partition value for {found[1]!r}, which is not a "
+                        f"partition column of the table (partition columns: {sorted(allowed)})", path=name, line=row + 1,
+                    )
+                rows += batch.num_rows
+    except FileNotFoundError:
+        raise IncompleteCheckpointError(f"{store.display(name)} is listed but cannot be opened", path=name) from None
+    except (pa.ArrowException, ValueError, OSError) as exc:
+        raise CorruptLogError(f"{store.display(name)}: not a readable Parquet file ({exc})", path=name) from None
 
 
 def _json_actions(store: LogStore, name: str) -> list[dict[str, Any]]:
@@ -126,6 +156,8 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
         )
     rows = adds = protocols = metadatas = 0
     sidecars: list[dict[str, Any]] = []
+    bodies: list[dict[str, Any]] = []  # metaData
+    parquet: list[str] = []  # files whose add rows are checked against the partition columns
     for f in group.files:
         if f.type is LogFileType.CHECKPOINT_UUID and f.extension == "json":
             actions = _json_actions(store, f.name)
@@ -134,8 +166,16 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
             protocols += sum(1 for a in actions if a.get("protocol") is not None)
             metadatas += sum(1 for a in actions if a.get("metaData") is not None)
             sidecars += [a["sidecar"] for a in actions if isinstance(a.get("sidecar"), dict)]
+            bodies += [a["metaData"] for a in actions if isinstance(a.get("metaData"), dict)]
+            keys = partition_value_keys(bodies[0]) if len(bodies) == 1 else None
+            bad = next((a for a in actions if keys is not None and isinstance(a.get("add"), dict)
+                        and isinstance(a["add"].get("partitionValues"), dict) and not keys.issuperset(a["add"]["partitionValues"])), None)
+            if bad is not None and keys is not None:
+                check_partition_keys(bad["add"], keys, store.display(f.name), None)
             continue
-        counts = _parquet(store, f.name, ["add", "protocol", "metaData.id", "sidecar"])
+        counts = _parquet(store, f.name, ["add", "protocol", "metaData.partitionColumns", "metaData.schemaString", "sidecar"])
+        bodies += counts.metadata
+        parquet.append(f.name)
         rows += counts.rows
         adds += counts.non_null.get("add", 0)
         protocols += counts.non_null.get("protocol", 0)
@@ -161,6 +201,10 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
         side_rows += counts.rows
         adds += counts.non_null.get("add", 0)
         names.append(name)
+        parquet.append(name)
+    allowed = partition_value_keys(bodies[0]) if len(bodies) == 1 else None
+    for name in parquet if allowed is not None else ():
+        _partition_keys_hold(store, name, allowed)
     if hint is not None and hint.version == group.version:
         mismatch = None
         if hint.parts is not None and hint.parts != group.expected_parts and not (hint.parts == 1 and group.expected_parts == 1):

@@ -6,12 +6,15 @@ every reader of the log refuses it too, naming the file, line and key. Kept apar
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptLogError
 from .schema_validation import strict_json_loads
 
-__all__ = ["partition_value_keys", "check_partition_keys"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["partition_value_keys", "check_partition_keys", "unknown_map_key"]
 
 
 def partition_value_keys(metadata: Mapping[str, Any]) -> frozenset[str] | None:
@@ -42,3 +45,26 @@ def check_partition_keys(body: Mapping[str, Any], allowed: frozenset[str], name:
             f"{where}: add of {body.get('path')!r} has a partition value for {key!r}, which is not a partition "
             f"column of the table (partition columns: {sorted(allowed)})", path=name, line=line,
         )
+
+
+def unknown_map_key(values: pa.Array | pa.ChunkedArray, allowed: frozenset[str]) -> tuple[int, str] | None:
+    """The first row of ``values`` (``partitionValues`` maps, as a checkpoint stores them) holding
+    a key outside ``allowed``, and that key; None when every key is allowed. Columnar: all keys
+    against the set at once, never a row in Python."""
+    import numpy as np  # here: the line-by-line readers (a cleanup process) keep numpy out
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    value_set = pa.array(sorted(allowed), pa.string())
+    rows = 0
+    for chunk in chunks:
+        offsets = chunk.offsets.to_numpy(zero_copy_only=False)
+        keys = chunk.keys.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        known = pc.is_in(keys, value_set=value_set)
+        if pc.all(known).as_py() is not False:
+            rows += len(chunk)
+            continue
+        first = int(np.argmin(known.to_numpy(zero_copy_only=False)))
+        return rows + int(np.searchsorted(offsets, first + offsets[0], side="right")) - 1, str(keys[first].as_py())
+    return None

@@ -10,11 +10,12 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptLogError
 from ..model.action_types import ADD_FIELDS, REMOVE_FIELDS
+from ..model.partition_keys import unknown_map_key
 from ..model.validation import parquet_action, validate_action
 from .parsed_actions import ORDER, PLACEHOLDER_ORDER, ParsedActions, empty_file_actions, file_action_table, first_nameless
 from .strict_actions import rules_hold
 
-__all__ = ["read_parquet_actions"]
+__all__ = ["read_parquet_actions", "check_partition_value_keys"]
 
 
 _NON_FILE_COLUMNS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
@@ -80,3 +81,18 @@ def read_parquet_actions(name: str, data: bytes, base_order: int = 0) -> tuple[P
                 others.append((base_order + int(i), 0, 0, action))
     others.sort(key=lambda t: t[0])
     return ParsedActions(adds, removes, others), n
+
+
+
+def check_partition_value_keys(adds: pa.Table, allowed: frozenset[str], name: str, base_order: int) -> None:
+    """Every key of the adds' ``partitionValues`` maps is one of ``allowed`` (the checkpoint's own
+    partition columns, ``model.partition_keys``); ``CorruptLogError`` naming the file, row, path and
+    key if not."""
+    if not adds.num_rows or (found := unknown_map_key(adds.column("partitionValues"), allowed)) is None:
+        return
+    row, key = found
+    order = int(adds.column(ORDER)[row].as_py()) - base_order
+    raise CorruptLogError(
+        f"{name}: row {order}: add of {adds.column('path')[row].as_py()!r} has a partition value for {key!r}, "
+        f"which is not a partition column of the table (partition columns: {sorted(allowed)})", path=name, line=order + 1,
+    )

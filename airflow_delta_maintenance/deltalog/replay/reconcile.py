@@ -23,7 +23,7 @@ from ..stats.pipeline import StatsPipeline, slice_rows, stats_plan_for
 from ..storage import LogStore
 from . import file_keys
 from .ndjson import parse_ndjson
-from .parquet import read_parquet_actions
+from .parquet import check_partition_value_keys, read_parquet_actions
 from .parsed_actions import ORDER, PLACEHOLDER_ORDER, ParsedActions
 from .strict_actions import canonical_paths
 from .tail_check import mark_validated
@@ -183,10 +183,12 @@ def _sidecar_name(path: str) -> str:
 
 def _read_checkpoint(store: LogStore, files: tuple[ParsedLogPath, ...]) -> tuple[list[ParsedActions], int]:
     parts: list[ParsedActions] = []
+    read: list[tuple[str, int]] = []  # each part's name and first order
     order = 0
     contents = store.read_many(f.name for f in files)
     for f in files:
         data = contents[f.name]
+        read.append((store.display(f.name), order))
         if f.type is LogFileType.CHECKPOINT_UUID and f.extension == "json":
             parsed = parse_ndjson([(store.display(f.name), data)], base_order=order)
             order += parsed.adds.num_rows + parsed.removes.num_rows + len(parsed.others) + 1
@@ -209,9 +211,17 @@ def _read_checkpoint(store: LogStore, files: tuple[ParsedLogPath, ...]) -> tuple
                         path=name,
                     )
                 side_data[name] = store.read(name)
+            read.append((store.display(name), order))
             parsed, rows = read_parquet_actions(store.display(name), side_data[name], base_order=order)
             order += rows
             parts.append(ParsedActions(parsed.adds, parsed.removes, []))
+    # every add's partition-value keys are the checkpoint's own partition columns, whichever part
+    # (or sidecar) holds the add and whichever holds the metaData
+    metadata = [a["metaData"] for p in parts for _, _, _, a in p.others if a.get("metaData")]
+    allowed = partition_value_keys(metadata[-1]) if len(metadata) == 1 else None
+    if allowed is not None:
+        for part, (name, base) in zip(parts, read, strict=True):
+            check_partition_value_keys(part.adds, allowed, name, base)
     return parts, order
 
 

@@ -14,10 +14,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...coordinators.base import CommitsResponse, RatifiedCommit
-from ...deltalog.errors import AtomicWriteUnsupportedError
+from ...deltalog.errors import AtomicWriteUnsupportedError, DeltaLogError
+from ...deltalog.model.partition_keys import partition_value_keys
+from ...deltalog.replay.commit_stream import PartitionKeys
 from ...deltalog.storage import LogStore
 from ..errors import MissingStagedCommitError, StagedCommitError
-from ..table.catalog_view import CatalogView, check_identity_checksum
+from ..table.catalog_view import CatalogView, check_identity_checksum, read_table_state
 from ..table.maintained import MaintainedTable
 from ..table.staged_commits import StagedListing, fork_error, list_staged, published_matches, verify_ratified_commit
 from .publish_copy import copy_verified, verify_backlog
@@ -90,6 +92,23 @@ def _already_published(store: LogStore, view: CatalogView, commit: RatifiedCommi
         raise fork_error(store, commit, published.name)
 
 
+def _published_partition_keys(table: MaintainedTable, view: CatalogView) -> PartitionKeys:
+    """The partition-value keys of the published table, which the first commit to publish is
+    checked against (then each commit's own metaData's, ``verify_backlog``): the identity's read
+    when it is of that version and from the log, else the published log's protocol and metadata.
+    Unknown (nothing checked until a metaData) when nothing is published or it cannot be read:
+    publishing never depended on reading the published state."""
+    if view.published_version < 0:
+        return PartitionKeys(None)
+    state = table.identity_state
+    if state is None or state.version != view.published_version or state.checksum_version is not None:
+        try:
+            state = read_table_state(table.store, view.files, view.published_version, latest_ratified_version=view.head)
+        except DeltaLogError:
+            return PartitionKeys(None)
+    return PartitionKeys(partition_value_keys(state.metadata.to_dict()))
+
+
 def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None, response: CommitsResponse | None = None) -> PublishResult:
     """Publish every ratified, unpublished commit up to ``up_to`` (default: the latest ratified).
 
@@ -129,7 +148,7 @@ def publish_ratified_commits(table: MaintainedTable, *, up_to: int | None = None
         table.coordinator.check_may_report(table.uri, table.table_conf)
     # Every commit is verified before the first copy: an altered one publishes nothing at all. In
     # bounded memory (publish_copy): sizes and digests are kept, the bytes of a small backlog too.
-    verified = verify_backlog(store, todo, listing)
+    verified = verify_backlog(store, todo, listing, _published_partition_keys(table, view) if todo else None)
     copied_bytes = 0
     for v, wrote in copy_verified(store, verified):
         if wrote:

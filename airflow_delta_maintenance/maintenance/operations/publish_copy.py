@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from ...coordinators.base import RatifiedCommit
 from ...deltalog.errors import LogFileExistsError, MissingCommitError
 from ...deltalog.model.paths import commit_name
+from ...deltalog.replay.commit_stream import PartitionKeys
 from ...deltalog.storage import LogStore
 from ..errors import StagedCommitError
 from ..table.staged_commits import (
@@ -68,19 +69,23 @@ def _prefetch(store: LogStore, commits: Sequence[RatifiedCommit]) -> dict[str, b
         return {}  # read one by one, so that a missing file gets its typed error
 
 
-def verify_backlog(store: LogStore, commits: Sequence[RatifiedCommit], listing: StagedListing) -> list[VerifiedCommit]:
+def verify_backlog(
+    store: LogStore, commits: Sequence[RatifiedCommit], listing: StagedListing, keys: PartitionKeys | None = None
+) -> list[VerifiedCommit]:
     """Every commit verified, in order, before anything is copied; bytes kept up to ``KEEP_BYTES``.
 
     Verified means both what the coordinator recorded and the one strict validation of log actions
     every reader applies (``strict=True``), from the very bytes (or chunks) whose digest the copy
-    proves: a commit no reader could load is never copied into the published log."""
+    proves: a commit no reader could load is never copied into the published log. ``keys``: the
+    published table's partition-value keys; each commit's adds are checked against the keys in
+    effect (a metaData of the backlog changes them from its commit on)."""
     out: list[VerifiedCommit] = []
     kept = 0
     for window in _windows(commits):
         prefetched = _prefetch(store, window)
         for c in window:
             keep = c.inline_content is not None or kept + c.file_size <= KEEP_BYTES
-            v = verify_ratified_commit(store, c, listing, prefetched, keep=keep, strict=True)
+            v = verify_ratified_commit(store, c, listing, prefetched, keep=keep, strict=True, keys=keys)
             if v.data is not None and c.inline_content is None:
                 kept += v.size
             out.append(v)

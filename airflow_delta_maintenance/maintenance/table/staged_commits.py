@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 from ...coordinators.base import RatifiedCommit
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
-from ...deltalog.replay.commit_stream import CommitStreamValidator
+from ...deltalog.replay.commit_stream import CommitStreamValidator, PartitionKeys, RescanCommit
 from ...deltalog.storage import FileStat, LogStore
 from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
 
@@ -186,14 +186,16 @@ def verify_ratified_commit(
     *,
     keep: bool = True,
     strict: bool = False,
+    keys: PartitionKeys | None = None,
 ) -> VerifiedCommit:
     """``read_ratified_commit``'s checks in bounded memory: a staged file above
     ``WHOLE_FILE_LIMIT`` is streamed in chunks (never whole in memory); the bytes are kept only
     when ``keep`` and the file was read whole. ``strict``: also the one strict validation of log
     actions every reader applies (``CommitStreamValidator``), from the same bytes or chunks — for
-    a commit about to be copied into the published log."""
+    a commit about to be copied into the published log; ``keys``: the partition-value keys in
+    effect before it (moved on to its own metaData's, if it has one)."""
     if commit.inline_content is not None:
-        validate_commit_bytes(store, commit, commit.inline_content, strict=strict)
+        validate_commit_bytes(store, commit, commit.inline_content, strict=strict, keys=keys)
         return VerifiedCommit(commit, None, len(commit.inline_content), b"", commit.inline_content)
     for name in _staged_candidates(store, commit):
         stat = listing.get(name) if listing is not None else None
@@ -201,12 +203,16 @@ def verify_ratified_commit(
             if (prefetched is not None and name in prefetched) or (stat is not None and stat.size <= WHOLE_FILE_LIMIT):
                 data = prefetched[name] if prefetched is not None and name in prefetched else store.read(name)
                 _check_recorded(store, commit, name, len(data), stat or store.stat(name))
-                validate_commit_bytes(store, commit, data, strict=strict)
+                validate_commit_bytes(store, commit, data, strict=strict, keys=keys)
                 if keep:
                     return VerifiedCommit(commit, name, len(data), b"", data)
                 return VerifiedCommit(commit, name, len(data), hashlib.sha256(data).digest())
-            with store.open_input(name) as f:
-                size, digest = _stream_validated(store, commit, name, f, strict)
+            try:
+                with store.open_input(name) as f:
+                    size, digest = _stream_validated(store, commit, name, f, strict, keys)
+            except RescanCommit as again:  # its metaData, after adds, changes the keys: again with them
+                with store.open_input(name) as f:
+                    size, digest = _stream_validated(store, commit, name, f, strict, keys, again.keys)
         except FileNotFoundError:
             continue
         _check_recorded(store, commit, name, size, stat or store.stat(name))
@@ -219,9 +225,18 @@ def _chunks(f: BinaryIO) -> Iterable[bytes]:
         yield chunk
 
 
-def _stream_validated(store: LogStore, commit: RatifiedCommit, name: str, f: BinaryIO, strict: bool) -> tuple[int, bytes]:
+def _strict(
+    name: str, strict: bool, keys: PartitionKeys | None, commit_keys: frozenset[str] | None = None
+) -> CommitStreamValidator | None:
+    return CommitStreamValidator(name, keys=keys, commit_keys=commit_keys) if strict else None
+
+
+def _stream_validated(
+    store: LogStore, commit: RatifiedCommit, name: str, f: BinaryIO, strict: bool, keys: PartitionKeys | None,
+    commit_keys: frozenset[str] | None = None,
+) -> tuple[int, bytes]:
     """Validate a staged file chunk by chunk (lines split across chunks are joined); its size and SHA-256."""
-    lines = _CommitLines(store, commit, name, CommitStreamValidator(store.display(name)) if strict else None)
+    lines = _CommitLines(store, commit, name, _strict(store.display(name), strict, keys, commit_keys))
     h = hashlib.sha256()
     size = 0
     for chunk in _chunks(f):
@@ -364,13 +379,22 @@ class _CommitLines:
                 )
 
 
-def validate_commit_bytes(store: LogStore, commit: RatifiedCommit, data: bytes, *, strict: bool = False) -> None:
+def validate_commit_bytes(
+    store: LogStore, commit: RatifiedCommit, data: bytes, *, strict: bool = False, keys: PartitionKeys | None = None
+) -> None:
     """Every line is one JSON action object; the in-commit timestamp equals the coordinator's;
-    with ``strict``, every action passes the one strict validation too."""
+    with ``strict``, every action passes the one strict validation too (``keys``: the
+    partition-value keys in effect, ``verify_ratified_commit``)."""
     name = commit.file_name or f"<inline commit {commit.version}>"
-    lines = _CommitLines(store, commit, name, CommitStreamValidator(store.display(name) if commit.file_name else name) if strict else None)
-    lines.check(data)
-    lines.finish()
+    shown = store.display(name) if commit.file_name else name
+    try:
+        lines = _CommitLines(store, commit, name, _strict(shown, strict, keys))
+        lines.check(data)
+        lines.finish()
+    except RescanCommit as again:  # its metaData, after adds, changes the keys: again with them
+        lines = _CommitLines(store, commit, name, _strict(shown, strict, keys, again.keys))
+        lines.check(data)
+        lines.finish()
 
 
 def published_matches(store: LogStore, verified: VerifiedCommit, name: str) -> bool:
