@@ -152,7 +152,7 @@ def _spark_checkpoint(args: argparse.Namespace, table: Any, plan: Any) -> Any:
 
     started = time.monotonic()
     version = plan.decision.version
-    plan.check_tail(table)
+    plan.check_tail(table, base_checkpoint=True)
     settings = _spark_settings(args)
     job = checkpoint_job(table.uri, version, _job_storage_options(table, settings), conf=_spark_conf(args))
     reported = json.loads(run_spark_submit(job, settings, **_spark_output(args)).strip().splitlines()[-1])

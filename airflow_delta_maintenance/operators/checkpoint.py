@@ -100,7 +100,7 @@ class DeltaCheckpointOperator(SparkEngineMixin, DeltaTableOperator):
                 result = translate_errors("checkpoint", self.table_uri, lambda: run_local_checkpoint(table, plan, progress=self.progress()))
                 return self.finish(CheckpointOutcome.local(table.uri, decision, result).report())
             started = time.monotonic()
-            translate_errors("checkpoint planning", self.table_uri, lambda: plan.check_tail(table))
+            translate_errors("checkpoint planning", self.table_uri, lambda: plan.check_tail(table, base_checkpoint=True))
             job = checkpoint_job(table.uri, decision.version, table.storage_options, conf=self.spark_conf, jars=self.spark_jars,
                                  packages=self.spark_packages)
             self.submit_spark_job(job)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ...deltalog.checkpoint.check import verify_checkpoint
 from ...deltalog.checkpoint.writer import CheckpointResult, write_checkpoint
 from ...deltalog.errors import UnpublishedVersionError, UnsupportedFeatureError
 from ...deltalog.log_segment.listing import CheckpointGroup, LogSegmentFiles
+from ...deltalog.log_segment.segment import build_log_segment
 from ...deltalog.model.features import check_write_supported
 from ...deltalog.model.paths import LogFileType
 from ...deltalog.replay.snapshot import load_snapshot
@@ -73,10 +75,17 @@ class CheckpointPlan:
     decision: CheckpointDecision
     state: TableState  # the latest ratified state the gates came from
 
-    def check_tail(self, table: MaintainedTable) -> None:
+    def check_tail(self, table: MaintainedTable, *, base_checkpoint: bool = False) -> None:
         """Every commit up to the catalog's head reads and validates in full (before a Spark job
-        is submitted; the local engine checks what its own replay did not read)."""
+        is submitted; the local engine checks what its own replay did not read). ``base_checkpoint``
+        (a Spark job, which copies the adds of the checkpoint it starts from without judging
+        them): that checkpoint opens and its adds' partition-value keys are the table's
+        (``verify_checkpoint``), or nothing is submitted."""
         validate_ratified_tail(table, self.state)
+        if base_checkpoint:
+            base = build_log_segment(self.view.files, self.decision.version, use_compactions=False, table=table.uri).checkpoint
+            if base is not None:
+                verify_checkpoint(table.store, base)
 
 
 def plan_checkpoint(
