@@ -59,7 +59,7 @@ _BLANK = " \t\n\r\x0b\x0c"  # what bytes.strip() removes: such a line is skipped
 _KINDS = ("", "add", "remove")  # by the scanner's code
 _BATCH = 256  # lines parsed at once: bounds the parsed objects held (~300 KiB of adds); larger costs more
 _ADD_BODY = operator.itemgetter("add")
-_FILE_URI = operator.methodcaller("startswith", "file:/")  # such a path has a canonical form of its own
+_ADD_LINE = operator.methodcaller("startswith", b'{"add":{')
 _VALUES = operator.itemgetter("partitionValues")
 
 
@@ -211,6 +211,11 @@ class CommitStreamValidator:
                 self._round_trip(part, plain)
                 continue
             same = list(map(bytes.__eq__, map(_orjson.dumps, elements), part))
+            # Nearly every batch of a large commit: adds only. dumps gave back each line, which
+            # begins {"add":{ — so each is a dict whose first key is "add"; one key, so no other.
+            if all(same) and all(map(_ADD_LINE, part)) and {*map(len, elements)} == {1}:
+                self._adds(elements, part, plain)
+                continue
             adds = [s and type(e) is dict and len(e) == 1 and "add" in e for e, s in zip(elements, same, strict=True)]
             i, n = 0, len(part)
             while i < n:
@@ -235,7 +240,8 @@ class CommitStreamValidator:
         allowed = self._allowed
         if (
             paths is not None and (allowed is None or all(map(allowed.issuperset, map(_VALUES, bodies))))
-            and not any(map(_FILE_URI, paths)) and self.rules.feed_adds(paths, range(first, first + len(paths)))
+            and "\nfile:/" not in "\n" + "\n".join(paths)  # no path in file:/ form (one holding "\nfile:/" goes one by one)
+            and self.rules.feed_adds(paths, range(first, first + len(paths)))
         ):
             self.number += len(paths)
             self.actions += len(paths)

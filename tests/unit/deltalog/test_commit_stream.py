@@ -14,9 +14,12 @@ import pytest
 
 from airflow_delta_maintenance.deltalog.errors import CorruptLogError
 from airflow_delta_maintenance.deltalog.model import schema_validation
+from airflow_delta_maintenance.deltalog.model.partition_keys import check_partition_keys, partition_value_keys
 from airflow_delta_maintenance.deltalog.model.validation import CommitRules, canonical_path, loads_action
 from airflow_delta_maintenance.deltalog.replay import commit_stream
-from airflow_delta_maintenance.deltalog.replay.commit_stream import CommitStreamValidator
+from airflow_delta_maintenance.deltalog.replay.commit_stream import CommitStreamValidator, PartitionKeys, RescanCommit
+
+from .logbuilder import metadata
 
 needs_scanner = pytest.mark.skipif(not commit_stream.AVAILABLE, reason="the accelerators are not installed (or DELTA_MAINTENANCE_ACCEL=off)")
 
@@ -329,3 +332,73 @@ def test_the_plain_add_shortcut_decides_as_the_general_field_rules() -> None:
                  {"path": "", "partitionValues": {}, "size": True, "modificationTime": 0, "dataChange": True}):
         assert outcome(validation._add, body) == outcome(lambda b, k: validation._fields(b, k, validation._ADD), body) != "ok"
     assert tried > 2000 and accepted > 500, (tried, accepted)
+
+
+def with_keys_two_passes(blocks: list[bytes], allowed: frozenset[str]) -> object:
+    """The two passes, then replay's partition-value keys rule (``tail_check._line_by_line``): the
+    commit's own metaData's keys, else ``allowed``, for every add, the first offender in order."""
+    out = two_passes(blocks)
+    if out[0] != "ok":
+        return out
+    lines = b"\n".join(blocks).split(b"\n")
+    actions = [(n, loads_action(raw, "c", n)) for n, raw in enumerate(lines, start=1) if raw.strip()]
+    metas = [a["metaData"] for _, a in actions if "metaData" in a]
+    keys = partition_value_keys(metas[0]) if metas else allowed
+    try:
+        for n, a in actions:
+            if "add" in a and keys is not None:
+                check_partition_keys(a["add"], keys, "c", n)
+    except CorruptLogError as exc:
+        return ("strict", str(exc))
+    return (*out, keys)
+
+
+def with_keys_one_pass(blocks: list[bytes], allowed: frozenset[str], accelerated: bool, fast: bool) -> object:
+    """As publish runs it: fed block by block, finished, fed again when a metaData asks for it."""
+    commit_keys = None
+    for _ in range(2):
+        keys = PartitionKeys(allowed)
+        validator = CommitStreamValidator("c", accelerated=accelerated, fast=fast, keys=keys, commit_keys=commit_keys)
+        try:
+            for block in blocks:
+                validator.feed(block, lambda number, raw: plain_rules(raw))
+            validator.finish()
+        except RescanCommit as again:
+            assert commit_keys is None, "asked twice"
+            commit_keys = again.keys
+            continue
+        except (ValueError, RecursionError):
+            return ("plain",)
+        except CorruptLogError as exc:
+            return ("strict", str(exc))
+        return ("ok", validator.rules._paths, validator.rules._files, validator.rules._once_keys, keys.allowed)
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize(
+    ("accelerated", "fast"),
+    [(False, False), (False, True), pytest.param(True, False, marks=needs_scanner)],
+    ids=["pure", "orjson", "compiled"],
+)
+def test_partition_value_keys_decide_alike_on_every_path(accelerated: bool, fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keys rule in the streamed validator (cached frozenset, the scanner's C check, a metaData
+    anywhere in the commit) gives replay's outcome on mutated commits: the table's keys ``p`` and
+    ``region``, LINES' ``{"d": None}`` refused, a metaData (first, in the middle, last) that keeps
+    only ``p`` or adds ``d``."""
+    if accelerated and not commit_stream._SCAN_KEYS:
+        pytest.skip("the installed scanner does not check partition-value keys (an older build)")
+    monkeypatch.setattr(commit_stream, "_BATCH", 7)
+    metas = [compact(metadata(partition_columns=cols)) for cols in (["p"], ["p", "d", "region"])]
+    rng = random.Random(30)
+    outcomes: dict[str, int] = {}
+    for blocks in commits(seed=31, count=1200) + long_commits(seed=32, count=300):
+        if rng.random() < 0.3:  # a metaData somewhere in the commit (never line 1: the commitInfo)
+            parts = b"\n".join(blocks).split(b"\n")
+            parts.insert(rng.randrange(1, len(parts) + 1), rng.choice(metas))
+            blocks = blocks_of_lines(b"\n".join(parts), sorted(rng.sample(range(len(parts)), rng.randrange(min(len(parts), 4)))))
+        expected = with_keys_two_passes(blocks, frozenset({"p", "region"}))
+        got = with_keys_one_pass(blocks, frozenset({"p", "region"}), accelerated, fast)
+        assert (got[0], *got[1:]) == ((expected[0],) if expected[0] == "plain" else expected), blocks
+        key = str(expected[0]) + ("-keys" if expected[0] == "strict" and "not a partition column" in str(expected[1]) else "")
+        outcomes[key] = outcomes.get(key, 0) + 1
+    assert outcomes.get("strict-keys", 0) > 50 and outcomes.get("ok", 0) > 200, outcomes
