@@ -203,8 +203,9 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
         names.append(name)
         parquet.append(name)
     allowed = partition_value_keys(bodies[0]) if len(bodies) == 1 else None
-    for name in parquet if allowed is not None else ():
-        _partition_keys_hold(store, name, allowed)
+    if allowed is not None:
+        for name in parquet:
+            _partition_keys_hold(store, name, allowed)
     if hint is not None and hint.version == group.version:
         mismatch = None
         if hint.parts is not None and hint.parts != group.expected_parts and not (hint.parts == 1 and group.expected_parts == 1):

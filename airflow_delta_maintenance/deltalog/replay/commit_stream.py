@@ -72,7 +72,7 @@ class PartitionKeys:
     allowed: frozenset[str] | None
 
 
-class RescanCommit(Exception):  # noqa: N818 - a request, not an error
+class RescanCommit(Exception):
     """A metaData changed the partition-value keys after adds of the same commit were checked
     against the old ones: validate the commit again from its start with ``keys`` (the commit's)."""
 
