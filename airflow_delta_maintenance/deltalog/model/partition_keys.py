@@ -50,8 +50,8 @@ def check_partition_keys(body: Mapping[str, Any], allowed: frozenset[str], name:
 def unknown_map_key(values: pa.Array | pa.ChunkedArray, allowed: frozenset[str]) -> tuple[int, str] | None:
     """The first row of ``values`` (``partitionValues`` maps, as a checkpoint stores them) holding
     a key outside ``allowed``, and that key; None when every key is allowed. Columnar: all keys
-    against the set at once, never a row in Python."""
-    import numpy as np  # here: the line-by-line readers (a cleanup process) keep numpy out
+    against the set at once, never a row in Python; pyarrow alone (a cleanup process keeps numpy
+    out)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -59,12 +59,17 @@ def unknown_map_key(values: pa.Array | pa.ChunkedArray, allowed: frozenset[str])
     value_set = pa.array(sorted(allowed), pa.string())
     rows = 0
     for chunk in chunks:
-        offsets = chunk.offsets.to_numpy(zero_copy_only=False)
-        keys = chunk.keys.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        if not len(chunk):
+            continue
+        offsets = chunk.offsets
+        start, end = offsets[0].as_py(), offsets[-1].as_py()
+        keys = chunk.keys.slice(start, end - start)
         known = pc.is_in(keys, value_set=value_set)
         if pc.all(known).as_py() is not False:
             rows += len(chunk)
             continue
-        first = int(np.argmin(known.to_numpy(zero_copy_only=False)))
-        return rows + int(np.searchsorted(offsets, first + offsets[0], side="right")) - 1, str(keys[first].as_py())
+        first = pc.index(known, False).as_py()
+        # the row holding key ``first``: the rows that end at or before it
+        row = pc.sum(pc.less_equal(offsets.slice(1), start + first)).as_py() or 0
+        return rows + row, str(keys[first].as_py())
     return None

@@ -224,3 +224,16 @@ def test_such_a_checkpoint_is_never_the_anchor_cleanup_deletes_below(tmp_path: P
     assert sorted(set(before) - set(listing(root))) == [f"{v:020d}.json" for v in range(5)]
     rc, out, err = run("inspect", str(root), "--json")
     assert rc == 0 and json.loads(out)["version"] == 12, err
+
+
+def test_the_installed_cleanup_refuses_such_a_checkpoint_without_numpy(tmp_path: Path) -> None:
+    """The cleanup command keeps numpy out of its process: the checkpoint's keys are checked with
+    pyarrow alone, and the refusal is the typed one, not a missing module."""
+    root, holder = checkpointed(tmp_path, "classic", "begion", keep_commits=False)
+    before = listing(root)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([str(Path(sys.executable).with_name("delta-maintenance")), "cleanup", str(root), "--execute"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, (done.stdout, done.stderr)
+    assert "CorruptLogError" in done.stderr and holder in done.stderr and "'begion'" in done.stderr, done.stderr
+    assert listing(root) == before
