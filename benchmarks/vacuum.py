@@ -105,12 +105,20 @@ def upload(root: str, endpoint: str, bucket: str) -> str:
     return f"s3://{bucket}/t"
 
 
+def cpu_seconds_of(pid: int | None) -> float:
+    """User + system CPU seconds a process has used so far (the S3 server's share of a run)."""
+    if not pid:
+        return float("nan")
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def moto_copy(root: str, bucket: str, endpoint: str | None = None) -> Iterator[tuple[str, str]]:
-    """``root`` on moto's S3: (table URI, endpoint). Without ``endpoint`` a fresh server is started
-    here and stopped after."""
+def moto_copy(root: str, bucket: str, endpoint: str | None = None, pid: int | None = None) -> Iterator[tuple[str, str, int | None]]:
+    """``root`` on moto's S3: (table URI, endpoint, server pid). Without ``endpoint`` a fresh
+    server is started here and stopped after."""
     if endpoint:
-        yield upload(root, endpoint, bucket), endpoint
+        yield upload(root, endpoint, bucket), endpoint, pid
         return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -119,7 +127,7 @@ def moto_copy(root: str, bucket: str, endpoint: str | None = None) -> Iterator[t
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **S3_KEYS})
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        yield upload(root, endpoint, bucket), endpoint
+        yield upload(root, endpoint, bucket), endpoint, moto.pid
     finally:
         os.killpg(moto.pid, signal.SIGTERM)
         moto.wait(15)
@@ -133,6 +141,7 @@ def main() -> int:
     ap.add_argument("--work", default=None, help="a directory to keep the built table in (reused when present)")
     ap.add_argument("--s3", action="store_true", help="plan on a copy in moto's S3 (started here) instead of the local disk")
     ap.add_argument("--s3-endpoint", default=None, help="with --s3: a moto server already running (the copy is made once)")
+    ap.add_argument("--s3-server-pid", type=int, default=None, help="with --s3-endpoint: the server's pid (its CPU per run is reported)")
     ap.add_argument("--prepare", action="store_true", help="build (and with --s3 upload) the table, then stop")
     args = ap.parse_args()
     compile_package()
@@ -143,7 +152,7 @@ def main() -> int:
         print(f"built {args.files:,} files in {args.partitions} partitions", file=sys.stderr)
 
     bucket = f"bench-{args.files}-{args.partitions}"
-    with moto_copy(root, bucket, args.s3_endpoint) if args.s3 else contextlib.nullcontext((root, "")) as (uri, endpoint):
+    with moto_copy(root, bucket, args.s3_endpoint, args.s3_server_pid) if args.s3 else contextlib.nullcontext((root, "", None)) as (uri, endpoint, pid):
         if args.prepare:
             return 0
         env = {**os.environ, **S3_KEYS} if args.s3 else None
@@ -152,11 +161,15 @@ def main() -> int:
                                      "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"})] if args.s3 else []
 
         def run_one(engine: str, i: int) -> tuple[float, float, dict]:
+            server_before = cpu_seconds_of(pid)
             if engine == "ours":
                 wall, peak, rep = run_measured([CLI, "vacuum", uri, "--retention-hours", "0", "--allow-shorter-retention", "--json", *ours_options], env=env)
                 files = rep["planned_files"] if "planned_files" in rep else rep["plan"]["files"]  # --json is the XCom record now
-                return wall, peak, {"files": files, "_cpu_seconds": rep["_cpu_seconds"]}
-            return run_measured([PYTHON, "-c", WHEEL, uri, *wheel_options], env=env)
+                rep = {"files": files, "_cpu_seconds": rep["_cpu_seconds"], "client": rep.get("listing_client")}
+            else:
+                wall, peak, rep = run_measured([PYTHON, "-c", WHEEL, uri, *wheel_options], env=env)
+            rep["server_cpu"] = round(cpu_seconds_of(pid) - server_before, 2)
+            return wall, peak, rep
 
         runs = interleaved(["ours", "wheel"], args.repeat, run_one)
     planned = {e: r.reported[-1]["files"] for e, r in runs.items()}
@@ -166,6 +179,9 @@ def main() -> int:
     print(json.dumps({"argv": sys.argv[1:]}))
     where = "moto S3" if args.s3 else "local disk"
     print(ratio_line(f"{args.files:,} files / {args.partitions} partitions, {where}", runs["ours"], runs["wheel"]).replace("delta-rs", "wheel"))
+    if pid:  # moto answers one request at a time in Python: its CPU per run is the floor of the wall time
+        print("  S3 server CPU per run: " + "; ".join(f"{e} {[r['server_cpu'] for r in runs[e].reported]}" for e in runs)
+              + f"; our listing client: {[r.get('client') for r in runs['ours'].reported]}")
     return 0
 
 

@@ -196,3 +196,16 @@ def test_a_list_page_slower_than_three_seconds_is_waited_for_as_s3fs_waits(
     store = open_table_storage(f"s3://{name}/t", {**options, "client_kwargs": {**options["client_kwargs"], "endpoint_url": f"http://{proxy.host}"}})
     listing = list_table_files(store, HiddenNames(["part"]))
     assert len(slowed) == 1 and listing.client == "arrow" and sorted(rows(listing)) == sorted(VISIBLE)
+
+
+def test_when_arrows_listing_fails_s3fs_lists_from_the_start(s3_bucket: tuple[str, dict[str, Any]], s3_endpoint: str, fault_proxy: Any) -> None:
+    name, options = s3_bucket
+    seeded = open_table_storage(f"s3://{name}/t", options)
+    for rel in VISIBLE:
+        seeded.fs.pipe(f"{name}/t/{rel}", b"x")
+    proxy = fault_proxy(s3_endpoint.removeprefix("http://"))
+    # Arrow's LIST pages of one prefix arrive garbled (its other prefixes may already be listed)
+    proxy.rewrite_answer(lambda ex: "encoding-type" not in ex.path and "prefix=t/part=ü/" in unquote(ex.path), lambda body: b"<ListBucketResult><Con")
+    store = open_table_storage(f"s3://{name}/t", {**options, "client_kwargs": {**options["client_kwargs"], "endpoint_url": f"http://{proxy.host}"}})
+    listing = list_table_files(store, HiddenNames(["part"]))
+    assert listing.client == "s3fs" and sorted(rows(listing)) == sorted(VISIBLE)

@@ -433,7 +433,7 @@ def _native_listing(store: LogStore, hidden: HiddenNames, workers: int) -> Table
 
     try:
         listing = list_s3_native(store, native, hidden, workers)
-    except OSError as exc:
+    except (OSError, pa.ArrowException) as exc:  # a network or service error, a key Arrow refuses as a path
         log.info("%s: the native S3 listing failed (%s: %s); listing with s3fs", store.uri, type(exc).__name__, " ".join(str(exc).split())[:300])
         return None
     listing.client = "arrow"
