@@ -209,3 +209,19 @@ def test_when_arrows_listing_fails_s3fs_lists_from_the_start(s3_bucket: tuple[st
     store = open_table_storage(f"s3://{name}/t", {**options, "client_kwargs": {**options["client_kwargs"], "endpoint_url": f"http://{proxy.host}"}})
     listing = list_table_files(store, HiddenNames(["part"]))
     assert listing.client == "s3fs" and sorted(rows(listing)) == sorted(VISIBLE)
+
+
+def test_the_spark_engines_tasks_list_natively_what_the_worker_lists(s3_table: tuple[Bucket, str]) -> None:
+    """The Spark engine's driver splits the root (``split_listing``); each executor task lists one
+    prefix (``list_prefix``) — by Arrow too, with the worker's rules."""
+    from airflow_delta_maintenance.deltalog.vacuum.listing import concat_listings, list_prefix, split_listing
+
+    bucket, uri = s3_table
+    store = open_table_storage(uri, bucket.storage_options)
+    hidden = HiddenNames(["part"])
+    head, prefixes = split_listing(store, hidden)
+    parts = [list_prefix(store, prefix, mtime, hidden) for prefix, mtime in prefixes]
+    assert parts and {p.client for p in parts} == {"arrow"}
+    whole = concat_listings([head, *parts])
+    assert sorted(rows(whole)) == sorted(VISIBLE) and rows(whole) == rows(list_table_files(store, hidden))
+    assert sorted(rows(whole, "shadows")) == SHADOWS

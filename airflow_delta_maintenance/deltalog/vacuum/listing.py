@@ -379,7 +379,8 @@ def list_prefix(store: LogStore, prefix: str, mtime: int, hidden: HiddenNames) -
     """Everything below the root's sub-directory ``prefix`` (one task of ``split_listing``)."""
     if store.is_local:
         return _walk_local(f"{store.table_root}/{prefix}", prefix, mtime, hidden)
-    return _list_prefix(store.fs, store.table_root, prefix, hidden)
+    native = _native_listing(store, hidden, 1, prefix)
+    return native if native is not None else _list_prefix(store.fs, store.table_root, prefix, hidden)
 
 
 # ---- a listing as one Arrow table (what the Spark engine's tasks write and the worker reads) ----
@@ -421,18 +422,19 @@ def listing_from_arrow(table: pa.Table, source: str = "listing") -> TableListing
     )
 
 
-def _native_listing(store: LogStore, hidden: HiddenNames, workers: int) -> TableListing | None:
-    """The listing by Arrow's S3 client where it equals the table's s3fs client (``storage.native_s3``);
-    None where it does not, or where it failed (s3fs then lists, and reports any error itself)."""
+def _native_listing(store: LogStore, hidden: HiddenNames, workers: int, prefix: str | None = None) -> TableListing | None:
+    """The listing (of the root, or of one of its sub-directories ``prefix``) by Arrow's S3 client
+    where it equals the table's s3fs client (``storage.native_s3``); None where it does not, or
+    where it failed (s3fs then lists, and reports any error itself)."""
     from ..storage.native_s3 import native_s3
 
     native = native_s3(store.fs)
     if native is None:
         return None
-    from .s3_listing import list_s3_native
+    from .s3_listing import list_s3_native, list_s3_prefix
 
     try:
-        listing = list_s3_native(store, native, hidden, workers)
+        listing = list_s3_native(store, native, hidden, workers) if prefix is None else list_s3_prefix(store, native, prefix, hidden)
     except (OSError, pa.ArrowException) as exc:  # a network or service error, a key Arrow refuses as a path
         log.info("%s: the native S3 listing failed (%s: %s); listing with s3fs", store.uri, type(exc).__name__, " ".join(str(exc).split())[:300])
         return None

@@ -23,7 +23,7 @@ from ..storage.native_s3 import NativeS3
 from .listing import FILE_SCHEMA, TableListing, _files_table, _run_tasks, concat_listings, shadow_of
 from .paths import HiddenNames, ListingStoppedError
 
-__all__ = ["list_s3_native"]
+__all__ = ["list_s3_native", "list_s3_prefix"]
 
 # A component that may be hidden (``HiddenNames`` decides): starts with "." or "_", or is "metadata" (RE2).
 _MAYBE_HIDDEN_COMPONENT = r"(^|/)([._]|metadata(/|$))"
@@ -35,6 +35,11 @@ def list_s3_native(store: LogStore, native: NativeS3, hidden: HiddenNames, worke
     root = store.fs._strip_protocol(store.table_root).rstrip("/")
     head, prefixes = _root_entries(native, root, hidden)
     return concat_listings([head, *_run_tasks(lambda t: _prefix(native, root, t[0], hidden), [(p, 0) for p in prefixes], workers)])
+
+
+def list_s3_prefix(store: LogStore, native: NativeS3, prefix: str, hidden: HiddenNames) -> TableListing:
+    """``listing.list_prefix`` (one sub-directory of the root: a Spark task's share) by Arrow."""
+    return _prefix(native, store.fs._strip_protocol(store.table_root).rstrip("/"), prefix, hidden)
 
 
 def _selector(base: str, recursive: bool) -> Any:
