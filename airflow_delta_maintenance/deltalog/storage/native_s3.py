@@ -10,8 +10,9 @@ GIL. ``native_s3`` gives one only when it would reach the same objects as the sa
 - **the same credentials**: the fixed keys s3fs was given, else the current keys of the session
   s3fs draws from (a role's refreshable set, a profile, the environment's chain), frozen.
   Arrow cannot refresh a botocore credential provider, so each listing task takes the keys anew
-  (botocore refreshes them ten minutes or more before they expire): a snapshot lives only for
-  one prefix's listing, never in a long-lived client;
+  (botocore refreshes them ten minutes or more before they expire): a snapshot serves one
+  prefix's listing, and a client is kept only while the keys it was made with are current;
+- **the same patience**: botocore's read and connect timeouts and attempts as s3fs set them;
 - **no option left out**: requester-pays, extra request parameters (``s3_additional_kwargs``),
   turned-off TLS verification, proxies, per-bucket regions (``cache_regions``), an unknown option:
   s3fs lists as before.
@@ -98,6 +99,8 @@ def native_s3(fs: fsspec.AbstractFileSystem) -> NativeS3 | None:
             settings = _settings(fs)
         except _Unsupported as exc:
             reason = str(exc)
+        except Exception as exc:  # noqa: BLE001 - s3fs could not even make its client: let it report that itself
+            reason = f"s3fs's client: {type(exc).__name__}"
     if reason is not None:
         log.debug("listing with s3fs: %s", reason)
         return None
