@@ -331,3 +331,43 @@ def test_a_bad_small_file_fails_the_bin_with_its_own_error_and_leaves_no_file(tm
     with pytest.raises(SymlinkInLogError, match=r"f5\.parquet"):
         writer.write_bin(files, writer.BinTask(sources=(sources[4], sources[5]), partition_values={}, table_schema=schema, partition_columns=()))
     assert set(root.iterdir()) == before  # nothing written is left behind
+
+
+LOGGED_PATHS = ["x.parquet", "p=1/x.parquet", "a b/é.parquet", "a%20b/x.parquet", "a//b.parquet", "p=1/./x.parquet", ".hidden/x.parquet",
+                "..x/y.parquet", "../x.parquet", "a/../../x.parquet", "/elsewhere/x.parquet", "_delta_log/00000000000000000000.json",
+                "_delta_logs/x.parquet", "file:///t/_delta_log/x.json", "p:1/x.parquet", "x.parquet?v=1", "a\\b.parquet", "", "a/"]
+
+
+def test_the_bulk_path_check_of_a_bins_small_files_decides_as_resolve_then_path(tmp_path: Path) -> None:
+    """``DataFiles.local_paths`` (a bin's thousands of small files at once, plain relative paths
+    without the resolver) gives exactly ``path(resolve(p))``: the same file, or the same typed
+    error, for every spelling — escapes, odd segments, the log, a scheme, a link out of the table."""
+    import deltalake
+
+    from airflow_delta_maintenance.deltalog.datafiles.files import DataFiles
+    from airflow_delta_maintenance.maintenance.table.maintained import open_table
+
+    root = tmp_path / "t"
+    deltalake.write_deltalake(str(root), pa.table({"id": pa.array([0], pa.int64())}))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "p=1").mkdir()
+    (root / "p=1" / "link.parquet").symlink_to(outside / "x.parquet")
+    (root / "out").symlink_to(outside)
+    files = DataFiles(open_table(str(root)).store)
+
+    def one(paths: list[str]) -> Any:
+        try:
+            return files.local_paths(paths)
+        except Exception as exc:  # noqa: BLE001 - the error is what is compared
+            return type(exc), str(exc)
+
+    def reference(path: str) -> Any:
+        try:
+            return [files.path(files.resolve(path))]
+        except Exception as exc:  # noqa: BLE001
+            return type(exc), str(exc)
+
+    for logged_path in (*LOGGED_PATHS, "p=1/link.parquet", "out/x.parquet", "p=1/in.parquet"):
+        assert one([logged_path]) == reference(logged_path), logged_path
+    assert one(["p=1/in.parquet", "x.parquet"]) == [str(root / "p=1" / "in.parquet"), str(root / "x.parquet")]
