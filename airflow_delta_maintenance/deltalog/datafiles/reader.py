@@ -21,6 +21,7 @@ from ..errors import CorruptLogError
 from .deletion_vectors import DeletionVectorDescriptor, load_deleted_rows
 from .files import DataFiles
 from .schema import SchemaMismatchError, TableConformer
+from .stats import stats_num_records
 
 __all__ = ["SourceFile", "LiveRows", "iter_live_rows", "iter_small_files", "source_file", "SMALL_FILE_BYTES"]
 
@@ -41,15 +42,7 @@ class SourceFile:
 
 
 def source_file(add: Mapping[str, Any]) -> SourceFile:
-    import json
-
-    num = None
-    stats = add.get("stats")
-    if stats:
-        try:
-            num = json.loads(stats).get("numRecords")
-        except ValueError:
-            num = None
+    num = stats_num_records(add.get("stats"))
     return SourceFile(
         path=add["path"],
         size=int(add.get("size") or 0),

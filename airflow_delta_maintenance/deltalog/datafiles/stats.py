@@ -29,7 +29,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["StatsConfig", "StatsCollector", "stats_leaves", "truncate_min_string", "truncate_max_string", "STRING_PREFIX_LENGTH"]
+from ..model.schema_validation import ORJSON
+
+__all__ = ["StatsConfig", "StatsCollector", "stats_leaves", "stats_num_records", "truncate_min_string", "truncate_max_string", "STRING_PREFIX_LENGTH"]
 
 STRING_PREFIX_LENGTH = 32
 ASCII_MAX = "\x7f"
@@ -81,6 +83,22 @@ def truncate_max_string(s: str, prefix: int = STRING_PREFIX_LENGTH) -> str | Non
         else:
             return s[:chars] + UTF8_MAX
     return None
+
+
+def stats_num_records(stats: str | None) -> Any:
+    """``numRecords`` of an ``add``'s statistics (None when absent or not a JSON object). Parsed by
+    orjson where it can (an OPTIMIZE reads it for each of its thousands of source files, on the
+    driver's one thread), else by ``json`` (which also takes what orjson refuses, e.g. ``NaN``)."""
+    if not stats:
+        return None
+    try:
+        parsed = ORJSON.loads(stats) if ORJSON is not None else json.loads(stats)
+    except ValueError:
+        try:
+            parsed = json.loads(stats)
+        except ValueError:
+            return None
+    return parsed.get("numRecords") if isinstance(parsed, dict) else None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ Nothing is visible until the driver commits; a failed task's file is referenced 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -231,16 +230,6 @@ def _materialise_row_tracking(table: pa.Table, row_index: np.ndarray | None, src
     i, j = table.schema.get_field_index(rt.row_id_column), table.schema.get_field_index(rt.commit_version_column)
     table = table.set_column(i, pa.field(rt.row_id_column, pa.int64()), ids.cast(pa.int64()))
     return table.set_column(j, pa.field(rt.commit_version_column, pa.int64()), versions.cast(pa.int64()))
-
-
-def stats_json_num_records(stats: str | None) -> int | None:
-    if not stats:
-        return None
-    try:
-        value = json.loads(stats).get("numRecords")
-    except ValueError:
-        return None
-    return None if value is None else int(value)
 
 
 def partition_key(values: Mapping[str, str | None], columns: Sequence[str]) -> tuple[str | None, ...]:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ... import __version__
+from ..datafiles.stats import stats_num_records
 
 __all__ = ["remove_action", "commit_info", "operation_metrics", "ENGINE_INFO"]
 
@@ -42,10 +43,7 @@ def remove_action(add: Mapping[str, Any], deletion_timestamp: int) -> dict[str, 
             out[key] = add[key]
     stats = add.get("stats")
     if stats:
-        try:
-            records = json.loads(stats).get("numRecords")
-        except (ValueError, AttributeError):
-            records = None
+        records = stats_num_records(stats)
         if records is not None:
             out["stats"] = json.dumps({"numRecords": int(records)}, separators=(",", ":"))
     return out

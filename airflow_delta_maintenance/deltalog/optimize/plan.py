@@ -17,12 +17,12 @@ compaction never undoes clustering; only not-yet-clustered files are packed toge
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..datafiles.stats import stats_num_records
 from ..errors import InvalidOptionError
 from .predicate import PartitionPredicate
 
@@ -162,13 +162,7 @@ class OptimizePlan:
 
 
 def _num_records(add: Mapping[str, Any]) -> int | None:
-    stats = add.get("stats")
-    if not stats:
-        return None
-    try:
-        value = json.loads(stats).get("numRecords")
-    except (ValueError, AttributeError):
-        return None
+    value = stats_num_records(add.get("stats"))
     return None if value is None else int(value)
 
 

@@ -31,6 +31,7 @@ from ...deltalog.datafiles.writer import BinTask
 from ...deltalog.errors import DeltaLogError, LogFileExistsError
 from ...deltalog.model.features import check_data_rewrite_supported, in_commit_timestamps_enabled, is_catalog_managed, is_coordinated
 from ...deltalog.model.paths import commit_name
+from ...deltalog.model.schema_validation import ORJSON
 from ...deltalog.optimize.actions import commit_info, operation_metrics, remove_action
 from ...deltalog.optimize.plan import Bin, OptimizeOptions, OptimizePlan, plan_optimize
 from ...deltalog.optimize.tasks import ROW_TRACKING_DOMAIN, bin_tasks, file_key, live_adds, row_id_high_water_mark, row_tracking_columns
@@ -323,8 +324,19 @@ class _Committer:
         if self.table.coordinator is not None:
             self.table.commit(version, actions)
             return
-        data = "".join(json.dumps(a, separators=(",", ":"), ensure_ascii=False) + "\n" for a in actions).encode("utf-8")
+        data = _ndjson(actions)
         self.table.store.put_if_absent(commit_name(version), data)
+
+
+def _ndjson(actions: list[dict[str, Any]]) -> bytes:
+    """The commit's lines: by orjson where it can (one line per source file's ``remove``: tens of
+    thousands on the driver's one thread), else by ``json`` (both compact, UTF-8 unescaped)."""
+    if ORJSON is not None:
+        try:
+            return b"".join(ORJSON.dumps(a) + b"\n" for a in actions)
+        except TypeError:  # e.g. an integer beyond 64 bits: json writes it
+            pass
+    return "".join(json.dumps(a, separators=(",", ":"), ensure_ascii=False) + "\n" for a in actions).encode("utf-8")
 
 
 def small_file_counts(table: MaintainedTable, min_file_size: int | None = None) -> tuple[int, int]:

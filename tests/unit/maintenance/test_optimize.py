@@ -259,3 +259,23 @@ def test_a_table_that_declares_a_coordinator_is_never_committed_around_it(tmp_pa
     # table says is refused by name (CoordinatorNotConfiguredError), never committed around
     with pytest.raises(CoordinatorMismatchError, match="the table declares DynamoDB coordinator"):
         run_optimize(open_table(path))
+
+
+def test_the_commit_lines_and_the_source_row_counts_read_as_the_json_module_reads_them() -> None:
+    """The driver's per-file work goes through orjson (tens of thousands of removes and stats per
+    run): the commit's bytes are exactly ``json``'s compact UTF-8 lines, and a stats string orjson
+    refuses (``NaN``, an integer beyond 64 bits) or that is no object still gives ``json``'s answer."""
+    import json as std_json
+
+    from airflow_delta_maintenance.deltalog.datafiles.stats import stats_num_records
+    from airflow_delta_maintenance.maintenance.operations.optimize import _ndjson
+
+    actions = [{"commitInfo": {"operation": "OPTIMIZE", "operationParameters": {"predicate": "[]"}}},
+               {"remove": {"path": "p=é %2F\u2028/x\x7f.parquet", "partitionValues": {"p": "é /\u2028\x1f\"\\"}, "size": 1, "dataChange": False,
+                           "stats": '{"numRecords":3}', "deletionVector": None}},
+               {"add": {"path": "x", "size": 2**70}}]  # beyond orjson's integers: json writes the lines
+    for batch in (actions[:2], actions):
+        assert _ndjson(batch) == "".join(std_json.dumps(a, separators=(",", ":"), ensure_ascii=False) + "\n" for a in batch).encode()
+    assert stats_num_records('{"numRecords": 7, "minValues": {"x": NaN}}') == 7
+    assert stats_num_records('{"numRecords": 18446744073709551616}') == 2**64
+    assert [stats_num_records(s) for s in (None, "", "[1]", "{", '{"minValues": {}}')] == [None] * 5
