@@ -130,7 +130,7 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
     try:
         for fast, run in _runs(files, task, ds.match_by_id):
             if fast:  # many small files, read whole and conformed a group at a time
-                for group in iter_small_files(files, run, read_target, conformer=conformer, group_bytes=task.row_group_bytes // 4):
+                for group in iter_small_files(files, run, read_target, conformer=conformer, group_bytes=task.row_group_bytes // 8):
                     take(group)
                 continue
             for src in run:
