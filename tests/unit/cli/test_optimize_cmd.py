@@ -83,3 +83,18 @@ def test_logged_paths_are_resolved_as_readers_resolve_them_and_never_on_another_
     out = cli("optimize", path)
     assert out.returncode != 0 and f"hdfs://{path}/{old}" in out.stderr and "another store" in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
     assert deltalake.DeltaTable(path).version() == 5
+
+
+def test_stats_that_are_not_an_object_do_not_stop_it(tmp_path: Path) -> None:
+    """An ``add`` whose ``stats`` is JSON but no object (another writer's) has no known row count:
+    the file is compacted all the same (was an ``AttributeError`` traceback from the task builder)."""
+    path = table(tmp_path)
+    commit = sorted(Path(path, "_delta_log").glob("*.json"))[1]
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    for action in actions:
+        if "add" in action:
+            action["add"]["stats"] = "[1]"
+    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    out = cli("optimize", path)
+    assert out.returncode == 0 and "files 6 → 2" in out.stdout, out.stderr
+    assert sorted(deltalake.DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == [0, 0, 1, 1, 2, 2]
