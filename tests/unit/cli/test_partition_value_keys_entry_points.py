@@ -8,6 +8,9 @@ names a column the table lacks is a typed error) wherever adds enter, not only r
   one after the adds of its commit) changes the keys from its commit on. Before, publish copied it
   into the published log, which the ``deltalake`` wheel then refuses to load (``Schema error``
   naming the unknown partition column) — as it refuses every table below.
+- **log compactions** (another engine's ``<x>.<y>.compacted.json``): refused by every reader that
+  uses one, naming the file, line and key (already so: the replay's and the tail check's NDJSON
+  readers check every source).
 - **checkpoints** (classic, multi-part, V2 with sidecars): an add row whose map names an unknown key
   makes the checkpoint unreadable (``UnreadableCheckpointError``, as a torn one): when it is the
   only way to the table every command refuses it naming the checkpoint file and key, and cleanup
@@ -34,7 +37,7 @@ from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.table import staged_commits
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
-from ..deltalog.logbuilder import LogBuilder, add, commit_info, metadata, protocol
+from ..deltalog.logbuilder import LogBuilder, add, commit_info, metadata, ndjson, protocol
 from .test_partition_value_keys import ROOT, wheel_reads
 from .test_strict_log import DAY, listing, run
 
@@ -146,6 +149,33 @@ def test_the_installed_command_refuses_it_alike_with_and_without_the_accelerator
         assert published(uri) == [f"{0:020d}.json"]
         errors.append(done.stderr.replace(str(tmp_path / accel), "T").split("_staged_commits/")[1].split(".", 1)[0] + done.stderr.split(".json:")[-1])
     assert errors[0] == errors[1], errors
+
+
+# ---- log compactions ------------------------------------------------------------------------------
+
+
+def test_a_log_compaction_carrying_an_unknown_partition_key_stops_every_command(tmp_path: Path) -> None:
+    """A ``12.13.compacted.json`` (another engine's) whose add of f12 is keyed ``begion``, the commits
+    themselves valid: every reader that uses the compaction refuses it naming the file, line and
+    key, and nothing is written or deleted. (The wheel reads the commits, not compactions: it
+    loads this table.)"""
+    root = tmp_path / "t"
+    log = LogBuilder(__import__("fsspec").filesystem("file"), str(root))
+    now = int(time.time() * 1000)
+    meta = metadata({"delta.logRetentionDuration": "interval 1 days"}, ["region"])
+    for v in range(14):
+        log.commit(v, [commit_info(), *([protocol(), meta] if v == 0 else []), add(f"region=r0/f{v}", 100 + v, partition_values={"region": "r0"})],
+                   mtime_ms=now - (30 - v) * DAY)
+    name = f"{12:020d}.{13:020d}.compacted.json"
+    log.write(name, ndjson([add("region=r0/f12", 112, partition_values={"begion": "r0"}), add("region=r0/f13", 113, partition_values={"region": "r0"})]),
+              now - 17 * DAY)
+    assert wheel_reads(root)
+    before = listing(root)
+    for command in (["inspect"], ["checkpoint", "--force"], ["compact-log", "--interval", "2"], ["cleanup", "--execute"]):
+        rc, out, err = run(command[0], str(root), *command[1:])
+        assert rc == 2 and err.count("\n") == 1 and "CorruptLogError" in err, (command, out, err)
+        assert f"{name}: line 1" in err and "'begion'" in err and "not a partition column" in err, (command, err)
+    assert listing(root) == before
 
 
 # ---- checkpoints ---------------------------------------------------------------------------------
