@@ -142,6 +142,7 @@ def main() -> int:
     ap.add_argument("--s3", action="store_true", help="plan on a copy in moto's S3 (started here) instead of the local disk")
     ap.add_argument("--s3-endpoint", default=None, help="with --s3: a moto server already running (the copy is made once)")
     ap.add_argument("--s3-server-pid", type=int, default=None, help="with --s3-endpoint: the server's pid (its CPU per run is reported)")
+    ap.add_argument("--with-s3fs", action="store_true", help="with --s3: also ours listing through s3fs (DELTA_MAINTENANCE_NATIVE_S3=0), alternating")
     ap.add_argument("--prepare", action="store_true", help="build (and with --s3 upload) the table, then stop")
     args = ap.parse_args()
     compile_package()
@@ -162,8 +163,9 @@ def main() -> int:
 
         def run_one(engine: str, i: int) -> tuple[float, float, dict]:
             server_before = cpu_seconds_of(pid)
-            if engine == "ours":
-                wall, peak, rep = run_measured([CLI, "vacuum", uri, "--retention-hours", "0", "--allow-shorter-retention", "--json", *ours_options], env=env)
+            if engine.startswith("ours"):
+                run_env = {**(env or os.environ), "DELTA_MAINTENANCE_NATIVE_S3": "0"} if engine == "ours-s3fs" else env
+                wall, peak, rep = run_measured([CLI, "vacuum", uri, "--retention-hours", "0", "--allow-shorter-retention", "--json", *ours_options], env=run_env)
                 files = rep["planned_files"] if "planned_files" in rep else rep["plan"]["files"]  # --json is the XCom record now
                 rep = {"files": files, "_cpu_seconds": rep["_cpu_seconds"], "client": rep.get("listing_client")}
             else:
@@ -171,17 +173,20 @@ def main() -> int:
             rep["server_cpu"] = round(cpu_seconds_of(pid) - server_before, 2)
             return wall, peak, rep
 
-        runs = interleaved(["ours", "wheel"], args.repeat, run_one)
+        runs = interleaved(["ours", "wheel", *(["ours-s3fs"] if args.s3 and args.with_s3fs else [])], args.repeat, run_one)
     planned = {e: r.reported[-1]["files"] for e, r in runs.items()}
     print(f"  planned files: {planned}", file=sys.stderr)
-    if planned["ours"] != planned["wheel"]:
+    if len(set(planned.values())) > 1:
         raise SystemExit(f"the plans differ: {planned}")
     print(json.dumps({"argv": sys.argv[1:]}))
     where = "moto S3" if args.s3 else "local disk"
     print(ratio_line(f"{args.files:,} files / {args.partitions} partitions, {where}", runs["ours"], runs["wheel"]).replace("delta-rs", "wheel"))
+    if "ours-s3fs" in runs:
+        print(ratio_line(f"{args.files:,} files / {args.partitions} partitions, {where}, ours through s3fs", runs["ours-s3fs"], runs["wheel"])
+              .replace("delta-rs", "wheel"))
     if pid:  # moto answers one request at a time in Python: its CPU per run is the floor of the wall time
         print("  S3 server CPU per run: " + "; ".join(f"{e} {[r['server_cpu'] for r in runs[e].reported]}" for e in runs)
-              + f"; our listing client: {[r.get('client') for r in runs['ours'].reported]}")
+              + "; our listing client: " + "; ".join(f"{e} {[r.get('client') for r in runs[e].reported]}" for e in runs if e != "wheel"))
     return 0
 
 
