@@ -50,10 +50,14 @@ def test_optimize_races_writers_and_loses_nothing(tmp_path: Path, seed: int) -> 
 def test_optimize_races_writers_on_s3(s3_bucket: tuple[str, dict[str, Any]], seed: int) -> None:
     """The same on moto S3: the wheel commits by conditional put, ours by put-if-absent."""
     bucket, options = s3_bucket
+    _race_with_the_wheel(f"s3://{bucket}/t", seed, wheel_s3_options(options), options, ops=6)  # every S3 request is moto's: few ops
+
+
+def wheel_s3_options(options: dict[str, Any]) -> dict[str, str]:
+    """The wheel's storage options for the moto bucket of ``s3_bucket`` (ours: s3fs's ``options``)."""
     client = options["client_kwargs"]
-    wheel = {"AWS_ENDPOINT_URL": client["endpoint_url"], "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": options["key"],
-             "AWS_SECRET_ACCESS_KEY": options["secret"], "AWS_ALLOW_HTTP": "true", "AWS_CONDITIONAL_PUT": "etag", "AWS_FORCE_PATH_STYLE": "true"}
-    _race_with_the_wheel(f"s3://{bucket}/t", seed, wheel, options, ops=6)  # every S3 request is moto's: few ops
+    return {"AWS_ENDPOINT_URL": client["endpoint_url"], "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": options["key"],
+            "AWS_SECRET_ACCESS_KEY": options["secret"], "AWS_ALLOW_HTTP": "true", "AWS_CONDITIONAL_PUT": "etag", "AWS_FORCE_PATH_STYLE": "true"}
 
 
 def _race_with_the_wheel(path: str, seed: int, wheel: dict[str, str] | None, options: dict[str, Any] | None, *, ops: int,

@@ -118,32 +118,48 @@ def test_a_killed_spark_run_leaves_nothing_visible_and_a_rerun_converges(seed: i
     assert_optimized(t, "wheel_many_small_files_partitioned", before, result.commits, result.plan.files_in, len(result.plan.bins), spark)
 
 
-def test_the_spark_engine_races_writers_and_a_worker_optimize(spark: Any, tmp_path: Path) -> None:
+def test_the_spark_engine_races_writers_and_a_worker_optimize(spark: Any, tmp_path: Path, s3_bucket: tuple[str, dict[str, Any]],
+                                                               dynamodb_endpoint: str, dynamodb_table_name: str) -> None:
     """The seeded race of ``tests/integration/test_optimize_concurrency.py`` with the Spark engine
-    in the first OPTIMIZE thread (the worker engine in the second): a plain table the wheel writes,
-    and a table of the embedded coordinator. The engine's job runs in this suite's Spark session
-    (``spark_jobs/optimize.py``'s driver on local executors; no spark-submit per run, which would
-    spend the race starting JVMs)."""
+    in the first OPTIMIZE thread (the worker engine in the second), on every store and coordinator
+    the worker engine races on: a plain table the wheel writes on local disk and on moto S3, and
+    tables of the embedded coordinator and of DynamoDB Local. The engine's job runs in this suite's
+    Spark session (``spark_jobs/optimize.py``'s driver on local executors; no spark-submit per run,
+    which would spend the race starting JVMs)."""
+    from airflow_delta_maintenance.maintenance.spark.credentials import CREDENTIALS_FILE_ENV, credentials_file
     from airflow_delta_maintenance.maintenance.spark.optimize_engine import SparkOptimizeEngine
     from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
     from airflow_delta_maintenance.spark_jobs.optimize import _main as optimize_job_main
-    from tests.integration.test_optimize_concurrency import _race_on_coordinator, _race_with_the_wheel
+    from tests.integration.test_optimize_concurrency import _race_on_coordinator, _race_with_the_wheel, wheel_s3_options
 
     jobs: list[int] = []
 
     def engine(table: Any) -> SparkOptimizeEngine:
         def submit(job: Any) -> dict[str, Any]:
-            assert optimize_job_main(job.application_args) == 0
+            # as spark-submit hands them to the driver: the job's environment (no secrets) and its
+            # credentials file (the S3 keys); only the first OPTIMIZE thread runs Spark jobs
+            with credentials_file(job.credentials) as path, pytest.MonkeyPatch.context() as env:
+                for k, v in {**job.env_vars, CREDENTIALS_FILE_ENV: path}.items():
+                    env.setenv(k, v)
+                assert optimize_job_main(job.application_args) == 0
             jobs.append(1)
             return {}
 
         return SparkOptimizeEngine(table.store, table.uri, table.storage_options, submit)
 
     _race_with_the_wheel(str(tmp_path / "plain"), 31, None, None, ops=8, engine=engine)
-    spec = f"local://{tmp_path}/c.db"
-    client = open_coordinator(spec + "?create=true")
-    try:
-        _race_on_coordinator(spec, str(tmp_path / "coordinated"), 47, client, ops=6, engine=engine)
-    finally:
-        client.close()
-    assert jobs, "the Spark engine never ran a job"
+    ran = len(jobs)
+    bucket, options = s3_bucket
+    _race_with_the_wheel(f"s3://{bucket}/t", 29, wheel_s3_options(options), options, ops=4, engine=engine)
+    assert len(jobs) > ran, "the Spark engine never ran a job on S3"
+    for spec, name in ((f"local://{tmp_path}/c.db", "embedded"),
+                       (f"dynamodb://{dynamodb_table_name}?region=us-east-1&endpoint={dynamodb_endpoint}", "dynamodb")):
+        ran = len(jobs)
+        client: Any = open_coordinator(spec + ("?create=true" if name == "embedded" else ""))
+        if name == "dynamodb":
+            client.create_dynamodb_table()
+        try:
+            _race_on_coordinator(spec, str(tmp_path / name), 47, client, ops=6, engine=engine)
+        finally:
+            client.close()
+        assert len(jobs) > ran, f"the Spark engine never ran a job on the {name} coordinator"
