@@ -14,13 +14,29 @@ from ..table.catalog_view import ratified_state, validate_ratified_tail
 from ..table.maintained import MaintainedTable
 from .summary import JSONValue, Progress, TaskReport, human_bytes, iso_utc
 
-__all__ = ["RetentionTooShortError", "run_metadata_cleanup", "cleanup_report", "lite_vacuum_note"]
+__all__ = ["RetentionTooShortError", "refuse_shorter_retention", "run_metadata_cleanup", "cleanup_report", "lite_vacuum_note"]
 
 _PLAN_ATTEMPTS = 3
 
 
 class RetentionTooShortError(MaintenanceError):
-    """A retention shorter than the table's ``delta.logRetentionDuration`` needs an explicit override."""
+    """A retention shorter than the table's (``delta.logRetentionDuration``, ``delta.deletedFileRetentionDuration``)
+    needs an explicit override."""
+
+
+def refuse_shorter_retention(
+    uri: str, what: str, retention_ms: int | None, table_retention_ms: int, table_property: str, section: str, *, allowed: bool, risk: str = ""
+) -> None:
+    """The one rule of metadata cleanup and VACUUM: a retention shorter than the table's
+    ``table_property`` stops the run unless the user allowed it (flag, operator, ``tables.yaml``'s
+    ``section``), with the three ways to say so."""
+    if retention_ms is None or retention_ms >= table_retention_ms or allowed:
+        return
+    raise RetentionTooShortError(
+        f"{uri}: {what} {human_duration(retention_ms)} is shorter than the table's {table_property} ({human_duration(table_retention_ms)})"
+        f"{risk}; to accept it pass --allow-shorter-retention (the operator's allow_shorter_retention=True, tables.yaml's "
+        f"{section}.allow_shorter_retention: true)"
+    )
 
 
 def run_metadata_cleanup(
@@ -49,13 +65,8 @@ def run_metadata_cleanup(
     view = table.catalog_view()
     state = ratified_state(table, view, now_ms=now_ms)
     validate_ratified_tail(table, state)  # gates from a head nobody can read would delete on its word
-    table_retention = state.properties.log_retention_ms
-    if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
-        raise RetentionTooShortError(
-            f"{store.uri}: retention {human_duration(retention_ms)} is shorter than the table's delta.logRetentionDuration "
-            f"({human_duration(table_retention)}); to accept it pass --allow-shorter-retention (the operator's "
-            "allow_shorter_retention=True, tables.yaml's cleanup.allow_shorter_retention: true)"
-        )
+    refuse_shorter_retention(store.uri, "retention", retention_ms, state.properties.log_retention_ms, "delta.logRetentionDuration", "cleanup",
+                             allowed=allow_shorter_retention)
 
     def make_plan(listing: LogSegmentFiles) -> CleanupPlan:
         for attempt in range(_PLAN_ATTEMPTS):

@@ -49,7 +49,7 @@ from ..errors import CoordinatorMismatchError
 from ..table.catalog_view import load_ratified_snapshot, ratified_state
 from ..table.coordinator_discovery import read_table_coordination
 from ..table.maintained import MaintainedTable
-from .log_cleanup import RetentionTooShortError
+from .log_cleanup import refuse_shorter_retention
 from .summary import JSONValue, Progress, TaskReport, human_bytes, iso_utc
 
 __all__ = ["VacuumResult", "run_vacuum", "vacuum_report", "HOUR_MS"]
@@ -114,16 +114,6 @@ def _gate(table: MaintainedTable, snapshot: Snapshot, catalog_permits_vacuum: bo
             "included): open the table with its coordinator (coordinator='auto')"
         )
     return None
-
-
-def _check_retention(table: MaintainedTable, snapshot: Snapshot, retention_ms: int | None, allow_shorter_retention: bool) -> None:
-    table_retention = snapshot.properties.deleted_file_retention_ms
-    if retention_ms is not None and retention_ms < table_retention and not allow_shorter_retention:
-        raise RetentionTooShortError(
-            f"{table.uri}: a VACUUM retention of {retention_ms / HOUR_MS:g} h is shorter than the table's delta.deletedFileRetentionDuration "
-            f"({table_retention / HOUR_MS:g} h) and may delete files a running writer or reader still needs; to accept it pass "
-            "--allow-shorter-retention (the operator's allow_shorter_retention=True, tables.yaml's vacuum.allow_shorter_retention: true)"
-        )
 
 
 def _snapshot_and_listing(
@@ -191,7 +181,9 @@ def run_vacuum(
     try:  # any way out before the listing is used stops it (and waits for its thread)
         reason = _gate(table, snapshot, catalog_permits_vacuum)
         if reason is None:
-            _check_retention(table, snapshot, retention_ms, allow_shorter_retention)
+            refuse_shorter_retention(table.uri, "a VACUUM retention of", retention_ms, snapshot.properties.deleted_file_retention_ms,
+                                     "delta.deletedFileRetentionDuration", "vacuum", allowed=allow_shorter_retention,
+                                     risk=" and may delete files a running writer or reader still needs")
             last = read_last_vacuum_info(table.store)
     except BaseException:
         listed(None)
