@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import CorruptLogError, DeltaLogError, IncompleteCheckpointError, MissingSidecarError
 from ..log_segment.last_checkpoint import LastCheckpointHint
 from ..log_segment.listing import CheckpointGroup
-from ..model.partition_keys import check_partition_keys, partition_value_keys, unknown_map_key
+from ..model.partition_keys import check_partition_keys, map_keys, partition_value_keys, unknown_map_key
 from ..model.paths import SIDECAR_DIR, LogFileType
 from ..model.validation import loads_action
 from ..storage import LogStore
@@ -51,6 +51,7 @@ class _PartCounts:
     non_null: dict[str, int] = field(default_factory=dict)  # top-level column → non-null rows
     sidecars: list[dict[str, Any]] = field(default_factory=list)
     metadata: list[dict[str, Any]] = field(default_factory=list)
+    partition_keys: set[str] = field(default_factory=set)  # every key of the adds' partitionValues
 
 
 def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
@@ -79,6 +80,9 @@ def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
                         raise CorruptLogError(f"{store.display(name)}: its add column has no path", path=name)
                 elif c == "protocol" and any(p in leaves for p in _PROTOCOL_PROBES):
                     wanted.append(next(p for p in _PROTOCOL_PROBES if p in leaves))
+                elif c == "add.partitionValues":  # read with the add probe: its keys are collected in the same pass
+                    if any(p.startswith("add.partitionValues.") for p in leaves):
+                        wanted.append(c)
                 elif c.split(".", 1)[0] in present:
                     wanted.append(c)
             tops = list(dict.fromkeys(c.split(".", 1)[0] for c in wanted))
@@ -92,6 +96,8 @@ def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
                         out.sidecars += [s for s in col.to_pylist() if s]
                     elif top == "metaData" and col.null_count < len(col):
                         out.metadata += [m for m in col.to_pylist() if m]
+                    elif top == "add" and "add.partitionValues" in wanted:
+                        out.partition_keys |= map_keys(col.field("partitionValues"))
     except FileNotFoundError:
         raise IncompleteCheckpointError(f"{store.display(name)} is listed but cannot be opened", path=name) from None
     except (pa.ArrowException, ValueError, OSError) as exc:  # ValueError: a footer whose names are not UTF-8
@@ -104,7 +110,8 @@ def _parquet(store: LogStore, name: str, columns: Sequence[str]) -> _PartCounts:
 def _partition_keys_hold(store: LogStore, name: str, allowed: frozenset[str]) -> None:
     """Every key of the ``add.partitionValues`` maps of Parquet file ``name`` is one of ``allowed``
     (the checkpoint's partition columns): a key the table lacks makes every reader refuse the
-    checkpoint (``model.partition_keys``). Read in batches, only that column; columnar."""
+    checkpoint (``model.partition_keys``). Read in batches, only that column; columnar. Called
+    only when ``_parquet`` collected a key outside ``allowed``: this second read finds its row."""
     try:
         with store.open_input(name) as raw:
             pf = pq.ParquetFile(raw)
@@ -157,7 +164,7 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
     rows = adds = protocols = metadatas = 0
     sidecars: list[dict[str, Any]] = []
     bodies: list[dict[str, Any]] = []  # metaData
-    parquet: list[str] = []  # files whose add rows are checked against the partition columns
+    parquet: list[tuple[str, set[str]]] = []  # each Parquet file and the partition-value keys its adds carry
     for f in group.files:
         if f.type is LogFileType.CHECKPOINT_UUID and f.extension == "json":
             actions = _json_actions(store, f.name)
@@ -173,9 +180,9 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
             if bad is not None and keys is not None:
                 check_partition_keys(bad["add"], keys, store.display(f.name), None)
             continue
-        counts = _parquet(store, f.name, ["add", "protocol", "metaData.partitionColumns", "metaData.schemaString", "sidecar"])
+        counts = _parquet(store, f.name, ["add", "add.partitionValues", "protocol", "metaData.partitionColumns", "metaData.schemaString", "sidecar"])
         bodies += counts.metadata
-        parquet.append(f.name)
+        parquet.append((f.name, counts.partition_keys))
         rows += counts.rows
         adds += counts.non_null.get("add", 0)
         protocols += counts.non_null.get("protocol", 0)
@@ -197,15 +204,16 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
         declared = s.get("sizeInBytes")
         if isinstance(declared, int) and declared > 0 and declared != stat.size:
             raise CorruptLogError(f"{store.display(name)}: {stat.size} bytes, checkpoint {first} declares {declared}", path=name)
-        counts = _parquet(store, name, ["add"])
+        counts = _parquet(store, name, ["add", "add.partitionValues"])
         side_rows += counts.rows
         adds += counts.non_null.get("add", 0)
         names.append(name)
-        parquet.append(name)
+        parquet.append((name, counts.partition_keys))
     allowed = partition_value_keys(bodies[0]) if len(bodies) == 1 else None
     if allowed is not None:
-        for name in parquet:
-            _partition_keys_hold(store, name, allowed)
+        for name, carried in parquet:
+            if not allowed.issuperset(carried):
+                _partition_keys_hold(store, name, allowed)
     if hint is not None and hint.version == group.version:
         mismatch = None
         if hint.parts is not None and hint.parts != group.expected_parts and not (hint.parts == 1 and group.expected_parts == 1):

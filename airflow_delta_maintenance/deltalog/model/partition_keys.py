@@ -14,7 +14,7 @@ from .schema_validation import strict_json_loads
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["partition_value_keys", "check_partition_keys", "unknown_map_key"]
+__all__ = ["partition_value_keys", "check_partition_keys", "map_keys", "unknown_map_key"]
 
 
 def partition_value_keys(metadata: Mapping[str, Any]) -> frozenset[str] | None:
@@ -73,3 +73,18 @@ def unknown_map_key(values: pa.Array | pa.ChunkedArray, allowed: frozenset[str])
         row = pc.sum(pc.less_equal(offsets.slice(1), start + first)).as_py() or 0
         return rows + row, str(keys[first].as_py())
     return None
+
+
+def map_keys(values: pa.Array | pa.ChunkedArray) -> set[str]:
+    """The distinct keys of ``partitionValues`` maps (as a checkpoint stores them), every entry
+    ``unknown_map_key`` reads; columnar (it then finds the row of one outside the table's)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: set[str] = set()
+    for chunk in values.chunks if isinstance(values, pa.ChunkedArray) else [values]:
+        if len(chunk):
+            offsets = chunk.offsets
+            start, end = offsets[0].as_py(), offsets[-1].as_py()
+            out.update(pc.unique(chunk.keys.slice(start, end - start)).to_pylist())
+    return out
