@@ -42,6 +42,7 @@ class DataFiles:
         self.root = store.table_root
         self.is_local = store.is_local
         self._real_root = os.path.realpath(self.root) if self.is_local else None
+        self._real_inside = (self._real_root or "").rstrip("/") + "/"  # what a real path inside the table starts with
         self._real_dirs: dict[str, str] = {}
         self._resolver = DataPathResolver.for_store(store)
 
@@ -56,17 +57,20 @@ class DataFiles:
             raise InvalidLogPathError(f"data file {relative!r} escapes the table root {self.store.uri}", path=relative)
         full = posixpath.join(self.root, relative)
         if self._real_root is not None:
-            # a directory's real location is resolved once (a bin's files share a few partition
-            # directories; a realpath per file is a stat per path component, under the GIL); the
-            # file itself is resolved only when it is a link
-            directory = posixpath.dirname(full)
-            real_dir = self._real_dirs.get(directory)
-            if real_dir is None:
-                real_dir = self._real_dirs[directory] = os.path.realpath(directory)
-            real = os.path.realpath(full) if os.path.islink(full) else posixpath.join(real_dir, parts[-1])
-            if not real.startswith(self._real_root.rstrip("/") + "/"):
-                raise SymlinkInLogError(f"data file {relative!r} of {self.store.uri} leads out of the table through a symbolic link", path=relative)
+            self._check_inside(full, relative)
         return full
+
+    def _check_inside(self, full: str, relative: str) -> None:
+        """``SymlinkInLogError`` when local file ``full`` leads out of the table. A directory's real
+        location is resolved once (a bin's files share a few partition directories; a realpath per
+        file is a stat per path component, under the GIL); the file itself only when it is a link."""
+        directory, _, name = full.rpartition("/")
+        real_dir = self._real_dirs.get(directory)
+        if real_dir is None:
+            real_dir = self._real_dirs[directory] = os.path.realpath(directory)
+        real = os.path.realpath(full) if os.path.islink(full) else f"{real_dir}/{name}"
+        if not real.startswith(self._real_inside):
+            raise SymlinkInLogError(f"data file {relative!r} of {self.store.uri} leads out of the table through a symbolic link", path=relative)
 
     def local_paths(self, logged: Sequence[str]) -> list[str]:
         """``path(resolve(p))`` for many log paths of a local table, with the same checks: a
@@ -77,9 +81,6 @@ class DataFiles:
         if self._real_root is None:
             raise ValueError("local_paths serves local tables only")
         root = self.root
-        real_root = self._real_root.rstrip("/") + "/"
-        real_dirs = self._real_dirs
-        islink = os.path.islink
         not_plain = _NOT_PLAIN.search
         out = []
         for raw in logged:
@@ -87,13 +88,7 @@ class DataFiles:
                 out.append(self.path(self.resolve(raw)))
                 continue
             full = posixpath.join(root, raw)
-            directory, _, name = full.rpartition("/")
-            real_dir = real_dirs.get(directory)
-            if real_dir is None:
-                real_dir = real_dirs[directory] = os.path.realpath(directory)
-            real = os.path.realpath(full) if islink(full) else f"{real_dir}/{name}"
-            if not real.startswith(real_root):
-                raise SymlinkInLogError(f"data file {raw!r} of {self.store.uri} leads out of the table through a symbolic link", path=raw)
+            self._check_inside(full, raw)
             out.append(full)
         return out
 
