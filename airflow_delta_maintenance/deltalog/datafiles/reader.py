@@ -8,6 +8,7 @@ needs (a row's id is ``baseRowId`` + its physical index when not materialised).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,13 @@ from .schema import SchemaMismatchError, TableConformer
 from .stats import stats_num_records
 
 __all__ = ["SourceFile", "LiveRows", "iter_live_rows", "iter_small_files", "source_file", "SMALL_FILE_BYTES"]
+
+# ParquetReader.open as ``pq.ParquetFile`` (iter_live_rows) calls it: extension types (JSON, UUID)
+# read as ParquetFile's default reads them, where this pyarrow has the option (pyproject allows
+# pyarrow 16; up to 20 at least, open() refuses the keyword with a TypeError)
+_EXTENSION_TYPES = {
+    k: p.default for k, p in inspect.signature(pq.ParquetFile.__init__).parameters.items() if k == "arrow_extensions_enabled"
+}
 
 SMALL_FILE_BYTES = 4 << 20  # read by ``iter_small_files`` when local, without deletion vector
 
@@ -144,7 +152,7 @@ def iter_small_files(
     for src, path in zip(sources, files.local_paths([s.path for s in sources]), strict=True):
         try:
             reader = ParquetReader()
-            reader.open(path, pre_buffer=False, coerce_int96_timestamp_unit="us", arrow_extensions_enabled=True)
+            reader.open(path, pre_buffer=False, coerce_int96_timestamp_unit="us", **_EXTENSION_TYPES)
             raw = reader.read_all(use_threads=False)
             reader.close()
         except (pa.ArrowException, OSError) as exc:
