@@ -102,3 +102,26 @@ def test_lite_after_metadata_cleanup_the_cleanup_plan_says_full_and_lite_refuses
     assert main(cleanup) == 0
     out = capsys.readouterr().out
     assert "would delete" in out and "VACUUM LITE" not in out, out
+
+
+def test_an_inventory_file_plans_what_the_listing_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--inventory`` with a listing file in delta-spark's schema (JSON lines, paths as Spark writes them):
+    hidden names at any depth, the log, checksum shadows and directory rows go as a listing takes them."""
+    root = tmp_path / "t"
+    wheel_table(root)
+    for rel in ["stray.parquet", ".stray.parquet.crc", "_tmp/hidden.parquet", ".x.parquet", "sub/_h/z.parquet", "sub/keep.parquet", "sub/.k.parquet"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"stray")
+    age_data(root, 10)
+    rows = [{"path": f"file:{p}", "length": 0 if p.is_dir() else p.stat().st_size, "isDir": p.is_dir(), "modificationTime": int(p.stat().st_mtime * 1000)}
+            for p in sorted(root.rglob("*"))]
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    flags = ["--retention-hours", "0", "--allow-shorter-retention", "--json", "--list"]
+    assert main(["vacuum", str(root), *flags]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert main(["vacuum", str(root), "--inventory", str(inventory), *flags]) == 0
+    from_inventory = json.loads(capsys.readouterr().out)
+    assert {"stray.parquet", "sub/keep.parquet"} <= set(listed["files"])
+    assert not {"_tmp/hidden.parquet", ".x.parquet", "sub/_h/z.parquet", "sub/.k.parquet"} & set(listed["files"])
+    assert sorted(from_inventory["files"]) == sorted(listed["files"]) and from_inventory["planned_files"] == listed["planned_files"]
