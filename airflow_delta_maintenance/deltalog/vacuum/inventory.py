@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from ..errors import InvalidOptionError
 from ..storage import LogStore, normalize_table_uri
-from .listing import DIR_SCHEMA, FILE_SCHEMA, TableListing, shadow_of
+from .listing import DIR_SCHEMA, FILE_SCHEMA, TableListing, split_hidden
 from .paths import HiddenNames
 
 __all__ = ["read_inventory", "INVENTORY_COLUMNS"]
@@ -136,22 +136,9 @@ def read_inventory(source: str, store: LogStore, hidden: HiddenNames, storage_op
     else:
         files, dirs = _listing_file(source, store, storage_options)
     keys = files.column("key").to_pylist()
-    keep, shadow = [], []
-    for i, k in enumerate(keys):
-        if not k or k.endswith("/"):
-            continue
-        parts = k.split("/")
-        if any(hidden(p) for p in parts[:-1]):
-            continue
-        if hidden(parts[-1]):
-            if shadow_of(parts[-1]) is not None:
-                shadow.append(i)
-            continue
-        keep.append(i)
-    pick = files.take(pa.array(keep, pa.int64()))
-    out = pa.table([pick.column("key").cast(pa.string()), pick.column("size"), pick.column("mtime")], schema=FILE_SCHEMA)
-    shadows = files.take(pa.array(shadow, pa.int64()))
-    shadow_table = pa.table([shadows.column("key").cast(pa.string()), shadows.column("size"), shadows.column("mtime")], schema=FILE_SCHEMA)
+    key = files.column("key").cast(pa.string())
+    named = pc.and_(pc.not_equal(key, ""), pc.invert(pc.ends_with(key, "/")))  # a directory marker is no file
+    out, shadow_table = split_hidden(pa.table([key, files.column("size"), files.column("mtime")], schema=FILE_SCHEMA).filter(named), hidden)
     # A directory row is empty when no file row lies below it.
     parents = {k.rsplit("/", 1)[0] for k in keys if "/" in k}
     ancestors = {"/".join(p.split("/")[: i + 1]) for p in parents for i in range(p.count("/") + 1)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat as stat_module
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +39,7 @@ from ..storage.fsspec_files import mtime_ms
 from .paths import MAYBE_HIDDEN, HiddenNames, ListingStoppedError
 
 __all__ = [
-    "TableListing", "FILE_SCHEMA", "DIR_SCHEMA", "LISTING_SCHEMA", "list_table_files", "concat_listings", "shadow_of", "split_listing",
+    "TableListing", "FILE_SCHEMA", "DIR_SCHEMA", "LISTING_SCHEMA", "list_table_files", "concat_listings", "shadow_of", "split_hidden", "split_listing",
     "list_prefix", "listing_to_arrow", "listing_from_arrow",
 ]
 
@@ -92,6 +93,33 @@ def concat_listings(parts: Sequence[TableListing], source: str = "listing") -> T
 
 def _files_table(paths: list[str], sizes: list[int], mtimes: list[int]) -> pa.Table:
     return pa.table([pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())], schema=FILE_SCHEMA)
+
+
+# A path with a component that may be hidden (``MAYBE_HIDDEN`` at its start; ``HiddenNames`` decides).
+_MAYBE_HIDDEN_COMPONENT = "(^|/)(" + "|".join(re.escape(b) for b in MAYBE_HIDDEN) + ")"
+
+
+def split_hidden(files: pa.Table, hidden: HiddenNames) -> tuple[pa.Table, pa.Table]:
+    """``files`` (``FILE_SCHEMA``, paths relative to the root) without those under a hidden
+    directory or hidden themselves, and apart the checksum shadows among the hidden ones. Only
+    paths with a component that may be hidden are judged in Python."""
+    maybe = pc.fill_null(pc.match_substring_regex(files.column("path"), _MAYBE_HIDDEN_COMPONENT), False)
+    if not pc.any(maybe).as_py():
+        return files, FILE_SCHEMA.empty_table()
+    indices = pc.indices_nonzero(maybe).to_pylist()
+    drop, shadows = [], []
+    for i, rel in zip(indices, files.column("path").take(indices).to_pylist(), strict=True):
+        parts = rel.split("/")
+        if any(hidden(p) for p in parts[:-1]):
+            drop.append(i)
+        elif hidden(parts[-1]):
+            drop.append(i)
+            if shadow_of(parts[-1]) is not None:
+                shadows.append(i)
+    if not drop:
+        return files, FILE_SCHEMA.empty_table()
+    keep = pc.invert(pc.is_in(pa.array(range(files.num_rows), pa.int64()), value_set=pa.array(drop, pa.int64())))
+    return files.filter(keep), files.take(pa.array(shadows, pa.int64()))
 
 
 # ---- local file systems -----------------------------------------------------------------------
@@ -298,27 +326,16 @@ def _list_prefix(fs: object, root: str, prefix: str, hidden: HiddenNames) -> Tab
     paths: list[str] = []
     sizes: list[int] = []
     mtimes: list[int] = []
-    shadow: tuple[list[str], list[int], list[int]] = ([], [], [])
     for key, info in found.items():
         if info.get("type") == "directory" or _is_marker(key, info):
             continue
         rel = strip(key)[cut:]
-        if not rel:
-            continue
-        parts = rel.split("/")
-        if any(hidden(p) for p in parts[:-1]):
-            continue
-        size, mtime = int(info.get("size") or 0), mtime_ms(fs, info)
-        if hidden(parts[-1]):
-            if shadow_of(parts[-1]) is not None:
-                shadow[0].append(rel)
-                shadow[1].append(size)
-                shadow[2].append(mtime)
-            continue
-        paths.append(rel)
-        sizes.append(size)
-        mtimes.append(mtime)
-    return TableListing(files=_files_table(paths, sizes, mtimes), shadows=_files_table(*shadow))
+        if rel:
+            paths.append(rel)
+            sizes.append(int(info.get("size") or 0))
+            mtimes.append(mtime_ms(fs, info))
+    files, shadows = split_hidden(_files_table(paths, sizes, mtimes), hidden)
+    return TableListing(files=files, shadows=shadows)
 
 
 def _is_marker(name: str, info: dict[str, object]) -> bool:

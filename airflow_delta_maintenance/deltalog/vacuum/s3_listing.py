@@ -4,8 +4,7 @@ The same listing as the s3fs one in ``listing`` — the root's own entries with 
 recursive listing per visible top-level prefix, in parallel (Arrow releases the GIL while it
 lists and parses) — and the same rules: names relative to the root, hidden names at any depth,
 checksum shadows aside, directory markers skipped, sizes and mtimes as LIST gives them. Each
-prefix's entries become Arrow columns at once; only names that may be hidden (``MAYBE_HIDDEN``
-at the start of a component) are judged in Python.
+prefix's entries become Arrow columns at once, and ``listing.split_hidden`` sets hidden names apart.
 
 Arrow gives keys as stored (no percent-decoding), as s3fs does: ``a%20b`` and ``a b`` are two names.
 """
@@ -20,13 +19,11 @@ import pyarrow.compute as pc
 
 from ..storage import LogStore
 from ..storage.native_s3 import NativeS3
-from .listing import FILE_SCHEMA, TableListing, _files_table, _run_tasks, concat_listings, shadow_of
+from .listing import FILE_SCHEMA, TableListing, _run_tasks, concat_listings, split_hidden
 from .paths import HiddenNames, ListingStoppedError
 
 __all__ = ["list_s3_native", "list_s3_prefix"]
 
-# A component that may be hidden (``HiddenNames`` decides): starts with "." or "_", or is "metadata" (RE2).
-_MAYBE_HIDDEN_COMPONENT = r"(^|/)([._]|metadata(/|$))"
 _NS_PER_MS = 1_000_000
 
 
@@ -74,31 +71,8 @@ def _prefix(native: NativeS3, root: str, prefix: str, hidden: HiddenNames) -> Ta
 
 def _columns(files: Sequence[Any], cut: int, hidden: HiddenNames) -> TableListing:
     """Arrow columns of ``files`` (Arrow ``FileInfo``s of objects), hidden names set apart."""
-    if not files:
-        return TableListing(files=FILE_SCHEMA.empty_table())
     paths = pc.utf8_slice_codeunits(pa.array([f.path for f in files], pa.string()), cut)
     sizes = pa.array([f.size for f in files], pa.int64())
     mtimes = pc.divide(pa.array([f.mtime_ns for f in files], pa.int64()), _NS_PER_MS)
-    table = pa.table([paths, sizes, mtimes], schema=FILE_SCHEMA)
-    maybe = pc.match_substring_regex(paths, _MAYBE_HIDDEN_COMPONENT)
-    if not pc.any(maybe).as_py():
-        return TableListing(files=table)
-    drop = []
-    shadows: tuple[list[str], list[int], list[int]] = ([], [], [])
-    candidates = table.filter(maybe)
-    indices = pc.indices_nonzero(maybe).to_pylist()
-    for i, rel, size, mtime in zip(indices, *(candidates.column(c).to_pylist() for c in FILE_SCHEMA.names), strict=True):
-        parts = rel.split("/")
-        if any(hidden(p) for p in parts[:-1]):
-            drop.append(i)
-        elif hidden(parts[-1]):
-            drop.append(i)
-            if shadow_of(parts[-1]) is not None:
-                shadows[0].append(rel)
-                shadows[1].append(size)
-                shadows[2].append(mtime)
-    if drop:
-        keep = pc.invert(pc.is_in(pa.array(range(len(files)), pa.int64()), value_set=pa.array(drop, pa.int64())))
-        table = table.filter(keep)
-    return TableListing(files=table, shadows=_files_table(*shadows))
-
+    visible, shadows = split_hidden(pa.table([paths, sizes, mtimes], schema=FILE_SCHEMA), hidden)
+    return TableListing(files=visible, shadows=shadows)
