@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...deltalog.errors import DeltaLogError
+from ...deltalog.model.table_properties import human_duration
 from ...deltalog.replay.snapshot import load_snapshot
 from ...deltalog.storage import open_table_storage
 from ..table.coordinator_client import open_coordinator
@@ -22,6 +23,7 @@ from .tables import TableConfig
 __all__ = ["TableCheck", "check_table"]
 
 DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
 
 
 @dataclass
@@ -52,16 +54,23 @@ def check_table(table: TableConfig, storage_options: Mapping[str, Any] | None = 
     if not has_log and latest < 0:
         out.problems.append(f"no _delta_log at {store.log_dir}" + (" and unknown to the coordinator" if table.coordinator else ""))
         return out
-    if has_log and table.cleanup.enabled and table.cleanup.retention_days is not None:
+    cleanup_days = table.cleanup.retention_days if table.cleanup.enabled else None
+    vacuum_hours = table.vacuum.retention_hours if table.vacuum.enabled else None
+    if has_log and (cleanup_days is not None or vacuum_hours is not None):
         try:
-            retention = load_snapshot(store).properties.log_retention_ms
+            properties = load_snapshot(store).properties
         except DeltaLogError as exc:
             out.problems.append(f"reading the table: {type(exc).__name__}: {exc}")
             return out
-        configured = table.cleanup.retention_days * DAY_MS
-        if configured < retention and not table.cleanup.allow_shorter_retention:
+        if cleanup_days is not None and cleanup_days * DAY_MS < properties.log_retention_ms and not table.cleanup.allow_shorter_retention:
             out.problems.append(
-                f"cleanup.retention_days {table.cleanup.retention_days} is shorter than the table's delta.logRetentionDuration "
-                f"({retention / DAY_MS:g} days); set cleanup.allow_shorter_retention: true to accept it"
+                f"cleanup.retention_days {cleanup_days} is shorter than the table's delta.logRetentionDuration "
+                f"({properties.log_retention_ms / DAY_MS:g} days); set cleanup.allow_shorter_retention: true to accept it"
+            )
+        table_vacuum_ms = properties.deleted_file_retention_ms
+        if vacuum_hours is not None and vacuum_hours * HOUR_MS < table_vacuum_ms and not table.vacuum.allow_shorter_retention:
+            out.problems.append(
+                f"vacuum.retention_hours {vacuum_hours:g} is shorter than the table's delta.deletedFileRetentionDuration "
+                f"({human_duration(table_vacuum_ms)}); set vacuum.allow_shorter_retention: true to accept it"
             )
     return out

@@ -113,6 +113,8 @@ def test_check_tables_reads_each_table(tmp_path: Path) -> None:
         f"tables:\n  - {{name: typo, uri: '{tmp_path}/coordinatd', coordinator: 'local://{tmp_path}/c.db'}}\n"
         f"  - {{name: nodb, uri: '{coordinated}', coordinator: 'local://{tmp_path}/other.db'}}\n"
         f"  - {{name: short, uri: '{plain}', publish: false, cleanup: {{retention_days: 2}}}}\n"
+        f"  - {{name: shortvac, uri: '{plain}', publish: false, vacuum: {{retention_hours: 1}}}}\n"
+        f"  - {{name: allowedvac, uri: '{plain}', publish: false, vacuum: {{retention_hours: 1, allow_shorter_retention: true}}}}\n"
     )
     out = validate(config, "--check-tables", "--json")
     assert out.returncode == 2, out
@@ -120,6 +122,9 @@ def test_check_tables_reads_each_table(tmp_path: Path) -> None:
     assert rows["typo"]["problems"] == [f"no _delta_log at {tmp_path}/coordinatd/_delta_log and unknown to the coordinator"]
     assert "coordinator database does not exist" in rows["nodb"]["problems"][0]
     assert "shorter than the table's delta.logRetentionDuration (30 days)" in rows["short"]["problems"][0]
+    assert rows["shortvac"]["problems"] == [
+        "vacuum.retention_hours 1 is shorter than the table's delta.deletedFileRetentionDuration (7 days); set vacuum.allow_shorter_retention: true to accept it"]
+    assert rows["allowedvac"]["problems"] == []
     assert not (tmp_path / "other.db").exists()
 
 
