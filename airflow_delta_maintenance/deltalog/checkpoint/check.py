@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ..errors import CorruptLogError, DeltaLogError, IncompleteCheckpointError, MissingSidecarError
 from ..log_segment.last_checkpoint import LastCheckpointHint
 from ..log_segment.listing import CheckpointGroup
-from ..model.partition_keys import check_partition_keys, map_keys, partition_value_keys, unknown_map_key
+from ..model.partition_keys import check_partition_keys, map_keys, partition_value_keys, unknown_key_error, unknown_map_key
 from ..model.paths import SIDECAR_DIR, LogFileType
 from ..model.validation import loads_action
 from ..storage import LogStore
@@ -123,10 +123,7 @@ def _partition_keys_hold(store: LogStore, name: str, allowed: frozenset[str]) ->
                 if found is not None:
                     row = rows + found[0]
                     path = pf.read(columns=["add.path"]).column("add").combine_chunks().field("path")[row].as_py()  # the error's only
-                    raise CorruptLogError(
-                        f"{store.display(name)}: row {row}: add of {path!r} has a partition value for {found[1]!r}, which is not a "
-                        f"partition column of the table (partition columns: {sorted(allowed)})", path=name, line=row + 1,
-                    )
+                    raise unknown_key_error(f"{store.display(name)}: row {row}", path, found[1], allowed, path=name, line=row + 1)
                 rows += batch.num_rows
     except FileNotFoundError:
         raise IncompleteCheckpointError(f"{store.display(name)} is listed but cannot be opened", path=name) from None
@@ -175,10 +172,10 @@ def verify_checkpoint(store: LogStore, group: CheckpointGroup, hint: LastCheckpo
             sidecars += [a["sidecar"] for a in actions if isinstance(a.get("sidecar"), dict)]
             bodies += [a["metaData"] for a in actions if isinstance(a.get("metaData"), dict)]
             keys = partition_value_keys(bodies[0]) if len(bodies) == 1 else None
-            bad = next((a for a in actions if keys is not None and isinstance(a.get("add"), dict)
-                        and isinstance(a["add"].get("partitionValues"), dict) and not keys.issuperset(a["add"]["partitionValues"])), None)
-            if bad is not None and keys is not None:
-                check_partition_keys(bad["add"], keys, store.display(f.name), None)
+            if keys is not None:
+                for a in actions:
+                    if isinstance(a.get("add"), dict):
+                        check_partition_keys(a["add"], keys, store.display(f.name), None)
             continue
         counts = _parquet(store, f.name, ["add", "add.partitionValues", "protocol", "metaData.partitionColumns", "metaData.schemaString", "sidecar"])
         bodies += counts.metadata

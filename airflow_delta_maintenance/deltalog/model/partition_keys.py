@@ -14,7 +14,7 @@ from .schema_validation import strict_json_loads
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["partition_value_keys", "check_partition_keys", "map_keys", "unknown_map_key"]
+__all__ = ["partition_value_keys", "check_partition_keys", "map_keys", "unknown_key_error", "unknown_map_key"]
 
 
 def partition_value_keys(metadata: Mapping[str, Any]) -> frozenset[str] | None:
@@ -40,11 +40,15 @@ def check_partition_keys(body: Mapping[str, Any], allowed: frozenset[str], name:
     values = body.get("partitionValues")
     if isinstance(values, dict) and not allowed.issuperset(values):
         key = next(k for k in values if k not in allowed)
-        where = f"{name}: line {line}" if line else name
-        raise CorruptLogError(
-            f"{where}: add of {body.get('path')!r} has a partition value for {key!r}, which is not a partition "
-            f"column of the table (partition columns: {sorted(allowed)})", path=name, line=line,
-        )
+        raise unknown_key_error(f"{name}: line {line}" if line else name, body.get("path"), key, allowed, path=name, line=line)
+
+
+def unknown_key_error(where: str, add_path: object, key: str, allowed: frozenset[str], *, path: str, line: int | None) -> CorruptLogError:
+    """The one wording of this refusal, whichever reader finds it (``where``: the file and its line or row)."""
+    return CorruptLogError(
+        f"{where}: add of {add_path!r} has a partition value for {key!r}, which is not a partition "
+        f"column of the table (partition columns: {sorted(allowed)})", path=path, line=line,
+    )
 
 
 def unknown_map_key(values: pa.Array | pa.ChunkedArray, allowed: frozenset[str]) -> tuple[int, str] | None:

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from ..errors import CorruptLogError
 from ..model.action_types import ADD_FIELDS, REMOVE_FIELDS
-from ..model.partition_keys import unknown_map_key
+from ..model.partition_keys import unknown_key_error, unknown_map_key
 from ..model.validation import parquet_action, validate_action
 from .parsed_actions import ORDER, PLACEHOLDER_ORDER, ParsedActions, empty_file_actions, file_action_table, first_nameless
 from .strict_actions import rules_hold
@@ -92,7 +92,4 @@ def check_partition_value_keys(adds: pa.Table, allowed: frozenset[str], name: st
         return
     row, key = found
     order = int(adds.column(ORDER)[row].as_py()) - base_order
-    raise CorruptLogError(
-        f"{name}: row {order}: add of {adds.column('path')[row].as_py()!r} has a partition value for {key!r}, "
-        f"which is not a partition column of the table (partition columns: {sorted(allowed)})", path=name, line=order + 1,
-    )
+    raise unknown_key_error(f"{name}: row {order}", adds.column("path")[row].as_py(), key, allowed, path=name, line=order + 1)
