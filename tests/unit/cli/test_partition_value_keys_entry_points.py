@@ -190,7 +190,7 @@ def checkpointed(tmp_path: Path, kind: str, key: str, *, keep_commits: bool = Fa
     root = tmp_path / kind / "t"
     log = LogBuilder(__import__("fsspec").filesystem("file"), str(root))
     now = int(time.time() * 1000)
-    v2 = kind == "v2-sidecars"
+    v2 = kind.startswith("v2-")
     proto = protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"]) if v2 else protocol()
     meta = metadata({"delta.logRetentionDuration": "interval 1 days", **({"delta.checkpointPolicy": "v2"} if v2 else {})}, ["region"])
     adds = []
@@ -203,6 +203,9 @@ def checkpointed(tmp_path: Path, kind: str, key: str, *, keep_commits: bool = Fa
         holder = log.checkpoint(11, [*head, *adds], mtime_ms=now - 19 * DAY)[0]
     elif kind == "multi-part":  # round-robin over 2 parts: the metaData in part 1, f7's add in part 2
         holder = log.checkpoint(11, [*head, *adds], parts=2, mtime_ms=now - 19 * DAY)[1]
+    elif kind == "v2-json":  # the adds inline in the JSON top-level file
+        holder = log.checkpoint(11, [{"checkpointMetadata": {"version": 11}}, *head, *adds], uuid="2b0c45f1-6d3e-4a59-9b1e-1f0d2c3a4b5c",
+                                fmt="json", mtime_ms=now - 19 * DAY)[0]
     else:
         side = log.sidecar("s1.parquet", adds)
         log.checkpoint(11, [{"checkpointMetadata": {"version": 11}}, *head, side], uuid="2b0c45f1-6d3e-4a59-9b1e-1f0d2c3a4b5c",
@@ -219,7 +222,7 @@ def checkpointed(tmp_path: Path, kind: str, key: str, *, keep_commits: bool = Fa
     return root, Path(holder).name
 
 
-KINDS = ["classic", "multi-part", "v2-sidecars"]
+KINDS = ["classic", "multi-part", "v2-sidecars", "v2-json"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
