@@ -110,11 +110,18 @@ def test_publish_refuses_a_ratified_commit_with_an_unknown_partition_key_and_pub
     assert [c.version for c in open_coordinator(spec).get_commits(uri).commits] == [1, 2, 3]
 
 
+@pytest.mark.parametrize("where", ["whole", "streamed"])
 @pytest.mark.parametrize("order", ["metadata-first", "metadata-after-adds"])
-def test_a_metadata_in_the_backlog_changes_the_keys_from_its_commit_on(tmp_path: Path, line_path: str, order: str) -> None:
+def test_a_metadata_in_the_backlog_changes_the_keys_from_its_commit_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line_path: str, order: str, where: str
+) -> None:
     """Commit 2 partitions the table by ``region`` and ``day``: its own adds (wherever its metaData
     sits) and commit 3's carry ``day``; the table publishes and the wheel reads it. Adds keyed by
-    the old columns beside a metaData that drops one are refused."""
+    the old columns beside a metaData that drops one are refused. Streamed: the 300-add commits are
+    verified in chunks (a metaData after adds: read again from the start with its keys)."""
+    if where == "streamed":
+        monkeypatch.setattr(staged_commits, "WHOLE_FILE_LIMIT", 16 * KIB)
+        monkeypatch.setattr(staged_commits, "CHUNK", 4 * KIB)
     spec, uri = coordinated(tmp_path, [files(1, 2, {"region": "x"})])
     client = open_coordinator(spec)
     meta = published_metadata(uri, ["region", "day"])
