@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, BinaryIO
+from functools import partial
+from typing import Any, BinaryIO, TypeVar
 
 from ...coordinators.base import RatifiedCommit
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, STAGED_DIR, LogFileType, parse_log_path
 from ...deltalog.replay.commit_stream import CommitStreamValidator, PartitionKeys, RescanCommit
 from ...deltalog.storage import FileStat, LogStore
 from ..errors import MissingStagedCommitError, PublishForkError, StagedCommitError
+
+_T = TypeVar("_T")
 
 __all__ = [
     "fork_error",
@@ -207,12 +210,7 @@ def verify_ratified_commit(
                 if keep:
                     return VerifiedCommit(commit, name, len(data), b"", data)
                 return VerifiedCommit(commit, name, len(data), hashlib.sha256(data).digest())
-            try:
-                with store.open_input(name) as f:
-                    size, digest = _stream_validated(store, commit, name, f, strict, keys)
-            except RescanCommit as again:  # its metaData, after adds, changes the keys: again with them
-                with store.open_input(name) as f:
-                    size, digest = _stream_validated(store, commit, name, f, strict, keys, again.keys)
+            size, digest = _with_commit_keys(partial(_stream_validated, store, commit, name, strict, keys))
         except FileNotFoundError:
             continue
         _check_recorded(store, commit, name, size, stat or store.stat(name))
@@ -225,6 +223,15 @@ def _chunks(f: BinaryIO) -> Iterable[bytes]:
         yield chunk
 
 
+def _with_commit_keys(run: Callable[[frozenset[str] | None], _T]) -> _T:
+    """``run(None)`` (the keys in effect); when the commit's metaData, after adds, changes them
+    (``RescanCommit``), ``run`` again from the start with the commit's own keys."""
+    try:
+        return run(None)
+    except RescanCommit as again:
+        return run(again.keys)
+
+
 def _strict(
     name: str, strict: bool, keys: PartitionKeys | None, commit_keys: frozenset[str] | None = None
 ) -> CommitStreamValidator | None:
@@ -232,17 +239,17 @@ def _strict(
 
 
 def _stream_validated(
-    store: LogStore, commit: RatifiedCommit, name: str, f: BinaryIO, strict: bool, keys: PartitionKeys | None,
-    commit_keys: frozenset[str] | None = None,
+    store: LogStore, commit: RatifiedCommit, name: str, strict: bool, keys: PartitionKeys | None, commit_keys: frozenset[str] | None
 ) -> tuple[int, bytes]:
     """Validate a staged file chunk by chunk (lines split across chunks are joined); its size and SHA-256."""
     lines = _CommitLines(store, commit, name, _strict(store.display(name), strict, keys, commit_keys))
     h = hashlib.sha256()
     size = 0
-    for chunk in _chunks(f):
-        h.update(chunk)
-        size += len(chunk)
-        lines.feed(chunk)
+    with store.open_input(name) as f:
+        for chunk in _chunks(f):
+            h.update(chunk)
+            size += len(chunk)
+            lines.feed(chunk)
     lines.finish()
     return size, h.digest()
 
@@ -387,14 +394,13 @@ def validate_commit_bytes(
     partition-value keys in effect, ``verify_ratified_commit``)."""
     name = commit.file_name or f"<inline commit {commit.version}>"
     shown = store.display(name) if commit.file_name else name
-    try:
-        lines = _CommitLines(store, commit, name, _strict(shown, strict, keys))
+
+    def check(commit_keys: frozenset[str] | None) -> None:
+        lines = _CommitLines(store, commit, name, _strict(shown, strict, keys, commit_keys))
         lines.check(data)
         lines.finish()
-    except RescanCommit as again:  # its metaData, after adds, changes the keys: again with them
-        lines = _CommitLines(store, commit, name, _strict(shown, strict, keys, again.keys))
-        lines.check(data)
-        lines.finish()
+
+    _with_commit_keys(check)
 
 
 def published_matches(store: LogStore, verified: VerifiedCommit, name: str) -> bool:
