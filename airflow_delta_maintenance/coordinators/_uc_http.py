@@ -86,6 +86,14 @@ class HttpRefused(CoordinatorError):
         self.failure = failure
 
 
+def body_too_long(failure: HttpFailure) -> bool:
+    """UC 0.5.x's authorization decorator evaluates its expression on every chunk of a JSON body it
+    peeks at, the first one before the names it needs have arrived: a SpEL error (EL1023E) over a
+    null resource, answered 500. A resend fails the same way (and nothing was applied: the handler
+    never ran), so it is not retried. 0.6.0 evaluates only once the body parses (unitycatalog#1494)."""
+    return failure.status == 500 and "EL1023E" in failure.message and "is null" in failure.message
+
+
 class UCTransport:
     def __init__(
         self,
@@ -131,7 +139,8 @@ class UCTransport:
         url = self.base_url + quote(path, safe="/.-_~")
         if query:
             url += "?" + urlencode(query)
-        data = json.dumps(body).encode() if body is not None else None
+        # compact: UC 0.5.x with authorization on reads only its first ~2 KB (see body_too_long)
+        data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
         headers = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
@@ -158,6 +167,12 @@ class UCTransport:
                 return parsed
             except urllib.error.HTTPError as exc:
                 failure = _parse_error(exc)
+                if data is not None and body_too_long(failure):
+                    raise HttpRefused(self.scrub(
+                        f"{self._describe()}: {what} failed with {failure.status} {failure.error_type}: {failure.message} — "
+                        f"Unity Catalog 0.5.x with authorization on checks privileges on the first read of a request "
+                        f"(about 2 KB) and fails on a longer body (this one is {len(data)} bytes; fixed in 0.6.0): "
+                        f"use api=v1, which names the table in the URL, or Unity Catalog 0.6.0 or later"), failure) from None
                 self._raise_permanent(what, failure, privilege)
                 last = f"{failure.status} {failure.error_type or 'error'}: {failure.message}"
                 delay = _retry_after(exc)

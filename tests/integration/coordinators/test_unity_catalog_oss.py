@@ -271,6 +271,56 @@ def test_401_and_403_say_what_is_wrong_and_which_privilege_is_missing(request: p
     assert target.table.latest_ratified_version() == 1
 
 
+WIDE_KINDS = ["uc-oss-0.5.1-auth-preview", "uc-oss-0.5.1-auth-v1", "uc-oss-0.6.0-auth-preview"]
+
+
+@pytest.mark.parametrize("kind", WIDE_KINDS)
+def test_a_wide_table_is_created_on_every_server_despite_0_5_1s_body_limit(
+        request: pytest.FixtureRequest, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """UC 0.5.x with authorization on authorizes a JSON request on the first chunk of its body it
+    reads (about 2 KB, less the headers when the server reads late) and answers 500 "EL1023E ...
+    resource is null" for a longer body (fixed in 0.6.0). The preview API's create carries the
+    columns in the body: on 0.5.1 it is refused once, not resent, and the table is created through
+    the same server's Delta API v1 (names in the URL); the preview client then commits to it."""
+    from airflow_delta_maintenance.demo.sample_table import create_actions
+
+    spec = make_spec(request, kind, tmp_path)
+    client = open_coordinator(spec)
+    uri = client.create_staging_table()  # type: ignore[attr-defined]
+    actions = create_actions(ict=True)
+    meta = actions[1]["metaData"]
+    meta["schemaString"] = json.dumps({"type": "struct", "fields": [
+        {"name": f"column_{i:03d}", "type": "string", "nullable": True, "metadata": {}} for i in range(40)]})
+    meta["partitionColumns"] = []
+    seen = requests_seen(monkeypatch)
+    client.commit(uri, 0, actions)
+    posts = [s for s in seen if s[0] == "POST"]
+    assert posts == ([("POST", 500), ("POST", 200)] if kind == "uc-oss-0.5.1-auth-preview" else [("POST", 200)]), posts
+    server = request.getfixturevalue("uc_oss_servers").get(*uc_server_of(kind))
+    name = spec.split("/")[3].split("?")[0]
+    assert [c["name"] for c in server.json("GET", f"/tables/{name}")["columns"]] == [f"column_{i:03d}" for i in range(40)]
+    table = bind_table(open_table_storage(uri), open_coordinator(spec))
+    table.commit(1, [{"add": {"path": "a", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}}])
+    assert table.latest_ratified_version() == 1
+
+
+def test_a_body_0_5_1_cannot_authorize_is_refused_at_once_naming_the_limit_and_the_remedies(
+        request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any other request 0.5.1 with authorization cannot authorize (here a staging table of a very
+    long name): one request, no resend, a one-line non-retryable error with the server's words, the
+    body's size and what to do."""
+    from airflow_delta_maintenance.coordinators.errors import CoordinatorError
+
+    spec = make_spec(request, "uc-oss-0.5.1-auth-preview", tmp_path).replace("/main.default.t", "/main.default.t" + "x" * 3000)
+    seen = requests_seen(monkeypatch)
+    with pytest.raises(CoordinatorError) as refused:
+        open_coordinator(spec).create_staging_table()  # type: ignore[attr-defined]
+    text = str(refused.value)
+    assert seen == [("POST", 500)], seen
+    assert not refused.value.retryable and "\n" not in text
+    assert "POST /staging-tables" in text and "EL1023E" in text and "bytes" in text and "0.6.0" in text and "api=v1" in text, text
+
+
 def test_every_server_ran(uc_oss_servers: OSSServers) -> None:
     """The servers these tests name are the ones that ran (a guard against a silently reused stand-in)."""
     for version, auth in [("0.6.0", False), ("0.5.1", True)]:
