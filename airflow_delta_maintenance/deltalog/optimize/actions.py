@@ -45,7 +45,7 @@ def remove_action(add: Mapping[str, Any], deletion_timestamp: int) -> dict[str, 
     if stats:
         records = stats_num_records(stats)
         if records is not None:
-            out["stats"] = json.dumps({"numRecords": int(records)}, separators=(",", ":"))
+            out["stats"] = f'{{"numRecords":{int(records)}}}'  # json.dumps builds an encoder per call: 10x this, per source file
     return out
 
 
