@@ -11,7 +11,7 @@ Nothing is visible until the driver commits; a failed task's file is referenced 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -25,7 +25,6 @@ from .files import DataFiles
 from .paths import encode_add_path, new_data_file_path
 from .reader import SMALL_FILE_BYTES, SourceFile, iter_live_rows, iter_small_files
 from .schema import TableConformer, data_schema
-from .shared_reads import ReadSharing
 from .stats import StatsCollector, StatsConfig, stats_leaves
 
 __all__ = ["BinTask", "RowTracking", "write_bin", "ROW_GROUP_ROWS", "ROW_GROUP_BYTES"]
@@ -74,8 +73,7 @@ def _partition_array(value: str | None, typ: pa.DataType, n: int) -> pa.Array:
     return pa.repeat(scalar, n) if n else pa.array([], typ)
 
 
-def write_bin(files: DataFiles, task: BinTask, sharing: ReadSharing | None = None) -> dict[str, Any] | None:
-    """``sharing``: the worker engine's, through which idle threads read this bin's small files ahead."""
+def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
     ds = data_schema(task.table_schema, task.partition_columns, task.column_mapping_mode)
     read_target = ds.without_partitions()
     part_fields = [f for f in ds.schema if f.name in ds.partition_columns]
@@ -129,24 +127,11 @@ def write_bin(files: DataFiles, task: BinTask, sharing: ReadSharing | None = Non
             flush()
 
     conformer = TableConformer(read_target, ds.match_by_id)
-    group_bytes = task.row_group_bytes // 8
-
-    def own(chunk: list[SourceFile]) -> Iterator[pa.Table]:
-        return iter_small_files(files, chunk, read_target, conformer=conformer, group_bytes=group_bytes)
-
-    def helped(chunk: list[SourceFile]) -> list[pa.Table]:  # on a helper thread: its own conformer (it keeps a plan per schema)
-        return list(iter_small_files(files, chunk, read_target, conformer=TableConformer(read_target, False), group_bytes=group_bytes))
-
     try:
         for fast, run in _runs(files, task, ds.match_by_id):
             if fast:  # many small files, read whole and conformed a group at a time
-                if sharing is None:
-                    for group in own(run):
-                        take(group)
-                    continue
-                with sharing.share(run, group_bytes, helped, own) as shared:
-                    for group in shared:
-                        take(group)
+                for group in iter_small_files(files, run, read_target, conformer=conformer, group_bytes=task.row_group_bytes // 8):
+                    take(group)
                 continue
             for src in run:
                 extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()

@@ -8,12 +8,11 @@ at most one row group buffer (``ROW_GROUP_BYTES``), which bounds the engine's me
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 from ..datafiles.files import DataFiles
-from ..datafiles.shared_reads import ReadSharing
 from ..datafiles.writer import BinTask, write_bin
 
 __all__ = ["WorkerEngine", "BinFailedError"]
@@ -36,7 +35,7 @@ class WorkerEngine:
 
     def run(self, tasks: Sequence[BinTask]) -> list[Mapping[str, Any] | None]:
         """One ``add`` (or None: every row deleted) per task, in order. If any task fails, the
-        others are not started or run to their end, and ``BinFailedError`` names the files they wrote."""
+        others are cancelled or finished, and ``BinFailedError`` names the files they wrote."""
         if self.max_workers == 1 or len(tasks) == 1:
             results: list[Mapping[str, Any] | None] = []
             for task in tasks:
@@ -45,42 +44,15 @@ class WorkerEngine:
                 except Exception as exc:
                     raise BinFailedError(f"bin of {len(task.sources)} file(s) failed: {exc}", [r["path"] for r in results if r]) from exc
             return results
-        return self._run_shared(tasks)
-
-    def _run_shared(self, tasks: Sequence[BinTask]) -> list[Mapping[str, Any] | None]:
-        """Each thread takes the next bin until none is left, then helps the running ones read
-        (``ReadSharing``). After a failure no bin is started; the ones running finish."""
-        sharing = ReadSharing()
-        results: list[Mapping[str, Any] | None] = [None] * len(tasks)
-        finished = [False] * len(tasks)
-        errors: list[BaseException] = []
-        lock = threading.Lock()
-        next_task = iter(range(len(tasks)))
-
-        def work() -> None:
-            while True:
-                with lock:
-                    i = None if errors else next(next_task, None)
-                    if i is not None:
-                        sharing.bin_started()
-                if i is None:
-                    break
-                try:
-                    results[i] = write_bin(self.files, tasks[i], sharing)
-                    finished[i] = True
-                except BaseException as exc:  # noqa: BLE001 - re-raised by run()
-                    with lock:
-                        errors.append(exc)
-                finally:
-                    sharing.bin_done()
-            sharing.help_until_done()
-
-        threads = [threading.Thread(target=work, name=f"optimize_{n}", daemon=True) for n in range(min(self.max_workers, len(tasks)))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            written = [r["path"] for r, ok in zip(results, finished, strict=True) if ok and r]
-            raise BinFailedError(f"a bin failed: {errors[0]}", written) from errors[0]
-        return results
+        with ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="optimize") as pool:
+            futures = [pool.submit(write_bin, self.files, t) for t in tasks]
+            _done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f.done() and f.exception() is not None), None)
+            if failed is not None:
+                for f in futures:
+                    f.cancel()
+                wait(futures)
+                written = [r["path"] for f in futures if not f.cancelled() and f.exception() is None and (r := f.result())]
+                cause = failed.exception()
+                raise BinFailedError(f"a bin failed: {cause}", written) from cause
+            return [f.result() for f in futures]
