@@ -157,10 +157,10 @@ def parse_ndjson(
     rules apply (default: every source is; a compaction is checked for repeats by its reader).
     ``consume``: ``sources`` is a list the caller gives up: its bytes are dropped once copied, so
     a large commit is not held twice while it is parsed.
-    ``partition_keys``: the ``partitionValues`` keys the table's adds may carry
-    (``model.partition_keys.partition_value_keys``), None when unknown; it applies when no source holds a
-    ``metaData`` (so a caller's view of the table from before or after the sources is the same).
-    Otherwise each add is checked against the ``metaData`` in effect at its commit, if any.
+    ``partition_keys``: the ``partitionValues`` keys the table's adds may carry before the first
+    source (``model.partition_keys.partition_value_keys``: the metaData in effect there), None when
+    unknown; from a source holding a ``metaData`` on, that one's (it rules its whole commit): a
+    caller parsing in batches starts the next under the last metaData of this one.
     """
     single_commit = list(single_commit) if single_commit is not None else [True] * len(sources)
     total = sum(len(d) + 1 for _, d in sources)
@@ -253,7 +253,7 @@ def parse_ndjson(
     # line by line need the check.
     in_effect: list[frozenset[str] | None] = [partition_keys] * len(sources)
     if declared_keys:
-        current = None
+        current = partition_keys
         for s_ in range(len(sources)):
             current = declared_keys.get(s_, current)
             in_effect[s_] = current

@@ -43,7 +43,7 @@ from .version_facts import VersionFacts, in_commit_timestamp, timestamp_at
 if TYPE_CHECKING:  # pyarrow.parquet is imported where a checkpoint is read: a log without one never needs it
     import pyarrow.parquet as pq
 
-__all__ = ["TableState", "StateSeed", "load_table_state", "referenced_sidecar_names", "NON_FILE_KINDS", "segment_non_file_actions"]
+__all__ = ["TableState", "StateSeed", "load_table_state", "metadata_before_tail", "referenced_sidecar_names", "NON_FILE_KINDS", "segment_non_file_actions"]
 
 _PM_COLUMNS = ("protocol", "metaData")
 _PM_BATCH_ROWS = 16_384
@@ -81,6 +81,12 @@ class TableState(VersionFacts):
     # The version of the checksum whose protocol or metadata this state holds (no commit after it
     # changed them); None when both came from the log itself. Writers never act on such a state.
     checksum_version: int | None = None
+    # The metaData came from a commit (or compaction) of the segment's tail, not from its checkpoint:
+    # the tail changes the metadata, and the partition columns before it are the checkpoint's.
+    metadata_in_tail: bool = False
+    # The version of the tail source holding that metaData (a compaction's first version); None when
+    # it is not in the tail, or unknown (a seed stands for commits nobody read).
+    metadata_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -358,6 +364,7 @@ def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, no
     finder = _Finder()
     target_info: dict[str, Any] | None = None
     target_read = False
+    metadata_version: int | None = None
     scratch = bytearray()
     if seed is not None and not max(segment.checkpoint_version, 0) <= seed.version <= segment.version:
         seed = None  # a seed outside the segment says nothing about this version
@@ -376,7 +383,14 @@ def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, no
             target_read = True
             if isinstance(source, CatalogCommit) or source.end_version == source.version:
                 target_info = next((a["commitInfo"] for _, a in actions if a.get("commitInfo") is not None), None)
+        had_metadata = finder.metadata is not None
         finder.take(actions, name)
+        if not had_metadata and finder.metadata is not None:
+            metadata_version = source.version
+    # a seed stands for commits nobody read: whether they changed the metadata is unknown
+    metadata_in_tail = finder.metadata is not None or (seed is not None and not finder.done)
+    if finder.metadata is None:
+        metadata_version = None
     from_seed = None
     if not finder.done and seed is not None:
         from_seed = seed.version
@@ -404,7 +418,22 @@ def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, no
         now_ms=now,
         bytes_read=finder.bytes_read,
         checksum_version=from_seed,
+        metadata_in_tail=metadata_in_tail,
+        metadata_version=metadata_version,
     )
+
+
+def metadata_before_tail(store: LogStore, state: TableState) -> Metadata | None:
+    """The metaData in effect before the first commit of ``state``'s tail (the one its adds were
+    written under until a commit of the tail changes it): the state's own when no commit of the tail
+    holds one, else the checkpoint's; None when the tail starts the table (no checkpoint)."""
+    if not state.metadata_in_tail:
+        return state.metadata
+    if state.segment.checkpoint is None:
+        return None
+    finder = _Finder()
+    _read_checkpoint_pm(store, state.segment.checkpoint, finder)
+    return finder.metadata
 
 
 def _end_version(source: JsonSource) -> int:

@@ -17,16 +17,17 @@ the rest of the tail is read here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from ..errors import CorruptLogError
 from ..log_segment.segment import CatalogCommit, JsonSource, LogSegment, is_single_commit
 from ..model.partition_keys import check_partition_keys, partition_value_keys
 from ..model.paths import ParsedLogPath
 from ..model.validation import CommitRules, canonical_path, loads_action, require_commit_content
 from ..storage import LogStore
 
-__all__ = ["validate_tail", "validate_sources", "tail_sources", "mark_validated", "SMALL_TAIL_BYTES"]
+__all__ = ["validate_tail", "Partitioning", "tail_sources", "mark_validated", "SMALL_TAIL_BYTES"]
 
 # Below this many bytes the line-by-line validator is as fast as setting up the columnar one.
 SMALL_TAIL_BYTES = 1 << 20
@@ -53,33 +54,82 @@ def tail_sources(segment: LogSegment) -> list[JsonSource]:
     return out
 
 
+@dataclass(frozen=True)
+class Partitioning:
+    """The partition columns and the ``partitionValues`` keys adds may carry under one metaData
+    (``partition_value_keys``); ``keys`` None when unknown (nothing is checked)."""
+
+    columns: tuple[str, ...] = ()
+    keys: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, Any] | None) -> Partitioning:
+        if metadata is None:
+            return cls()
+        return cls(tuple(metadata.get("partitionColumns") or ()), partition_value_keys(metadata))
+
+
 def validate_tail(
-    store: LogStore, segment: LogSegment, partition_columns: Sequence[str] = (), partition_keys: frozenset[str] | None = None
+    store: LogStore, segment: LogSegment, newest: Partitioning, newest_version: int | None, before: Callable[[], Partitioning],
 ) -> int:
     """Validate every source ``segment``'s state is built from (``tail_sources``) not validated
     before by this process; ``CorruptLogError`` names the first bad file and line. Returns the
-    number of bytes read. ``partition_columns``, ``partition_keys``: the table's, as its state says
-    (``partition_value_keys``: they apply where no commit of the tail changes the metadata)."""
-    return validate_sources(store, tail_sources(segment), partition_columns, partition_keys)
+    number of bytes read.
 
+    Adds are checked against the metaData in effect at their commit: ``before()`` (the checkpoint's:
+    ``table_state.metadata_before_tail``) until a metaData of the tail, that one from its commit
+    on; a compaction's commits from the metaData in effect before the compaction. ``newest`` is the
+    state's, found at ``newest_version`` (None: not in the tail, or unknown). Sources this process
+    validated are skipped only where that leaves the partitioning known: when every source left to
+    read comes at or after ``newest_version``; otherwise the tail is read from its start."""
+    deltas = list(segment.deltas)
 
-def validate_sources(
-    store: LogStore, sources: Sequence[JsonSource], partition_columns: Sequence[str] = (), partition_keys: frozenset[str] | None = None
-) -> int:
-    todo = [s for s in sources if _identity(s) not in store.validated_files or _identity(s) is None]
-    if not todo:
+    def done(source: JsonSource) -> bool:
+        key = _identity(source)
+        return key is not None and key in store.validated_files
+
+    first = next((i for i, d in enumerate(deltas) if not done(d)), len(deltas))
+    covered = {i: [c for c in segment.files.commits if d.version <= c.version <= d.end_version and not done(c)]
+               for i, d in enumerate(deltas) if isinstance(d, ParsedLogPath) and d.end_version != d.version}
+    covered = {i: commits for i, commits in covered.items() if commits}
+    if first == len(deltas) and not covered:
         return 0
-    size = sum(s.size if isinstance(s, ParsedLogPath) else len(s.inline_content or b"") or s.size for s in todo)
-    if size > SMALL_TAIL_BYTES:
-        try:
-            import numpy  # noqa: F401  (the columnar reader needs it; a cleanup process may keep it out)
-        except ImportError:
-            pass
-        else:
-            # the state's keys hold for the tail unless a commit changes the metadata: one parse
-            # sees that; batches of a longer tail only check adds after a metaData of their own
-            return _columnar(store, todo, partition_columns, partition_keys if size <= _BATCH_BYTES else None)
-    return _line_by_line(store, todo, partition_keys)
+    if first == len(deltas) or first == 0 or min(covered, default=first) < first or newest_version is None or newest_version > deltas[first].version:
+        begin, at, skip = 0, before(), False  # the partitioning before `first` is in files already read: read from the start
+    else:
+        begin, at, skip = first, newest, True  # nothing before `first` or among the skipped files after it changes `newest`
+    todo = [d for d in deltas[begin:] if not (skip and done(d))]
+    size = sum(_size(s) for s in [*todo, *(c for cs in covered.values() for c in cs)])
+    check = _columnar if size > SMALL_TAIL_BYTES and _has_numpy() else _line_by_line
+    read = 0
+    run: list[JsonSource] = []
+    for i in range(begin, len(deltas)):
+        wanted = not (skip and done(deltas[i]))
+        if i not in covered:
+            if wanted:
+                run.append(deltas[i])
+            continue
+        n, at = check(store, run, at) if run else (0, at)
+        before_compaction = at
+        n2, at = check(store, [deltas[i]], at) if wanted else (0, at)
+        n3, _ = check(store, covered[i], before_compaction)  # what a reader falls back to
+        read += n + n2 + n3
+        run = []
+    if run:
+        read += check(store, run, at)[0]
+    return read
+
+
+def _size(source: JsonSource) -> int:
+    return source.size if isinstance(source, ParsedLogPath) else len(source.inline_content or b"") or source.size
+
+
+def _has_numpy() -> bool:
+    try:
+        import numpy  # noqa: F401  (the columnar reader needs it; a cleanup process may keep it out)
+    except ImportError:
+        return False
+    return True
 
 
 def _contents(store: LogStore, sources: Sequence[JsonSource]) -> Iterator[tuple[JsonSource, str, bytes]]:
@@ -93,14 +143,11 @@ def _contents(store: LogStore, sources: Sequence[JsonSource]) -> Iterator[tuple[
             yield s, store.display(s.name), store.read(s.name)
 
 
-def _line_by_line(store: LogStore, sources: Sequence[JsonSource], partition_keys: frozenset[str] | None) -> int:
-    """Each line validated; adds' partition-value keys checked against the metadata in effect: a
-    metaData of the tail from its commit on, else ``partition_keys`` (the state's, which hold only
-    when no commit of the tail changes the metadata: that error waits for the end of the tail)."""
+def _line_by_line(store: LogStore, sources: Sequence[JsonSource], at: Partitioning) -> tuple[int, Partitioning]:
+    """Each line validated; adds' partition-value keys checked against the metadata in effect:
+    ``at`` until a metaData, that one's from its commit on. Returns the bytes read and the
+    partitioning after the last source."""
     read = 0
-    in_effect: frozenset[str] | None = None
-    metadata_seen = False
-    pending: CorruptLogError | None = None
     done: list[JsonSource] = []
     for source, name, data in _contents(store, sources):
         read += len(data)
@@ -108,7 +155,7 @@ def _line_by_line(store: LogStore, sources: Sequence[JsonSource], partition_keys
         if single:
             require_commit_content(name, data)
         rules = CommitRules(name, canonical_path)
-        actions = []
+        adds = []
         for number, raw in enumerate(data.split(b"\n"), start=1):
             if not raw.strip():
                 continue
@@ -116,26 +163,19 @@ def _line_by_line(store: LogStore, sources: Sequence[JsonSource], partition_keys
             kind = next(iter(action))
             if single or kind not in ("add", "remove"):
                 rules.feed(kind, action[kind], number)
-            if kind == "metaData":
-                metadata_seen, in_effect = True, partition_value_keys(action[kind])
-            actions.append((number, kind, action[kind]))
-        allowed = in_effect if metadata_seen else partition_keys
-        for number, kind, body in actions:
-            if kind == "add" and allowed is not None:
-                try:
-                    check_partition_keys(body, allowed, name, number)
-                except CorruptLogError as exc:
-                    if metadata_seen:
-                        raise
-                    pending = pending or exc
+            if kind == "metaData":  # it rules its whole commit, adds before it included
+                at = Partitioning.of(action[kind])
+            elif kind == "add":
+                adds.append((number, action[kind]))
+        if at.keys is not None:
+            for number, body in adds:
+                check_partition_keys(body, at.keys, name, number)
         done.append(source)
-    if pending is not None and not metadata_seen:
-        raise pending
     mark_validated(store, done)
-    return read
+    return read, at
 
 
-def _columnar(store: LogStore, sources: Sequence[JsonSource], partition_columns: Sequence[str], partition_keys: frozenset[str] | None) -> int:
+def _columnar(store: LogStore, sources: Sequence[JsonSource], at: Partitioning) -> tuple[int, Partitioning]:
     from .ndjson import parse_ndjson  # numpy and pyarrow's JSON reader: only for a large tail
 
     read = 0
@@ -143,11 +183,16 @@ def _columnar(store: LogStore, sources: Sequence[JsonSource], partition_columns:
     size = 0
 
     def flush() -> None:
+        nonlocal at
         for source, name, data in batch:
             if is_single_commit(source):
                 require_commit_content(name, data)
-        parse_ndjson([(n, d) for _, n, d in batch], keys_only=True, keep_lines=False, partition_columns=partition_columns,
-                     single_commit=[is_single_commit(s) for s, _, _ in batch], partition_keys=partition_keys)
+        part = parse_ndjson([(n, d) for _, n, d in batch], keys_only=True, keep_lines=False, partition_columns=at.columns,
+                            single_commit=[is_single_commit(s) for s, _, _ in batch], partition_keys=at.keys)
+        for _, _, _, action in part.others:  # the next batch starts under this one's last metaData
+            if action.get("metaData") is not None:
+                at = Partitioning.of(action["metaData"])
+        del part
         mark_validated(store, [s for s, _, _ in batch])
         batch.clear()
 
@@ -160,4 +205,4 @@ def _columnar(store: LogStore, sources: Sequence[JsonSource], partition_columns:
             size = 0
     if batch:
         flush()
-    return read
+    return read, at

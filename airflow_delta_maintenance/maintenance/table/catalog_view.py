@@ -25,10 +25,9 @@ from ...coordinators.base import RatifiedCommit
 from ...deltalog.errors import DeltaLogError
 from ...deltalog.log_segment.listing import LogSegmentFiles
 from ...deltalog.log_segment.segment import CatalogCommit, build_log_segment
-from ...deltalog.model.partition_keys import partition_value_keys
 from ...deltalog.model.paths import LEGACY_STAGED_DIR, crc_name
-from ...deltalog.replay.table_state import TableState, load_table_state
-from ...deltalog.replay.tail_check import validate_tail
+from ...deltalog.replay.table_state import TableState, load_table_state, metadata_before_tail
+from ...deltalog.replay.tail_check import Partitioning, validate_tail
 from ...deltalog.storage import LogStore
 from ..errors import ChecksumMismatchError, CoordinatorMismatchError, InconsistentCoordinatorError, MissingStagedCommitError
 from .coordinator_discovery import read_table_coordination
@@ -338,7 +337,12 @@ def validate_ratified_tail(table: MaintainedTable, state: TableState) -> None:
     """Read and validate in full every commit the ratified state is built from (after its
     checkpoint, up to the catalog's head, pending commits included): a writer acts on nothing that
     cannot be read. Files this process already validated (a checkpoint's own replay) are skipped."""
-    validate_tail(table.store, state.segment, state.metadata.partition_columns, partition_value_keys(state.metadata.to_dict()))
+    def before() -> Partitioning:  # what the adds before a metaData of the tail were written under
+        meta = metadata_before_tail(table.store, state)
+        return Partitioning.of(meta.to_dict() if meta is not None else None)
+
+    newest_version = state.metadata_version if state.metadata_in_tail else -1  # from the checkpoint: before every commit of the tail
+    validate_tail(table.store, state.segment, Partitioning.of(state.metadata.to_dict()), newest_version, before)
 
 
 def _identity_state_if_same(

@@ -277,3 +277,67 @@ def test_the_installed_cleanup_refuses_such_a_checkpoint_without_numpy(tmp_path:
     assert done.returncode == 2 and done.stderr.count("\n") == 1, (done.stdout, done.stderr)
     assert "CorruptLogError" in done.stderr and holder in done.stderr and "'begion'" in done.stderr, done.stderr
     assert listing(root) == before
+
+
+# ---- a tail that changes the partition columns ---------------------------------------------------
+
+
+def repartitioned(tmp_path: Path, key: str, adds: int) -> Path:
+    """Partitioned by ``region`` up to a checkpoint at 5; in the tail, commit 6 adds ``adds`` files
+    keyed ``key``, commit 7 replaces the table partitioned by ``country`` (every file removed),
+    commits 8 and 9 add ``country`` files. Everything is a day old or newer (nothing to delete)."""
+    from ..deltalog.logbuilder import remove
+
+    root = tmp_path / key / "t"
+    log = LogBuilder(__import__("fsspec").filesystem("file"), str(root))
+    now = int(time.time() * 1000)
+    by_region = metadata({}, ["region"])
+    live = []
+    for v in range(6):
+        a = add(f"region=r{v % 2}/f{v}", 100 + v, partition_values={"region": f"r{v % 2}"})
+        log.commit(v, [commit_info(), *([protocol(), by_region] if v == 0 else []), a], mtime_ms=now)
+        live.append(a)
+    log.checkpoint(5, [protocol(), by_region, *live], mtime_ms=now)
+    tail = [add(f"region=r0/g{i}", 10, partition_values={key: "r0"}) for i in range(adds)]
+    log.commit(6, [commit_info(), *tail], mtime_ms=now)
+    gone = [remove(a["add"]["path"], now) for a in [*live, *tail]]
+    log.commit(7, [commit_info(), metadata({}, ["country"]), *gone], mtime_ms=now)
+    for v in (8, 9):
+        log.commit(v, [commit_info(), add(f"country=nl/h{v}", 10, partition_values={"country": "nl"})], mtime_ms=now)
+    return root
+
+
+@pytest.mark.parametrize("tail", ["line-by-line", "columnar", "columnar-batches"])
+def test_adds_before_a_partition_change_in_the_tail_are_checked_against_the_columns_before_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: str) -> None:
+    """The tail check knew the keys only from the state (the newest metaData): adds of commits
+    before the tail's metaData were checked against nothing (an unknown key passed), or against
+    the newest columns (a valid table refused), and a long tail read in batches checked a batch
+    without a metaData against nothing. Now the keys before the tail's first metaData are the
+    checkpoint's and each batch starts under the last metaData before it: the valid table reads
+    and is maintained, the bad key stops every command."""
+    from airflow_delta_maintenance.deltalog.replay import tail_check
+
+    if tail.startswith("columnar"):
+        monkeypatch.setattr(tail_check, "SMALL_TAIL_BYTES", 0)
+    if tail == "columnar-batches":  # one commit per batch, as a tail of several batch sizes reads
+        monkeypatch.setattr(tail_check, "_BATCH_BYTES", 1)
+    import deltalake
+
+    good = repartitioned(tmp_path, "region", 50)
+    assert wheel_reads(good)
+    assert deltalake.DeltaTable(str(good), version=6).get_add_actions(flatten=True).num_rows == 56
+    # a compaction of 6..8 (its commits, which a reader may fall back to, start under `region`)
+    for command in (["compact-log", "--interval", "4"], ["inspect"], ["cleanup", "--execute"], ["checkpoint", "--force"]):
+        rc, out, err = run(command[0], str(good), *command[1:])
+        assert rc == 0, (command, out, err)
+    assert (good / "_delta_log" / f"{6:020d}.{8:020d}.compacted.json").exists(), listing(good)
+    bad = repartitioned(tmp_path, "begion", 50)
+    with pytest.raises(Exception, match="begion"):  # the wheel: version 6, inside retention, does not read
+        deltalake.DeltaTable(str(bad), version=6).get_add_actions(flatten=True)
+    before = listing(bad)
+    for command in (["inspect"], ["checkpoint", "--force"], ["cleanup", "--execute"], ["compact-log", "--interval", "2"]):
+        rc, out, err = run(command[0], str(bad), *command[1:])
+        assert rc == 2 and err.count("\n") == 1, (command, rc, out, err)
+        assert "CorruptLogError" in err and "00000000000000000006.json" in err and "'begion'" in err, (command, err)
+    assert listing(bad) == before
