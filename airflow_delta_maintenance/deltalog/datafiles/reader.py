@@ -28,7 +28,7 @@ __all__ = ["SourceFile", "LiveRows", "iter_live_rows", "iter_small_files", "sour
 
 # ParquetReader.open as ``pq.ParquetFile`` (iter_live_rows) calls it: extension types (JSON, UUID)
 # read as ParquetFile's default reads them, where this pyarrow has the option (pyproject allows
-# pyarrow 20, whose open() refuses the keyword with a TypeError)
+# pyarrow 19.0.1, whose open() refuses the keyword with a TypeError)
 _EXTENSION_TYPES = {
     k: p.default for k, p in inspect.signature(pq.ParquetFile.__init__).parameters.items() if k == "arrow_extensions_enabled"
 }
