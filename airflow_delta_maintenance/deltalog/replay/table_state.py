@@ -81,11 +81,9 @@ class TableState(VersionFacts):
     # The version of the checksum whose protocol or metadata this state holds (no commit after it
     # changed them); None when both came from the log itself. Writers never act on such a state.
     checksum_version: int | None = None
-    # The metaData came from a commit (or compaction) of the segment's tail, not from its checkpoint:
-    # the tail changes the metadata, and the partition columns before it are the checkpoint's.
-    metadata_in_tail: bool = False
-    # The version of the tail source holding that metaData (a compaction's first version); None when
-    # it is not in the tail, or unknown (a seed stands for commits nobody read).
+    # Where the metaData came from: the version of the tail source holding it (a compaction's first
+    # version), the checkpoint's version (no commit of the tail changes it), or None when unknown
+    # (a seed stands for commits nobody read).
     metadata_version: int | None = None
 
 
@@ -387,10 +385,8 @@ def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, no
         finder.take(actions, name)
         if not had_metadata and finder.metadata is not None:
             metadata_version = source.version
-    # a seed stands for commits nobody read: whether they changed the metadata is unknown
-    metadata_in_tail = finder.metadata is not None or (seed is not None and not finder.done)
-    if finder.metadata is None:
-        metadata_version = None
+    if finder.metadata is None:  # a seed's (commits nobody read may change it: unknown), else the checkpoint's
+        metadata_version = None if seed is not None else segment.checkpoint_version
     from_seed = None
     if not finder.done and seed is not None:
         from_seed = seed.version
@@ -418,7 +414,6 @@ def _state_from(store: LogStore, files: LogSegmentFiles, segment: LogSegment, no
         now_ms=now,
         bytes_read=finder.bytes_read,
         checksum_version=from_seed,
-        metadata_in_tail=metadata_in_tail,
         metadata_version=metadata_version,
     )
 
@@ -427,12 +422,13 @@ def metadata_before_tail(store: LogStore, state: TableState) -> Metadata | None:
     """The metaData in effect before the first commit of ``state``'s tail (the one its adds were
     written under until a commit of the tail changes it): the state's own when no commit of the tail
     holds one, else the checkpoint's; None when the tail starts the table (no checkpoint)."""
-    if not state.metadata_in_tail:
-        return state.metadata
-    if state.segment.checkpoint is None:
+    checkpoint = state.segment.checkpoint
+    if checkpoint is None:
         return None
+    if state.metadata_version == checkpoint.version:
+        return state.metadata
     finder = _Finder()
-    _read_checkpoint_pm(store, state.segment.checkpoint, finder)
+    _read_checkpoint_pm(store, checkpoint, finder)
     return finder.metadata
 
 

@@ -79,9 +79,9 @@ def validate_tail(
     Adds are checked against the metaData in effect at their commit: ``before()`` (the checkpoint's:
     ``table_state.metadata_before_tail``) until a metaData of the tail, that one from its commit
     on; a compaction's commits from the metaData in effect before the compaction. ``newest`` is the
-    state's, found at ``newest_version`` (None: not in the tail, or unknown). Sources this process
-    validated are skipped only where that leaves the partitioning known: when every source left to
-    read comes at or after ``newest_version``; otherwise the tail is read from its start."""
+    state's, found at ``newest_version`` (``TableState.metadata_version``; None: unknown). Sources
+    this process validated are skipped only where that leaves the partitioning known: when every
+    source left to read comes at or after ``newest_version``; otherwise the tail is read from its start."""
     deltas = list(segment.deltas)
 
     def done(source: JsonSource) -> bool:
@@ -94,10 +94,11 @@ def validate_tail(
     covered = {i: commits for i, commits in covered.items() if commits}
     if first == len(deltas) and not covered:
         return 0
-    if first == len(deltas) or first == 0 or min(covered, default=first) < first or newest_version is None or newest_version > deltas[first].version:
-        begin, at, skip = 0, before(), False  # the partitioning before `first` is in files already read: read from the start
-    else:
-        begin, at, skip = first, newest, True  # nothing before `first` or among the skipped files after it changes `newest`
+    # Skipping validated files keeps the partitioning known when `newest` holds from `first` on and
+    # no compaction before `first` has commits left to read; else the tail is read from its start.
+    skip = 0 < first < len(deltas) and newest_version is not None and newest_version <= deltas[first].version and \
+        min(covered, default=first) >= first
+    begin, at = (first, newest) if skip else (0, before())
     todo = [d for d in deltas[begin:] if not (skip and done(d))]
     size = sum(_size(s) for s in [*todo, *(c for cs in covered.values() for c in cs)])
     check = _columnar if size > SMALL_TAIL_BYTES and _has_numpy() else _line_by_line

@@ -341,8 +341,7 @@ def validate_ratified_tail(table: MaintainedTable, state: TableState) -> None:
         meta = metadata_before_tail(table.store, state)
         return Partitioning.of(meta.to_dict() if meta is not None else None)
 
-    newest_version = state.metadata_version if state.metadata_in_tail else -1  # from the checkpoint: before every commit of the tail
-    validate_tail(table.store, state.segment, Partitioning.of(state.metadata.to_dict()), newest_version, before)
+    validate_tail(table.store, state.segment, Partitioning.of(state.metadata.to_dict()), state.metadata_version, before)
 
 
 def _identity_state_if_same(
