@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+from airflow_delta_maintenance.deltalog._runtime.memory import log_operation_memory
 from airflow_delta_maintenance.deltalog.datafiles.files import DataFiles
 from airflow_delta_maintenance.deltalog.datafiles.writer import write_bin
 from airflow_delta_maintenance.deltalog.optimize.tasks import task_from_json
@@ -27,4 +28,6 @@ def rewrite_bins(table_uri: str, options_json: str, items: Iterable[tuple[int, M
     row of the bin was deleted)."""
     files = _files(table_uri, options_json)
     for index, raw in items:
-        yield index, write_bin(files, task_from_json(raw))
+        with log_operation_memory():  # the system pool, as the worker engine's bins (optimize/worker.py)
+            add = write_bin(files, task_from_json(raw))
+        yield index, add

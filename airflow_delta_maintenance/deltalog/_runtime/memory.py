@@ -1,10 +1,12 @@
 """Which Arrow allocator the log operations use.
 
-pyarrow's default pool on Linux is jemalloc, which keeps freed pages in per-thread arenas: the
-JSON reader and the Parquet writer allocate on pool threads, so a snapshot load or a checkpoint
-peaks well above its live data. For a maintenance job the peak is what matters (it sizes the
-Airflow worker), so log operations allocate from the system allocator, which hands large blocks
-back to the OS when they are freed. ``ARROW_DEFAULT_MEMORY_POOL`` set by the user wins.
+pyarrow's default pool (jemalloc or, in recent wheels, mimalloc) keeps freed pages in per-thread
+arenas: the JSON reader and the Parquet writer allocate on pool threads, so a snapshot load or a
+checkpoint peaks well above its live data — and mimalloc hands a small buffer's pages back and
+faults fresh, zeroed ones in for the next (OPTIMIZE reading thousands of small files). For a
+maintenance job the peak is what matters (it sizes the Airflow worker), so log operations and
+OPTIMIZE's bins allocate from the system allocator, which hands large blocks back to the OS when
+they are freed. ``ARROW_DEFAULT_MEMORY_POOL`` set by the user wins.
 
 Buffers remember the pool they came from, so switching the default while an operation runs is
 safe for other threads: they merely allocate from the system pool for that time.

@@ -180,6 +180,29 @@ def test_a_failed_task_commits_nothing_and_leaves_no_file(tmp_path: Path, monkey
     assert {p.as_posix() for p in Path(path).rglob("*.parquet")} == files_before
 
 
+def test_the_bins_allocate_from_the_system_pool_and_the_default_is_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyarrow's default pool (mimalloc) faulted fresh pages in for every small file's buffers:
+    ~10% of a 10,000-file run's CPU. The bins' threads allocate from the system pool instead."""
+    path = make_table(tmp_path, regions=("a", "b"))
+    table = open_table(path)
+    import airflow_delta_maintenance.deltalog.optimize.worker as worker
+
+    real = worker.write_bin
+    pools: list[str] = []
+
+    def recording(files: DataFiles, task: BinTask) -> Any:
+        out = real(files, task)
+        pools.append(pa.default_memory_pool().backend_name)
+        return out
+
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    monkeypatch.setattr(worker, "write_bin", recording)
+    default = pa.default_memory_pool().backend_name
+    result = run_optimize(table, engine=WorkerEngine(DataFiles(table.store), max_workers=2))
+    assert result.commits and pools == ["system", "system"]
+    assert pa.default_memory_pool().backend_name == default
+
+
 def test_unknown_and_unsupported_writer_features_are_refused_by_name(tmp_path: Path) -> None:
     path = make_table(tmp_path, appends=1)
     log = Path(path, "_delta_log")
