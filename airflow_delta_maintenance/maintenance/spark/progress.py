@@ -13,53 +13,46 @@ With verbose output nothing is configured or held back: Spark's own log4j2 defau
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from importlib.resources import files
+from pathlib import Path
 
 from ..operations.summary import Progress
 
 __all__ = ["LOG4J2_PROPERTIES", "SparkOutput", "heartbeats", "log4j2_file", "quiet_spark_conf"]
 
-LOG4J2_PROPERTIES = """\
-# delta-maintenance: Spark's own log at WARN; the scheduler's progress lines at INFO (read, not shown)
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-logger.dag.name = org.apache.spark.scheduler.DAGScheduler
-logger.dag.level = info
-logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
-logger.tasks.level = info
-# a warning on every start of a JVM without Hadoop's native library: nothing to act on
-logger.native.name = org.apache.hadoop.util.NativeCodeLoader
-logger.native.level = error
-# s3a's metrics look for a configuration file nobody writes, on every start
-logger.metrics.name = org.apache.hadoop.metrics2.impl.MetricsConfig
-logger.metrics.level = error
-"""
+# Spark's logging for a quiet job: a file shipped with the package (``log4j2.properties`` beside
+# this module), so that no process leaves a copy behind in the temporary directory
+_PACKAGED = Path(__file__).with_name("log4j2.properties")
+LOG4J2_PROPERTIES = (files(__package__) / "log4j2.properties").read_text(encoding="utf-8")
 
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _FILE: str | None = None
 
 
 def log4j2_file() -> str:
-    """The configuration above as a file, written once per process (its path goes to the driver)."""
+    """``LOG4J2_PROPERTIES`` as a file the driver can read: the packaged one, or (a package that
+    is not plain files on disk, or a path with spaces, which Java options cannot carry) a copy
+    written once per process and removed when it exits."""
     global _FILE
+    if _PACKAGED.is_file() and not any(c.isspace() for c in str(_PACKAGED)):
+        return str(_PACKAGED)
     if _FILE and os.path.exists(_FILE):
         return _FILE
     directory = tempfile.mkdtemp(prefix="delta-maintenance-log4j2-")
     path = os.path.join(directory, "log4j2.properties")
     with open(path, "w", encoding="utf-8") as f:
         f.write(LOG4J2_PROPERTIES)
+    atexit.register(shutil.rmtree, directory, True)
     _FILE = path
     return path
 

@@ -202,8 +202,9 @@ def run_spark_submit(
     env_vars, conf, secrets, refreshing = job_credentials(spec.env_vars, spec.conf, spec.credentials, spec.credential_source,
                                                           executors_here=executors_here(settings))
     spec = replace(spec, env_vars=env_vars, conf=conf, credentials=secrets)
-    with credentials_file(spec.credentials) as path, refreshing or nullcontext():
-        plan = plan_submission(settings, spec, path if spec.credentials else None)
+    # a file only when there is a secret: one a killed run leaves behind holds nothing, or is not there
+    with credentials_file(spec.credentials) if spec.credentials else nullcontext(None) as path, refreshing or nullcontext():
+        plan = plan_submission(settings, spec, path)
         env = {**os.environ, **plan.launcher_env, **(refreshing.launcher_env if refreshing else {})}
         command = plan.command(spec)
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -10,6 +10,8 @@ import json
 import os
 import stat
 import sys
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from airflow_delta_maintenance.hooks import spark as spark_hook
 from airflow_delta_maintenance.hooks.spark import DeltaSparkSubmitHook
 from airflow_delta_maintenance.maintenance.operations.summary import Throttled
-from airflow_delta_maintenance.maintenance.spark import submit as spark_submit
+from airflow_delta_maintenance.maintenance.spark import progress as spark_progress, submit as spark_submit
 from airflow_delta_maintenance.maintenance.spark.jobs import checkpoint_job
 from airflow_delta_maintenance.maintenance.spark.progress import LOG4J2_PROPERTIES, SparkOutput, quiet_spark_conf
 
@@ -101,6 +103,31 @@ def test_the_cli_runner_streams_progress_while_spark_runs(tmp_path: Path, monkey
     spark_submit.run_spark_submit(job, progress=heard.append, verbose=True)
     err = capsys.readouterr().err
     assert "INFO DAGScheduler" in err and "log4j2.configurationFile" not in err  # verbose: Spark's own configuration
+
+
+def test_a_submission_leaves_nothing_in_the_temporary_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each process that submitted a job (every Airflow task, every command) left a copy of the
+    log4j2 configuration in the temporary directory for good, and a run killed while Spark ran
+    left its credentials file behind, even one with no secret in it. The configuration now ships
+    with the package; the credentials file exists only when there is a secret, only while the job
+    runs."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(spark_progress, "_FILE", None)
+    fake = tmp_path / "spark-submit"
+    fake.write_text(f"#!{sys.executable}\nimport json, os\nprint(json.dumps({{'in_tmp': sorted(os.listdir({str(temp)!r}))}}))\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(spark_submit, "spark_submit_binary", lambda: str(fake))
+    job = checkpoint_job("/t", 29)
+    during = json.loads(spark_submit.run_spark_submit(job).strip().splitlines()[-1])["in_tmp"]
+    assert during == []  # nothing secret, so nothing a kill could strand
+    secret = replace(job, credentials={"storage_options": {"key": "AKIA-test", "secret": "not-a-real-secret"}})
+    during = json.loads(spark_submit.run_spark_submit(secret).strip().splitlines()[-1])["in_tmp"]
+    assert len(during) == 1 and during[0].startswith("delta-maintenance-")  # the secret's file, while the job runs
+    assert os.listdir(temp) == []
+    path = quiet_spark_conf({})["spark.driver.extraJavaOptions"].split("file:", 1)[1]
+    assert Path(path).parent == Path(spark_progress.__file__).parent and Path(path).read_text() == LOG4J2_PROPERTIES
 
 
 def test_the_task_log_hears_from_a_silent_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

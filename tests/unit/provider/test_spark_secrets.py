@@ -81,16 +81,17 @@ def test_the_spark_hook_overrides_no_private_upstream_method() -> None:
     assert not own & set(dir(upstream.SparkSubmitHook)), own & set(dir(upstream.SparkSubmitHook))
 
 
-def test_the_job_reads_its_secrets_from_the_file_where_the_driver_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_job_reads_its_secrets_from_the_file_where_the_driver_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     """Driver on the submitting machine: the path as given; driver in the cluster: the file shipped
     by --files into its working directory. Both end up in the job's storage options."""
     import argparse
 
-    from airflow_delta_maintenance.maintenance.spark.credentials import write_credentials_file
+    from airflow_delta_maintenance.maintenance.spark.credentials import remove_credentials_file, write_credentials_file
     from airflow_delta_maintenance.spark_jobs import _common
 
     job = checkpoint_job("s3://lake/orders", 10, OPTIONS)
     path = write_credentials_file(job.credentials)
+    request.addfinalizer(lambda: remove_credentials_file(path))  # the fake keys leave with the test
     args = argparse.Namespace(table_uri="s3://lake/orders", storage_options_env=STORAGE_OPTIONS_ENV)
     monkeypatch.setenv(STORAGE_OPTIONS_ENV, job.env_vars[STORAGE_OPTIONS_ENV])
     for where, value in (("client", path), ("cluster", "/driver/host/does/not/have/credentials.json")):
