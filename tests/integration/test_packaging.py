@@ -224,7 +224,7 @@ for section in ("operators", "sensors", "triggers", "hooks"):
         for module in entry["python-modules"]:
             importlib.import_module(module)
 from airflow_delta_maintenance.sensors.ratified_version import DeltaRatifiedVersionSensor
-d = Path(tempfile.mkdtemp())
+d = Path(tempfile.mkdtemp(dir=os.getcwd()))  # inside the test's tmp_path (the smoke's cwd), removed with it
 spec, uri = f"local://{d}/c.db", str(d / "t")
 client = open_coordinator(spec + "?create=true")
 client.commit(uri, 0, create_actions(ict=True))
