@@ -32,8 +32,8 @@ __all__ = ["LOG4J2_PROPERTIES", "SparkOutput", "heartbeats", "log4j2_file", "qui
 
 # Spark's logging for a quiet job: a file shipped with the package (``log4j2.properties`` beside
 # this module), so that no process leaves a copy behind in the temporary directory
-_PACKAGED = Path(__file__).with_name("log4j2.properties")
-LOG4J2_PROPERTIES = (files(__package__) / "log4j2.properties").read_text(encoding="utf-8")
+_PACKAGED = files(__package__) / "log4j2.properties"
+LOG4J2_PROPERTIES = _PACKAGED.read_text(encoding="utf-8")
 
 _JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 _FILE: str | None = None
@@ -44,7 +44,7 @@ def log4j2_file() -> str:
     is not plain files on disk, or a path with spaces, which Java options cannot carry) a copy
     written once per process and removed when it exits."""
     global _FILE
-    if _PACKAGED.is_file() and not any(c.isspace() for c in str(_PACKAGED)):
+    if isinstance(_PACKAGED, Path) and not any(c.isspace() for c in str(_PACKAGED)):
         return str(_PACKAGED)
     if _FILE and os.path.exists(_FILE):
         return _FILE

@@ -198,7 +198,7 @@ def test_the_bins_allocate_from_the_system_pool_and_the_default_is_restored(tmp_
     monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
     monkeypatch.setattr(worker, "write_bin", recording)
     default = pa.default_memory_pool().backend_name
-    result = run_optimize(table, engine=WorkerEngine(DataFiles(table.store), max_workers=2))
+    result = run_optimize(table)  # the engine a user gets: the worker's, its default threads
     assert result.commits and pools == ["system", "system"]
     assert pa.default_memory_pool().backend_name == default
 
