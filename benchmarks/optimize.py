@@ -9,6 +9,10 @@ bins. Before every run the table is reset to its one-commit state (later commits
 they added are removed), then each engine runs in a fresh process as a user runs it: ours as the
 ``delta-maintenance optimize`` command, the wheel as ``DeltaTable(path).optimize.compact()``.
 Engines alternate; medians with spread, CPU time and the machine's load are printed (``_harness``).
+
+``--baseline-root DIR`` adds ``ours-before``: the same command from the package of another checkout
+(an earlier commit, e.g. a ``git worktree`` of main), interleaved with the others in the same run,
+so a change's effect is measured against the code before it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import CLI, PYTHON, compile_package, in_subprocess, interleaved, ratio_line, run_measured
+from _harness import BASELINE_CLI, CLI, PYTHON, baseline_env, compile_package, in_subprocess, interleaved, ratio_line, run_measured
 
 BUILD = r"""
 import json, os, sys, uuid
@@ -81,21 +85,27 @@ def parquet_files(root: str) -> set[str]:
     return {os.path.join(d, n) for d, _, ns in os.walk(root) for n in ns if n.endswith(".parquet")}
 
 
-def bench(label: str, root: str, repeat: int) -> str:
+def bench(label: str, root: str, repeat: int, baseline_root: str | None) -> list[str]:
     base = parquet_files(root)
 
     def run_one(engine: str, i: int) -> tuple[float, float, dict]:
         reset(root, base)
-        if engine == "ours":
-            wall, peak, rep = run_measured([CLI, "optimize", root, "--json"])
+        if engine.startswith("ours"):
+            before = engine == "ours-before"
+            cmd = [PYTHON, "-c", BASELINE_CLI] if before else [CLI]
+            wall, peak, rep = run_measured([*cmd, "optimize", root, "--json"], env=baseline_env(baseline_root) if before and baseline_root else None)
             return wall, peak, {"files_added": rep["files_added"], "files_removed": rep["files_removed"], "_cpu_seconds": rep["_cpu_seconds"]}
         return run_measured([PYTHON, "-c", WHEEL, root])
 
-    runs = interleaved(["ours", "wheel"], repeat, run_one)
+    runs = interleaved(["ours", "wheel"] + (["ours-before"] if baseline_root else []), repeat, run_one)
     reset(root, base)
     for engine, r in runs.items():
         print(f"  {label} {engine}: files {r.reported[-1]['files_removed']} -> {r.reported[-1]['files_added']}", file=sys.stderr)
-    return ratio_line(label, runs["ours"], runs["wheel"]).replace("delta-rs", "wheel")
+    lines = [ratio_line(label, runs["ours"], runs["wheel"]).replace("delta-rs", "wheel")]
+    if baseline_root:
+        lines.append(ratio_line(f"{label} (before)", runs["ours-before"], runs["wheel"]).replace("delta-rs", "wheel"))
+        lines.append(ratio_line(f"{label} (after/before)", runs["ours"], runs["ours-before"]).replace("delta-rs", "before"))
+    return lines
 
 
 def main() -> int:
@@ -106,8 +116,11 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=1_500, help="rows per file (1,500: about 50 KB)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", default=None, help="a directory to keep the built tables in (reused when present)")
+    ap.add_argument("--baseline-root", default=None, help="also run the command from this checkout's package (ours-before)")
     args = ap.parse_args()
     compile_package()
+    if args.baseline_root:
+        compile_package(args.baseline_root)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-optimize-"))
     lines = []
     for label, files, parts in ((f"{args.files:,} files / {args.partitions} partitions", args.files, args.partitions),
@@ -119,7 +132,7 @@ def main() -> int:
             shutil.rmtree(root, ignore_errors=True)
             size = int(in_subprocess(BUILD, root, str(files), str(parts), str(args.rows)))
             print(f"built {label}: {size / files / 1024:.1f} KB per file", file=sys.stderr)
-        lines.append(bench(label, root, args.repeat))
+        lines += bench(label, root, args.repeat, args.baseline_root)
     print(json.dumps({"argv": sys.argv[1:]}))
     for line in lines:
         print(line)

@@ -12,6 +12,12 @@ no max at all when none fits within 64 units — delta-spark's ``truncateMaxStri
 timestamps to milliseconds (``…T…​.SSSZ`` in UTC, no zone for ``timestamp_ntz``); floating point
 ``NaN``/``±Infinity`` as JSON strings, a column holding a NaN has the max ``"NaN"`` (Spark orders
 NaN above every number); ``tightBounds: true`` on tables that support deletion vectors.
+
+Where the values come from: ``StatsCollector.update`` counts nulls and computes min/max over the
+rows a writer writes; a writer that writes Parquet can hand the min/max of integer, date, timestamp
+and string columns to the file's own column statistics instead (``defer_minmax_to_parquet``, then
+``merge_parquet_statistics`` after the file is closed): Parquet computes them anyway, and the same
+pass over every value cost ~4% of the CPU of an OPTIMIZE of small files (profiled).
 """
 
 from __future__ import annotations
@@ -21,13 +27,14 @@ import decimal
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..model.schema_validation import ORJSON
 
@@ -38,6 +45,10 @@ ASCII_MAX = "\x7f"
 UTF8_MAX = "\U0010ffff"
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 _MINMAX_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "timestamp", "timestamp_ntz", "string"}
+# Types whose Parquet column statistics are exactly the min and max Delta records: integers, dates
+# and timestamps order as signed numbers, strings as unsigned bytes (= code points) in both. Not
+# floats (Parquet leaves NaN out and widens a zero bound to -0.0/+0.0) nor decimals (computed).
+_PARQUET_EXACT_TYPES = frozenset({"byte", "short", "integer", "long", "date", "timestamp", "timestamp_ntz", "string"})
 
 
 def _units(c: str) -> int:
@@ -211,38 +222,93 @@ def _leaf_array(table: pa.Table, path: tuple[str, ...]) -> pa.ChunkedArray:
     return col
 
 
+def _merge(acc: _Acc, lo: Any, hi: Any) -> None:
+    acc.min = lo if acc.min is None or lo < acc.min else acc.min
+    acc.max = hi if acc.max is None or hi > acc.max else acc.max
+
+
+def _update_minmax(acc: _Acc, arr: pa.ChunkedArray | pa.Array) -> None:
+    if arr.null_count == len(arr):
+        return
+    if pa.types.is_floating(arr.type):
+        nan = pc.is_nan(arr)
+        if pc.any(nan).as_py():
+            acc.nan = True
+            arr = pc.filter(arr, pc.invert(pc.fill_null(nan, False)))
+            if len(arr) == arr.null_count:
+                return
+    mm = pc.min_max(arr)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo is not None:
+        _merge(acc, lo, hi)
+
+
+def _stored_as_is(typ: pa.DataType) -> bool:
+    """Arrow types whose Parquet statistics hold the column's own values (``_bound`` reads them):
+    not a date64 or a timestamp of another unit, which the writer converts."""
+    return bool(pa.types.is_signed_integer(typ) or pa.types.is_date32(typ) or (pa.types.is_timestamp(typ) and typ.unit == "us")
+                or pa.types.is_string(typ) or pa.types.is_large_string(typ))
+
+
+def _exact(st: pq.Statistics) -> bool:
+    """Bounds Parquet kept as they are: pyarrow 26 drops a column chunk's bounds rather than
+    truncate them (a value over its statistics size limit); a later one that says it truncated is
+    not taken at its word."""
+    return bool(st.has_min_max and getattr(st, "is_min_value_exact", True) and getattr(st, "is_max_value_exact", True))
+
+
 @dataclass
 class StatsCollector:
-    """Statistics of the rows fed to ``update``, rendered by ``to_json``."""
+    """Statistics of the rows fed to ``update``, rendered by ``to_json`` (see the module docstring
+    for the min/max a Parquet writer hands over)."""
 
     leaves: list[Leaf]
     config: StatsConfig
     num_records: int = 0
     accs: list[_Acc] = field(default_factory=list)
+    from_parquet: dict[int, pa.DataType] = field(default_factory=dict)  # leaf index -> its column's type
 
     def __post_init__(self) -> None:
         self.accs = [_Acc() for _ in self.leaves]
 
+    def defer_minmax_to_parquet(self, schema: pa.Schema) -> None:
+        """``update`` leaves the min/max of the top-level integer, date, timestamp and string
+        columns of ``schema`` (the written file's) to ``merge_parquet_statistics``. A name with a
+        dot is left out: its Parquet path could also be a nested column's."""
+        names = schema.names
+        for i, leaf in enumerate(self.leaves):
+            name = leaf.physical_path[0]
+            exact_type = isinstance(leaf.delta_type, str) and leaf.delta_type in _PARQUET_EXACT_TYPES  # arrays, maps: dicts
+            if len(leaf.physical_path) == 1 and exact_type and "." not in name and names.count(name) == 1:
+                typ = schema.field(name).type
+                if _stored_as_is(typ):
+                    self.from_parquet[i] = typ
+
     def update(self, table: pa.Table) -> None:
         self.num_records += table.num_rows
-        for leaf, acc in zip(self.leaves, self.accs, strict=True):
+        for i, (leaf, acc) in enumerate(zip(self.leaves, self.accs, strict=True)):
             arr = _leaf_array(table, leaf.physical_path)
             acc.nulls += arr.null_count
-            if not leaf.has_minmax or arr.null_count == len(arr):
-                continue
-            if pa.types.is_floating(arr.type):
-                nan = pc.is_nan(arr)
-                if pc.any(nan).as_py():
-                    acc.nan = True
-                    arr = pc.filter(arr, pc.invert(pc.fill_null(nan, False)))
-                    if len(arr) == arr.null_count:
-                        continue
-            mm = pc.min_max(arr)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
-            if lo is None:
-                continue
-            acc.min = lo if acc.min is None or lo < acc.min else acc.min
-            acc.max = hi if acc.max is None or hi > acc.max else acc.max
+            if leaf.has_minmax and i not in self.from_parquet:
+                _update_minmax(acc, arr)
+
+    def merge_parquet_statistics(self, metadata: pq.FileMetaData, read_column: Callable[[int, str], pa.ChunkedArray]) -> None:
+        """The deferred min/max from the closed file's row-group statistics. A row group with
+        values but without exact bounds has its column read back (``read_column(row_group,
+        name)``) and computed."""
+        if not self.from_parquet:
+            return
+        paths = [metadata.schema.column(j).path for j in range(metadata.num_columns)]
+        for i, typ in self.from_parquet.items():
+            name, acc = self.leaves[i].physical_path[0], self.accs[i]
+            j = paths.index(name)
+            for rg in range(metadata.num_row_groups):
+                group = metadata.row_group(rg)
+                st = group.column(j).statistics
+                if st is not None and _exact(st):
+                    _merge(acc, _bound(st.min_raw, typ), _bound(st.max_raw, typ))
+                elif st is None or not st.has_null_count or st.null_count < group.num_rows:
+                    _update_minmax(acc, read_column(rg, name))
 
     def to_dict_tokens(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         mins: dict[str, Any] = {}
@@ -277,6 +343,13 @@ class StatsCollector:
         if self.config.tight_bounds:
             parts.append('"tightBounds":true')
         return "{" + ",".join(parts) + "}"
+
+
+def _bound(raw: Any, typ: pa.DataType) -> Any:
+    """A Parquet statistics value (physical) as ``pc.min_max`` gives it for a column of ``typ``."""
+    if isinstance(raw, bytes):
+        return raw.decode("utf-8")
+    return pa.scalar(raw, typ).as_py()
 
 
 def _put(tree: dict[str, Any], path: tuple[str, ...], token: str) -> None:

@@ -86,6 +86,7 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
         out_fields += part_fields
     out_schema = pa.schema(out_fields)
     stats = StatsCollector(stats_leaves(task.table_schema, task.partition_columns, task.stats), task.stats)
+    stats.defer_minmax_to_parquet(out_schema)
     types = {c: ds.types.get(c) for c in task.partition_columns}
     rel = new_data_file_path(
         task.partition_columns, task.partition_values, codec=task.codec, split=task.split,
@@ -146,6 +147,7 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
             return None  # every row of the bin was deleted
         writer.close()
         written = files.finish(rel, handle)
+        stats.merge_parquet_statistics(writer.writer.metadata, lambda rg, name: _read_back(files, rel, rg, name))
     except BaseException:
         if writer is not None:
             try:
@@ -170,6 +172,13 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
     if rt is not None:
         add["baseRowId"] = rt.base_row_id
     return add
+
+
+def _read_back(files: DataFiles, rel: str, row_group: int, column: str) -> pa.ChunkedArray:
+    """One column of one row group of the file just written (its statistics have no bounds)."""
+    handle, pre_buffer = files.open_parquet(rel)
+    with handle:
+        return pq.ParquetFile(handle, pre_buffer=pre_buffer).read_row_group(row_group, columns=[column], use_threads=False).column(0)
 
 
 def _runs(files: DataFiles, task: BinTask, match_by_id: bool) -> list[tuple[bool, list[SourceFile]]]:

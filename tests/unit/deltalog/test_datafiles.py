@@ -371,3 +371,68 @@ def test_the_bulk_path_check_of_a_bins_small_files_decides_as_resolve_then_path(
     for logged_path in (*LOGGED_PATHS, "p=1/link.parquet", "out/x.parquet", "p=1/in.parquet"):
         assert one([logged_path]) == reference(logged_path), logged_path
     assert one(["p=1/in.parquet", "x.parquet"]) == [str(root / "p=1" / "in.parquet"), str(root / "x.parquet")]
+
+
+def test_bounds_taken_from_the_written_files_statistics_are_the_computed_ones(tmp_path: Path) -> None:
+    """The min/max of top-level integer, date, timestamp and string columns come from the Parquet
+    writer's row-group statistics: the ``add`` stats are exactly those computed over every written
+    row — across row groups, with nulls, a row group of only nulls, values before 1970 and at the
+    type limits, non-ASCII strings, a row group whose long string makes Parquet keep no bounds
+    (that column is read back), beside an array and a struct (computed as before)."""
+    import datetime as dt
+    import random
+
+    import deltalake
+
+    from airflow_delta_maintenance.deltalog.datafiles import writer
+    from airflow_delta_maintenance.deltalog.datafiles.files import DataFiles
+    from airflow_delta_maintenance.deltalog.datafiles.reader import SourceFile
+    from airflow_delta_maintenance.maintenance.table.maintained import open_table
+
+    rng = random.Random(11)
+    root = tmp_path / "t"
+    deltalake.write_deltalake(str(root), pa.table({"b": pa.array([0], pa.int8())}))
+    schema = _schema(("b", "byte"), ("sh", "short"), ("i", "integer"), ("l", "long"), ("d", "date"), ("ts", "timestamp"),
+                     ("ntz", "timestamp_ntz"), ("s", "string"), ("x", "double"),
+                     ("tags", {"type": "array", "elementType": "string", "containsNull": True}),
+                     ("st", {"type": "struct", "fields": [{"name": "k", "type": "long", "nullable": True, "metadata": {}}]}))
+    ds = data_schema(schema, [], "none")
+    utc = dt.timezone.utc
+    alphabet = ["a", "z", "é", "日", "\U0010ffff", "😀", "\x7f", ""]
+
+    def value(col: str, k: int) -> Any:
+        if rng.random() < 0.2:
+            return None
+        return {
+            "b": rng.choice([-128, 127, rng.randint(-128, 127)]), "sh": rng.randint(-32768, 32767), "i": rng.randint(-2**31, 2**31 - 1),
+            "l": rng.choice([-2**63, 2**63 - 1, rng.randint(-2**63, 2**63 - 1)]),
+            "d": dt.date(1, 1, 1) + dt.timedelta(days=rng.randint(0, 3_000_000)),
+            "ts": dt.datetime(1900, 1, 1, tzinfo=utc) + dt.timedelta(microseconds=rng.randint(0, 5 * 10**15)),
+            "ntz": dt.datetime(1960, 1, 1) + dt.timedelta(microseconds=rng.randint(0, 10**15)),
+            "s": "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) + str(k),
+            "x": rng.uniform(-1e6, 1e6), "tags": [str(k)], "st": {"k": rng.randint(-10, 10)},
+        }[col]
+
+    sources, tables = [], []
+    for f in range(5):
+        rows = [{c: value(c, 10 * f + k) for c in ds.without_partitions().names} for k in range(30)]
+        if f == 2:
+            rows = [{c: None for c in rows[0]} for _ in range(30)]  # a file (a row group below) of nulls only
+        if f == 3:
+            rows[7]["s"] = "\U0010ffff" * 3000  # the largest value, over Parquet's statistics size limit: no bounds for s there
+        t = pa.Table.from_pylist(rows, schema=ds.without_partitions())
+        tables.append(t)
+        pq.write_table(t, root / f"f{f}.parquet")
+        sources.append(SourceFile(path=f"f{f}.parquet", size=(root / f"f{f}.parquet").stat().st_size, partition_values={}, num_records=30))
+    files = DataFiles(open_table(str(root)).store)
+    task = writer.BinTask(sources=tuple(sources), partition_values={}, table_schema=schema, partition_columns=(), row_group_rows=30)
+    add = writer.write_bin(files, task)
+    assert add is not None
+
+    meta = pq.ParquetFile(root / add["path"]).metadata
+    s_column = meta.schema.names.index("s")
+    assert meta.num_row_groups == 5 and [meta.row_group(g).column(s_column).statistics.has_min_max for g in range(5)] == [True, True, False, False, True]
+    computed = StatsCollector(stats_leaves(schema, [], StatsConfig()), StatsConfig())
+    computed.update(pa.concat_tables(tables))
+    assert json.loads(add["stats"]) == json.loads(computed.to_json())
+    assert set(json.loads(add["stats"])["minValues"]) == {"b", "sh", "i", "l", "d", "ts", "ntz", "s", "x", "st"}
