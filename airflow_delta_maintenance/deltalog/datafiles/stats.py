@@ -45,10 +45,6 @@ ASCII_MAX = "\x7f"
 UTF8_MAX = "\U0010ffff"
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 _MINMAX_TYPES = {"byte", "short", "integer", "long", "float", "double", "date", "timestamp", "timestamp_ntz", "string"}
-# Types whose Parquet column statistics are exactly the min and max Delta records: integers, dates
-# and timestamps order as signed numbers, strings as unsigned bytes (= code points) in both. Not
-# floats (Parquet leaves NaN out and widens a zero bound to -0.0/+0.0) nor decimals (computed).
-_PARQUET_EXACT_TYPES = frozenset({"byte", "short", "integer", "long", "date", "timestamp", "timestamp_ntz", "string"})
 
 
 def _units(c: str) -> int:
@@ -244,8 +240,11 @@ def _update_minmax(acc: _Acc, arr: pa.ChunkedArray | pa.Array) -> None:
 
 
 def _stored_as_is(typ: pa.DataType) -> bool:
-    """Arrow types whose Parquet statistics hold the column's own values (``_bound`` reads them):
-    not a date64 or a timestamp of another unit, which the writer converts."""
+    """Arrow types whose Parquet statistics are exactly the min and max Delta records, as the
+    column's own values (``_bound`` reads them): integers, dates and timestamps order as signed
+    numbers, strings as unsigned bytes (= code points) in both. Not floats (Parquet leaves NaN out
+    and widens a zero bound to -0.0/+0.0), decimals, nor a date64 or a timestamp of another unit
+    (the writer converts them)."""
     return bool(pa.types.is_signed_integer(typ) or pa.types.is_date32(typ) or (pa.types.is_timestamp(typ) and typ.unit == "us")
                 or pa.types.is_string(typ) or pa.types.is_large_string(typ))
 
@@ -272,14 +271,13 @@ class StatsCollector:
         self.accs = [_Acc() for _ in self.leaves]
 
     def defer_minmax_to_parquet(self, schema: pa.Schema) -> None:
-        """``update`` leaves the min/max of the top-level integer, date, timestamp and string
-        columns of ``schema`` (the written file's) to ``merge_parquet_statistics``. A name with a
+        """``update`` leaves the min/max of the top-level columns of ``schema`` (the written
+        file's) whose types ``_stored_as_is`` names to ``merge_parquet_statistics``. A name with a
         dot is left out: its Parquet path could also be a nested column's."""
         names = schema.names
         for i, leaf in enumerate(self.leaves):
             name = leaf.physical_path[0]
-            exact_type = isinstance(leaf.delta_type, str) and leaf.delta_type in _PARQUET_EXACT_TYPES  # arrays, maps: dicts
-            if len(leaf.physical_path) == 1 and exact_type and "." not in name and names.count(name) == 1:
+            if len(leaf.physical_path) == 1 and leaf.has_minmax and "." not in name and names.count(name) == 1:
                 typ = schema.field(name).type
                 if _stored_as_is(typ):
                     self.from_parquet[i] = typ

@@ -98,3 +98,22 @@ def test_stats_that_are_not_an_object_do_not_stop_it(tmp_path: Path) -> None:
     out = cli("optimize", path)
     assert out.returncode == 0 and "files 6 → 2" in out.stdout, out.stderr
     assert sorted(deltalake.DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_string_over_parquets_statistics_limit_still_gets_its_bounds(tmp_path: Path) -> None:
+    """The compacted file's string bounds come from the Parquet writer's statistics, which keep
+    none for a column chunk whose largest value is over their size limit: the command, run with no
+    flags, reads that column back and writes the bounds delta-spark would."""
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "t")
+    for i, name in enumerate(["m-middle", "a-first", "z" * 5000]):
+        deltalake.write_deltalake(path, pa.table({"id": pa.array([i], pa.int64()), "name": [name]}), mode="append")
+    out = cli("optimize", path)
+    assert out.returncode == 0, out.stderr
+    commit = [json.loads(line) for line in (Path(path) / "_delta_log" / f"{3:020d}.json").read_text().splitlines()]
+    (add,) = [a["add"] for a in commit if "add" in a]
+    meta = pq.ParquetFile(Path(path) / add["path"]).metadata
+    assert not meta.row_group(0).column(meta.schema.names.index("name")).statistics.has_min_max  # nothing from Parquet
+    stats = json.loads(add["stats"])
+    assert stats["minValues"] == {"id": 0, "name": "a-first"} and stats["maxValues"] == {"id": 2, "name": "z" * 32 + "\x7f"}

@@ -432,6 +432,9 @@ def test_bounds_taken_from_the_written_files_statistics_are_the_computed_ones(tm
     meta = pq.ParquetFile(root / add["path"]).metadata
     s_column = meta.schema.names.index("s")
     assert meta.num_row_groups == 5 and [meta.row_group(g).column(s_column).statistics.has_min_max for g in range(5)] == [True, True, False, False, True]
+    deferred = StatsCollector(stats_leaves(schema, [], StatsConfig()), StatsConfig())
+    deferred.defer_minmax_to_parquet(ds.without_partitions())  # the written file's schema
+    assert {deferred.leaves[i].physical_path[0] for i in deferred.from_parquet} == {"b", "sh", "i", "l", "d", "ts", "ntz", "s"}
     computed = StatsCollector(stats_leaves(schema, [], StatsConfig()), StatsConfig())
     computed.update(pa.concat_tables(tables))
     assert json.loads(add["stats"]) == json.loads(computed.to_json())
