@@ -11,9 +11,11 @@ retention_hours=0, enforce_retention_duration=False, dry_run=True, full=True)``.
 same number of files. Engines alternate; medians with spread, CPU time and load (``_harness``).
 The issue's target: time ≤ 0.5x, peak memory ≤ 1.0x the wheel's.
 
-``--s3``: the same table copied to moto's S3 server (started on 127.0.0.1 by this script, stopped
-afterwards; it serves one request at a time, so keep ``--files`` to tens of thousands), both sides
-reading it there with the same endpoint and keys from the environment. ``--s3-endpoint URL``: a moto
+``--s3``: the same table copied to moto's S3 server (started on 127.0.0.1 by this script with the
+copy loaded into its backend before it serves, ``_moto_preloaded.py``; stopped afterwards), both
+sides reading it there with the same endpoint and keys from the environment. moto answers one
+request at a time and scans the whole bucket for every LIST page, so at 1M files one listing keeps
+it busy for many minutes (an hour for a flat listing): use ``--repeat 1``. ``--s3-endpoint URL``: a moto
 server already running (started by you, keys ``bench``/``bench``): the table is uploaded to it only
 once (bucket ``bench-<files>-<partitions>``), so a run under ``flock /tmp/bench.lock`` times the
 planning alone; ``--prepare`` builds and uploads, then stops.
@@ -123,10 +125,18 @@ def moto_copy(root: str, bucket: str, endpoint: str | None = None, pid: int | No
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    moto = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **S3_KEYS})
+    # the copy is loaded into moto's backend before it serves (HTTP uploads would take hours at 1M)
+    moto = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_moto_preloaded.py")), root, bucket, "t/", str(port)],
+                            stdout=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **S3_KEYS})
     try:
         endpoint = f"http://127.0.0.1:{port}"
+        while moto.poll() is None:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(1)
+        if moto.poll() is not None:
+            raise SystemExit(f"the moto server exited with {moto.returncode} while loading the table")
         yield upload(root, endpoint, bucket), endpoint, moto.pid
     finally:
         os.killpg(moto.pid, signal.SIGTERM)
