@@ -15,7 +15,9 @@ The issue's target: time ≤ 0.5x, peak memory ≤ 1.0x the wheel's.
 copy loaded into its backend before it serves, ``_moto_preloaded.py``; stopped afterwards), both
 sides reading it there with the same endpoint and keys from the environment. moto answers one
 request at a time and scans the whole bucket for every LIST page, so at 1M files one listing keeps
-it busy for many minutes (an hour for a flat listing): use ``--repeat 1``. ``--s3-endpoint URL``: a moto
+it busy for many minutes (over an hour for a flat listing): use ``--repeat 1``, or
+``--s3-indexed-listing`` (the same pages cut from a sorted index: a server whose cost per page does
+not grow with the bucket). ``--s3-endpoint URL``: a moto
 server already running (started by you, keys ``bench``/``bench``): the table is uploaded to it only
 once (bucket ``bench-<files>-<partitions>``), so a run under ``flock /tmp/bench.lock`` times the
 planning alone; ``--prepare`` builds and uploads, then stops.
@@ -116,7 +118,7 @@ def cpu_seconds_of(pid: int | None) -> float:
 
 
 @contextlib.contextmanager
-def moto_copy(root: str, bucket: str, endpoint: str | None = None, pid: int | None = None) -> Iterator[tuple[str, str, int | None]]:
+def moto_copy(root: str, bucket: str, endpoint: str | None = None, pid: int | None = None, indexed: bool = False) -> Iterator[tuple[str, str, int | None]]:
     """``root`` on moto's S3: (table URI, endpoint, server pid). Without ``endpoint`` a fresh
     server is started here and stopped after."""
     if endpoint:
@@ -126,7 +128,7 @@ def moto_copy(root: str, bucket: str, endpoint: str | None = None, pid: int | No
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     # the copy is loaded into moto's backend before it serves (HTTP uploads would take hours at 1M)
-    moto = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_moto_preloaded.py")), root, bucket, "t/", str(port)],
+    moto = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_moto_preloaded.py")), root, bucket, "t/", str(port), *(["--indexed-listing"] if indexed else [])],
                             stdout=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **S3_KEYS})
     try:
         endpoint = f"http://127.0.0.1:{port}"
@@ -153,6 +155,7 @@ def main() -> int:
     ap.add_argument("--s3-endpoint", default=None, help="with --s3: a moto server already running (the copy is made once)")
     ap.add_argument("--s3-server-pid", type=int, default=None, help="with --s3-endpoint: the server's pid (its CPU per run is reported)")
     ap.add_argument("--with-s3fs", action="store_true", help="with --s3: also ours listing through s3fs (DELTA_MAINTENANCE_NATIVE_S3=0), alternating")
+    ap.add_argument("--s3-indexed-listing", action="store_true", help="with --s3: moto cuts LIST pages from a sorted index (see _moto_preloaded.py)")
     ap.add_argument("--prepare", action="store_true", help="build (and with --s3 upload) the table, then stop")
     args = ap.parse_args()
     compile_package()
@@ -163,7 +166,7 @@ def main() -> int:
         print(f"built {args.files:,} files in {args.partitions} partitions", file=sys.stderr)
 
     bucket = f"bench-{args.files}-{args.partitions}"
-    with moto_copy(root, bucket, args.s3_endpoint, args.s3_server_pid) if args.s3 else contextlib.nullcontext((root, "", None)) as (uri, endpoint, pid):
+    with moto_copy(root, bucket, args.s3_endpoint, args.s3_server_pid, args.s3_indexed_listing) if args.s3 else contextlib.nullcontext((root, "", None)) as (uri, endpoint, pid):
         if args.prepare:
             return 0
         env = {**os.environ, **S3_KEYS} if args.s3 else None
