@@ -96,7 +96,7 @@ def _index_listings() -> None:
         self._pagination_tokens[token] = last
         return out, True, token
 
-    S3Backend.list_objects_v2 = list_objects_v2  # type: ignore[method-assign]
+    S3Backend.list_objects_v2 = list_objects_v2  # type: ignore[method-assign,assignment]
 
 
 if __name__ == "__main__":
