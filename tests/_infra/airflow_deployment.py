@@ -134,13 +134,41 @@ class Deployment:
 
     # Deadlines are generous (the machine may be busy); polling stops as soon as the condition holds.
     def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 900) -> dict:
-        deadline = time.monotonic() + timeout
+        deadline, run = time.monotonic() + timeout, {}
         while time.monotonic() < deadline:
             run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
             if run["state"] in ("success", "failed"):
                 return run
             time.sleep(2)
-        raise AssertionError(f"{dag_id}/{run_id} did not finish in {timeout}s")
+        raise AssertionError(f"{dag_id}/{run_id} did not finish in {timeout}s: {run.get('state')}; {self.task_states(dag_id, run_id)}; "
+                             f"component logs kept in {self.keep_logs()}")
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str) -> str:
+        """The log of the task's current try (reschedules stay in one try; a retry logs afresh), as
+        JSON text; "" while the task has not started."""
+        try:
+            tries = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")["try_number"] or 1
+            return json.dumps(self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{tries}?full_content=true"),
+                              ensure_ascii=False)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return ""
+            raise
+
+    def task_states(self, dag_id: str, run_id: str) -> str:
+        """The run's task instances, one ``task=state#try (start..end)`` each: what a stuck run waits on."""
+        tis = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances?limit=100")["task_instances"]
+        return ", ".join(f"{ti['task_id']}={ti['state']}#{ti['try_number']} ({ti.get('start_date')}..{ti.get('end_date')})" for ti in tis)
+
+    def keep_logs(self) -> Path:
+        """The components' logs and the task logs, copied where a CI run keeps its artifacts."""
+        kept = self.artifacts / "airflow-deployment-logs"
+        for log in self.home.parent.glob("*.log"):
+            kept.mkdir(parents=True, exist_ok=True)
+            shutil.copy(log, kept / log.name)
+        if (self.home / "logs").is_dir():
+            shutil.copytree(self.home / "logs", kept / "task-logs", dirs_exist_ok=True)
+        return kept
 
     def unpause(self, dag_id: str) -> None:
         self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
@@ -214,8 +242,11 @@ def _deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment
     shutil.copy(FLEET_DIR / "writer_dag.py", dags / "fleet_writer.py")
     (home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
     tables = {}
+    # A task Airflow loses on a busy machine (its LocalExecutor's worker reporting a queued task
+    # failed, or never starting it) comes back by a retry; with the defaults (5 min delay, 10 min
+    # task_queued_timeout below) that recovery alone took a test's whole 15 min deadline.
     lines = ["defaults:", "  schedule: null  # manual runs only", "  sensor: {min_new_commits: 1, timeout_minutes: 2, poke_interval_seconds: 5}", "  checkpoint: {interval: 5, engine: local}",
-             "  compaction: {interval: 5}", "tables:"]
+             "  compaction: {interval: 5}", "  retry_delay_minutes: 0.5", "tables:"]
     for name, commits, extra in UI_TABLES:
         uri, spec = make_table(root, name, commits)
         tables[f"delta_maintenance__{name}"] = (uri, spec)
@@ -232,6 +263,7 @@ def _deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment
     env = deployment_env(
         home, dags, port, "ui-test-only-secret", paused_at_creation=True,  # Airflow's default
         AIRFLOW__CORE__TEST_CONNECTION="Enabled",  # the connection form's Test button
+        AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT="240",  # a queued task no worker took is queued again (see the defaults above)
         DELTA_MAINTENANCE_CONFIG=str(config),
         FLEET_E2E_ASSET_TABLE=tables[ASSET_DAG][0],  # the writer DAG's table
         FLEET_E2E_SPEC=tables[ASSET_DAG][1],

@@ -25,7 +25,7 @@ def test_the_fleet_page_shows_every_table_after_the_fleet_dags_run(airflow_deplo
     run = airflow_deployment.api("POST", f"/dags/{FLEET_DAG}/dagRuns", {"logical_date": None})
     done = airflow_deployment.wait_for_run(FLEET_DAG, run["dag_run_id"])
     assert done["state"] == "failed", done  # an invalid table is an error of the fleet, not a silent omission
-    log = str(airflow_deployment.api("GET", f"/dags/{FLEET_DAG}/dagRuns/{run['dag_run_id']}/taskInstances/fleet_report/logs/1?full_content=true"))
+    log = airflow_deployment.task_log(FLEET_DAG, run["dag_run_id"], "fleet_report")
     assert "1 table(s) with an invalid configuration, reported as errors: broken" in log, log[-3000:]
     # the plugin's routes: refused without a token, the report's JSON with one; listed with its entry
     with pytest.raises(urllib.error.HTTPError) as refused:

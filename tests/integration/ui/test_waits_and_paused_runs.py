@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 
 import pytest
 
@@ -24,17 +23,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240
 RESCHEDULED = "Rescheduling task, marking task as UP_FOR_RESCHEDULE"
 
 
-def _log(d: Deployment, dag_id: str, run_id: str, task_id: str) -> str:
-    """The log of the task's current try (reschedules stay in one try; each try logs afresh)."""
-    try:
-        tries = d.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")["try_number"] or 1
-        return json.dumps(d.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{tries}?full_content=true"), ensure_ascii=False)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:  # the task has not started yet
-            return ""
-        raise
-
-
 def test_a_reschedule_mode_sensor_logs_a_change_once(airflow_deployment: Deployment) -> None:
     dag_id = "delta_maintenance__quiet_orders"
     uri, spec = airflow_deployment.tables[dag_id]
@@ -43,7 +31,7 @@ def test_a_reschedule_mode_sensor_logs_a_change_once(airflow_deployment: Deploym
     deadline = time.monotonic() + 900
     # two pokes, each in a new process, that saw nothing new: old code logged its observation at each
     # (a third proved nothing more and cost 20 s)
-    while _log(airflow_deployment, dag_id, run["dag_run_id"], "wait_for_ratified_commits").count(RESCHEDULED) < 2:
+    while airflow_deployment.task_log(dag_id, run["dag_run_id"], "wait_for_ratified_commits").count(RESCHEDULED) < 2:
         assert time.monotonic() < deadline, "the sensor was not rescheduled twice"
         time.sleep(3)
     client = open_coordinator(spec)
@@ -51,7 +39,7 @@ def test_a_reschedule_mode_sensor_logs_a_change_once(airflow_deployment: Deploym
     client.close()
     done = airflow_deployment.wait_for_run(dag_id, run["dag_run_id"])
     assert done["state"] == "success", done
-    log = _log(airflow_deployment, dag_id, run["dag_run_id"], "wait_for_ratified_commits")
+    log = airflow_deployment.task_log(dag_id, run["dag_run_id"], "wait_for_ratified_commits")
     assert log.count(RESCHEDULED) >= 2, log[-3000:]
     assert log.count("latest ratified 0; waiting for 1 new commits beyond 0") == 1, log[-5000:]  # old code: once per poke
     assert log.count("1 commits ratified beyond 0") == 2, log[-5000:]  # the change, then the task's summary line ("wait: …")
