@@ -5,8 +5,8 @@
 Uploading through HTTP puts ~120-300 objects a second into moto, so a 1M-file table would take
 hours to copy. Here the objects go into moto's S3 backend directly, in the server's own process
 (~110 s per million files read from the page cache), then the server starts. What a client sees is the same: the same keys and
-bytes, answered by the same moto code. Keys are put in the order ``upload`` in ``vacuum.py`` uses
-(the log last). Stopped by SIGTERM (the benchmark stops it by PID).
+bytes, answered by the same moto code (no client sees a partial copy: nothing is served before the
+load ends). Stopped by SIGTERM (the benchmark stops it by PID).
 
 ``--indexed-listing``: moto answers each ListObjectsV2 page by scanning and sorting the whole
 bucket (3.3 s a page at 1.1M keys, so a flat listing of 1M objects takes over an hour). With this
@@ -38,7 +38,7 @@ def main() -> int:
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
     backend.create_bucket(bucket, "us-east-1")
     started = time.perf_counter()
-    files = sorted((os.path.join(d, n) for d, _, names in os.walk(root) for n in names), key=lambda f: "_delta_log" in f)
+    files = [os.path.join(d, n) for d, _, names in os.walk(root) for n in names]
     for path in files:
         with open(path, "rb") as f:
             backend.put_object(bucket, prefix + os.path.relpath(path, root), f.read())
