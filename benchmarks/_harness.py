@@ -92,7 +92,9 @@ def baseline_env(root: str) -> dict[str, str]:
     commit, for a before/after comparison in one run) instead of this one."""
     if not os.path.isdir(os.path.join(root, "airflow_delta_maintenance")):
         raise SystemExit(f"--baseline-root {root}: no airflow_delta_maintenance package there")
-    return {**os.environ, "PYTHONPATH": os.path.abspath(root)}
+    # PYTHONSAFEPATH: ``python -c`` puts its working directory (``ROOT``, this checkout) before
+    # PYTHONPATH on sys.path, so without it "before" imported this checkout's package.
+    return {**os.environ, "PYTHONPATH": os.path.abspath(root), "PYTHONSAFEPATH": "1"}
 
 
 def load1() -> float:
