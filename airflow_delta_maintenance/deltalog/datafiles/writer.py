@@ -11,7 +11,8 @@ Nothing is visible until the driver commits; a failed task's file is referenced 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .._runtime.pipeline import prefetched
 from .files import DataFiles
 from .paths import encode_add_path, new_data_file_path
 from .reader import SMALL_FILE_BYTES, SourceFile, iter_live_rows, iter_small_files
@@ -73,7 +75,10 @@ def _partition_array(value: str | None, typ: pa.DataType, n: int) -> pa.Array:
     return pa.repeat(scalar, n) if n else pa.array([], typ)
 
 
-def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
+def write_bin(files: DataFiles, task: BinTask, *, read_ahead: Callable[[], bool] | None = None) -> dict[str, Any] | None:
+    """Rewrite ``task``'s sources as one file (see the module docstring). ``read_ahead`` is asked
+    between source groups whether a spare core may read the rest ahead of this thread's writer
+    (``_read_ahead_once_granted``); without it one thread reads and writes in turn."""
     ds = data_schema(task.table_schema, task.partition_columns, task.column_mapping_mode)
     read_target = ds.without_partitions()
     part_fields = [f for f in ds.schema if f.name in ds.partition_columns]
@@ -127,21 +132,13 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
         if buffered_rows >= task.row_group_rows or buffered_bytes >= task.row_group_bytes:
             flush()
 
-    conformer = TableConformer(read_target, ds.match_by_id)
+    tables = _source_tables(files, task, read_target, TableConformer(read_target, ds.match_by_id), ds.match_by_id)
+    if read_ahead is not None:
+        tables = _read_ahead_once_granted(tables, read_ahead)
     try:
-        for fast, run in _runs(files, task, ds.match_by_id):
-            if fast:  # many small files, read whole and conformed a group at a time
-                for group in iter_small_files(files, run, read_target, conformer=conformer, group_bytes=task.row_group_bytes // 8):
-                    take(group)
-                continue
-            for src in run:
-                extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
-                for live in iter_live_rows(files, src, read_target, match_by_id=ds.match_by_id, with_row_index=rt is not None,
-                                           extra_columns=extra, conformer=conformer):
-                    table = live.table
-                    if rt is not None:
-                        table = _materialise_row_tracking(table, live.row_index, src, rt)
-                    take(table)
+        with closing(tables):  # on a failure, a read-ahead thread stops before the file is deleted
+            for table in tables:
+                take(table)
         flush()
         if writer is None:
             return None  # every row of the bin was deleted
@@ -172,6 +169,38 @@ def write_bin(files: DataFiles, task: BinTask) -> dict[str, Any] | None:
     if rt is not None:
         add["baseRowId"] = rt.base_row_id
     return add
+
+
+def _source_tables(files: DataFiles, task: BinTask, read_target: pa.Schema, conformer: TableConformer, match_by_id: bool) -> Generator[pa.Table, None, None]:
+    """The bin's live rows in source order, conformed to ``read_target`` (with row tracking's
+    materialised columns when the table has them)."""
+    rt = task.row_tracking
+    for fast, run in _runs(files, task, match_by_id):
+        if fast:  # many small files, read whole and conformed a group at a time
+            yield from iter_small_files(files, run, read_target, conformer=conformer, group_bytes=task.row_group_bytes // 8)
+            continue
+        for src in run:
+            extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
+            for live in iter_live_rows(files, src, read_target, match_by_id=match_by_id, with_row_index=rt is not None,
+                                       extra_columns=extra, conformer=conformer):
+                yield live.table if rt is None else _materialise_row_tracking(live.table, live.row_index, src, rt)
+
+
+READ_AHEAD_GROUPS = 2  # groups of about a row group's eighth each: a few MiB held per helped bin
+
+
+def _read_ahead_once_granted(tables: Generator[pa.Table, None, None], granted: Callable[[], bool]) -> Generator[pa.Table, None, None]:
+    """``tables`` read on the calling thread until ``granted()`` (asked after each) says a core
+    is spare; the rest are then read on a thread of their own, ``READ_AHEAD_GROUPS`` ahead, while
+    the caller conforms and writes. Reading is about two thirds of a bin's CPU, so the last bin of
+    a run, alone on a machine of several cores, finishes in about two thirds of its time instead of
+    leaving the other cores idle. A read ahead from the start, on cores other bins keep busy, only
+    added hand-offs (measured: slower), hence the grant."""
+    for table in tables:
+        yield table
+        if granted():
+            yield from prefetched(tables, READ_AHEAD_GROUPS)
+            return
 
 
 def _read_back(files: DataFiles, rel: str, row_group: int, column: str) -> pa.ChunkedArray:

@@ -2,12 +2,15 @@
 
 The same ``BinTask`` → ``add`` seam a Spark engine maps over its executors. Parquet decoding,
 encoding and compression release the GIL, so a couple of threads keep both cores busy; each holds
-at most one row group buffer (``ROW_GROUP_BYTES``), which bounds the engine's memory.
+at most one row group buffer (``ROW_GROUP_BYTES``), which bounds the engine's memory. Once no bin
+waits to start and the running ones leave a core idle (the end of every run, and a run of one
+bin), a running bin is granted that core to read its sources ahead of its writer (``SpareCores``).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
@@ -16,7 +19,7 @@ from .._runtime.memory import uses_log_operation_memory
 from ..datafiles.files import DataFiles
 from ..datafiles.writer import BinTask, write_bin
 
-__all__ = ["WorkerEngine", "BinFailedError"]
+__all__ = ["WorkerEngine", "BinFailedError", "SpareCores"]
 
 
 class BinFailedError(RuntimeError):
@@ -25,6 +28,62 @@ class BinFailedError(RuntimeError):
     def __init__(self, message: str, written: Sequence[str]) -> None:
         super().__init__(message)
         self.written = tuple(written)
+
+
+class SpareCores:
+    """The cores a run's bins leave idle once no bin waits to start.
+
+    Each running bin uses one core; a bin granted a spare core uses two until it ends. Before the
+    last bin has started no core is spare: a waiting bin uses it better than a read-ahead, whose
+    hand-offs cost CPU on a machine the bins already fill."""
+
+    def __init__(self, cores: int, bins: int) -> None:
+        self._lock = threading.Lock()
+        self._cores = cores
+        self._waiting = bins
+        self._busy = 0
+
+    def start(self) -> _BinCores:
+        with self._lock:
+            self._waiting -= 1
+            self._busy += 1
+        return _BinCores(self)
+
+    def _grant(self) -> bool:
+        with self._lock:
+            if self._waiting > 0 or self._busy >= self._cores:
+                return False
+            self._busy += 1
+            return True
+
+    def _release(self, cores: int) -> None:
+        with self._lock:
+            self._busy -= cores
+
+
+class _BinCores:
+    """One running bin's cores: ``grant`` is its ``read_ahead`` question for ``write_bin``."""
+
+    def __init__(self, spare: SpareCores) -> None:
+        self._spare = spare
+        self.granted = False
+
+    def grant(self) -> bool:
+        if not self.granted:
+            self.granted = self._spare._grant()
+            return self.granted
+        return False
+
+    def finish(self) -> None:
+        self._spare._release(2 if self.granted else 1)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
 
 
 class WorkerEngine:
@@ -42,16 +101,17 @@ class WorkerEngine:
     def run(self, tasks: Sequence[BinTask]) -> list[Mapping[str, Any] | None]:
         """One ``add`` (or None: every row deleted) per task, in order. If any task fails, the
         others are cancelled or finished, and ``BinFailedError`` names the files they wrote."""
+        spare = SpareCores(usable_cores() if self.max_workers > 1 else 1, len(tasks))
         if self.max_workers == 1 or len(tasks) == 1:
             results: list[Mapping[str, Any] | None] = []
             for task in tasks:
                 try:
-                    results.append(write_bin(self.files, task))
+                    results.append(self._write(spare, task))
                 except Exception as exc:
                     raise BinFailedError(f"bin of {len(task.sources)} file(s) failed: {exc}", [r["path"] for r in results if r]) from exc
             return results
         with ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="optimize") as pool:
-            futures = [pool.submit(write_bin, self.files, t) for t in tasks]
+            futures = [pool.submit(self._write, spare, t) for t in tasks]
             _done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((f for f in futures if f.done() and f.exception() is not None), None)
             if failed is not None:
@@ -62,3 +122,10 @@ class WorkerEngine:
                 cause = failed.exception()
                 raise BinFailedError(f"a bin failed: {cause}", written) from cause
             return [f.result() for f in futures]
+
+    def _write(self, spare: SpareCores, task: BinTask) -> dict[str, Any] | None:
+        cores = spare.start()
+        try:
+            return write_bin(self.files, task, read_ahead=cores.grant)
+        finally:
+            cores.finish()

@@ -167,11 +167,11 @@ def test_a_failed_task_commits_nothing_and_leaves_no_file(tmp_path: Path, monkey
     real = worker.write_bin
     calls = []
 
-    def flaky(files: DataFiles, task: BinTask) -> Any:
+    def flaky(files: DataFiles, task: BinTask, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 2:
             raise OSError("disk full")
-        return real(files, task)
+        return real(files, task, **kwargs)
 
     monkeypatch.setattr(worker, "write_bin", flaky)
     with pytest.raises(BinFailedError, match="disk full"):
@@ -190,8 +190,8 @@ def test_the_bins_allocate_from_the_system_pool_and_the_default_is_restored(tmp_
     real = worker.write_bin
     pools: list[str] = []
 
-    def recording(files: DataFiles, task: BinTask) -> Any:
-        out = real(files, task)
+    def recording(files: DataFiles, task: BinTask, **kwargs: Any) -> Any:
+        out = real(files, task, **kwargs)
         pools.append(pa.default_memory_pool().backend_name)
         return out
 
@@ -201,6 +201,55 @@ def test_the_bins_allocate_from_the_system_pool_and_the_default_is_restored(tmp_
     result = run_optimize(table)  # the engine a user gets: the worker's, its default threads
     assert result.commits and pools == ["system", "system"]
     assert pa.default_memory_pool().backend_name == default
+
+
+def test_spare_cores_are_granted_only_once_no_bin_waits_and_a_core_is_idle() -> None:
+    from airflow_delta_maintenance.deltalog.optimize.worker import SpareCores
+
+    spare = SpareCores(cores=2, bins=3)
+    a, b = spare.start(), spare.start()
+    assert not a.grant()  # a bin still waits to start: it uses the core better
+    c = spare.start()
+    assert not c.grant()  # three bins on two cores
+    a.finish()
+    assert not b.grant()  # two bins on two cores
+    b.finish()
+    assert c.grant() and c.granted and not c.grant()  # the last bin, alone: once
+    c.finish()
+    alone = SpareCores(cores=1, bins=1).start()
+    assert not alone.grant()  # one core (or max_workers=1): nothing to spare
+
+
+@pytest.mark.parametrize(("max_workers", "cores", "expected"), [(None, 2, [True, True]), (1, 2, [False, False]), (None, 1, [False, False])])
+def test_the_last_bin_of_a_run_reads_ahead_on_a_spare_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           max_workers: int | None, cores: int, expected: list[bool]) -> None:
+    """The engine a user gets, on two cores: a bin running alone (here each bin is its own commit
+    batch) is granted the idle core; with one worker, or one core, none is. The rows are the same."""
+    path = make_table(tmp_path, regions=("a", "b"))
+    table = open_table(path)
+    rows_before = rows(path)
+    import airflow_delta_maintenance.deltalog.optimize.worker as worker
+
+    real = worker.write_bin
+    granted: list[bool] = []
+
+    def recording(files: DataFiles, task: BinTask, **kwargs: Any) -> Any:
+        answers: list[bool] = []
+
+        def asked() -> bool:
+            answers.append(kwargs["read_ahead"]())
+            return answers[-1]
+
+        out = real(files, task, read_ahead=asked)
+        granted.append(any(answers))
+        return out
+
+    monkeypatch.setattr(worker, "write_bin", recording)
+    monkeypatch.setattr(worker, "usable_cores", lambda: cores)
+    engine = WorkerEngine(DataFiles(table.store), max_workers) if max_workers else None
+    result = run_optimize(table, engine=engine, commit_batch_bytes=1)
+    assert len(result.commits) == 2 and granted == expected
+    assert sorted(rows(path), key=str) == sorted(rows_before, key=str)
 
 
 def test_unknown_and_unsupported_writer_features_are_refused_by_name(tmp_path: Path) -> None:
