@@ -214,8 +214,9 @@ def plan_optimize(
         size = int(add.get("size") or 0)
         if size < minimum or _purges_enough(add, options.max_deleted_rows_ratio):
             key = tuple(pv.get(k) for k in keys)
-            by_partition.setdefault(key, []).append(add)
-            values_of.setdefault(key, dict(pv))
+            if key not in by_partition:
+                by_partition[key], values_of[key] = [], dict(pv)
+            by_partition[key].append(add)
     candidates = sum(len(v) for v in by_partition.values())
     bins: list[Bin] = []
     for key in sorted(by_partition, key=lambda k: _sort_key(values_of[k], keys)):
@@ -236,10 +237,12 @@ def plan_optimize(
             if len(group) == 1 and not _purges_enough(group[0], options.max_deleted_rows_ratio):
                 continue
             bytes_in = sum(int(a.get("size") or 0) for a in group)
-            rows = [_num_records(a) for a in group]
             deleted = sum(_deleted(a) for a in group)
-            total = sum(r for r in rows if r is not None)
-            live_share = 1.0 if None in rows or total == 0 else max(0.0, (total - deleted) / total)
+            live_share = 1.0
+            if deleted:  # the statistics are parsed only where deletion vectors shrink the output
+                rows = [_num_records(a) for a in group]
+                total = sum(r for r in rows if r is not None)
+                live_share = 1.0 if None in rows or total == 0 else max(0.0, (total - deleted) / total)
             bins.append(Bin(len(bins), values_of[key], tuple(group), bytes_in, int(bytes_in * live_share), deleted))
     kept: list[Bin] = []
     deferred: list[Bin] = []
