@@ -27,6 +27,7 @@ from .files import DataFiles
 from .paths import encode_add_path, new_data_file_path
 from .reader import SMALL_FILE_BYTES, SourceFile, iter_live_rows, iter_small_files
 from .schema import TableConformer, data_schema
+from .shared_reads import read_in_slices, slices_by_size
 from .stats import StatsCollector, StatsConfig, stats_leaves
 
 __all__ = ["BinTask", "RowTracking", "write_bin", "ROW_GROUP_ROWS", "ROW_GROUP_BYTES"]
@@ -77,8 +78,8 @@ def _partition_array(value: str | None, typ: pa.DataType, n: int) -> pa.Array:
 
 def write_bin(files: DataFiles, task: BinTask, *, read_ahead: Callable[[], bool] | None = None) -> dict[str, Any] | None:
     """Rewrite ``task``'s sources as one file (see the module docstring). ``read_ahead`` is asked
-    between source groups whether a spare core may read the rest ahead of this thread's writer
-    (``_read_ahead_once_granted``); without it one thread reads and writes in turn."""
+    between source groups whether a spare core may help read the rest (``_source_tables``);
+    without it, or until it says yes, one thread reads and writes in turn."""
     ds = data_schema(task.table_schema, task.partition_columns, task.column_mapping_mode)
     read_target = ds.without_partitions()
     part_fields = [f for f in ds.schema if f.name in ds.partition_columns]
@@ -132,11 +133,9 @@ def write_bin(files: DataFiles, task: BinTask, *, read_ahead: Callable[[], bool]
         if buffered_rows >= task.row_group_rows or buffered_bytes >= task.row_group_bytes:
             flush()
 
-    tables = _source_tables(files, task, read_target, TableConformer(read_target, ds.match_by_id), ds.match_by_id)
-    if read_ahead is not None:
-        tables = _read_ahead_once_granted(tables, read_ahead)
+    tables = _source_tables(files, task, read_target, TableConformer(read_target, ds.match_by_id), ds.match_by_id, _Helped(read_ahead))
     try:
-        with closing(tables):  # on a failure, a read-ahead thread stops before the file is deleted
+        with closing(tables):  # on a failure, a helping thread stops before the file is deleted
             for table in tables:
                 take(table)
         flush()
@@ -171,36 +170,51 @@ def write_bin(files: DataFiles, task: BinTask, *, read_ahead: Callable[[], bool]
     return add
 
 
-def _source_tables(files: DataFiles, task: BinTask, read_target: pa.Schema, conformer: TableConformer, match_by_id: bool) -> Generator[pa.Table, None, None]:
+def _source_tables(files: DataFiles, task: BinTask, read_target: pa.Schema, conformer: TableConformer, match_by_id: bool,
+                   helped: Callable[[], bool]) -> Generator[pa.Table, None, None]:
     """The bin's live rows in source order, conformed to ``read_target`` (with row tracking's
-    materialised columns when the table has them)."""
+    materialised columns when the table has them). Once ``helped()``, a second thread reads too:
+    small files in shared slices (``shared_reads``), other files a row group ahead."""
     rt = task.row_tracking
+    group_bytes = task.row_group_bytes // 8
     for fast, run in _runs(files, task, match_by_id):
         if fast:  # many small files, read whole and conformed a group at a time
-            yield from iter_small_files(files, run, read_target, conformer=conformer, group_bytes=task.row_group_bytes // 8)
+            slices = slices_by_size(run, lambda s: s.size, group_bytes)
+
+            def read(i: int, slices: list[list[SourceFile]] = slices) -> list[pa.Table]:
+                return list(iter_small_files(files, slices[i], read_target, conformer=conformer, group_bytes=group_bytes))
+
+            yield from read_in_slices(len(slices), read, helped)
             continue
-        for src in run:
-            extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
-            for live in iter_live_rows(files, src, read_target, match_by_id=match_by_id, with_row_index=rt is not None,
-                                       extra_columns=extra, conformer=conformer):
-                yield live.table if rt is None else _materialise_row_tracking(live.table, live.row_index, src, rt)
+        tables = _live_tables(files, run, read_target, conformer, match_by_id, rt)
+        for table in tables:
+            yield table
+            if helped():
+                yield from prefetched(tables, 1)
+                break
 
 
-READ_AHEAD_GROUPS = 2  # groups of about a row group's eighth each: a few MiB held per helped bin
+def _live_tables(files: DataFiles, run: Sequence[SourceFile], read_target: pa.Schema, conformer: TableConformer, match_by_id: bool,
+                 rt: RowTracking | None) -> Generator[pa.Table, None, None]:
+    extra = (rt.row_id_column, rt.commit_version_column) if rt is not None else ()
+    for src in run:
+        for live in iter_live_rows(files, src, read_target, match_by_id=match_by_id, with_row_index=rt is not None,
+                                   extra_columns=extra, conformer=conformer):
+            yield live.table if rt is None else _materialise_row_tracking(live.table, live.row_index, src, rt)
 
 
-def _read_ahead_once_granted(tables: Generator[pa.Table, None, None], granted: Callable[[], bool]) -> Generator[pa.Table, None, None]:
-    """``tables`` read on the calling thread until ``granted()`` (asked after each) says a core
-    is spare; the rest are then read on a thread of their own, ``READ_AHEAD_GROUPS`` ahead, while
-    the caller conforms and writes. Reading is about two thirds of a bin's CPU, so the last bin of
-    a run, alone on a machine of several cores, finishes in about two thirds of its time instead of
-    leaving the other cores idle. A read ahead from the start, on cores other bins keep busy, only
-    added hand-offs (measured: slower), hence the grant."""
-    for table in tables:
-        yield table
-        if granted():
-            yield from prefetched(tables, READ_AHEAD_GROUPS)
-            return
+class _Helped:
+    """A bin's answer to "may a second thread read?": asks ``granted`` until it says yes, then
+    yes for the rest of the bin (the granted core is the bin's until it ends)."""
+
+    def __init__(self, granted: Callable[[], bool] | None) -> None:
+        self._granted = granted
+        self._yes = False
+
+    def __call__(self) -> bool:
+        if not self._yes and self._granted is not None:
+            self._yes = self._granted()
+        return self._yes
 
 
 def _read_back(files: DataFiles, rel: str, row_group: int, column: str) -> pa.ChunkedArray:
