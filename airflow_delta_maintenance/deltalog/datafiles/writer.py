@@ -76,8 +76,8 @@ def _partition_array(value: str | None, typ: pa.DataType, n: int) -> pa.Array:
     return pa.repeat(scalar, n) if n else pa.array([], typ)
 
 
-def write_bin(files: DataFiles, task: BinTask, *, read_ahead: Callable[[], bool] | None = None) -> dict[str, Any] | None:
-    """Rewrite ``task``'s sources as one file (see the module docstring). ``read_ahead`` is asked
+def write_bin(files: DataFiles, task: BinTask, *, spare_core: Callable[[], bool] | None = None) -> dict[str, Any] | None:
+    """Rewrite ``task``'s sources as one file (see the module docstring). ``spare_core`` is asked
     between source groups whether a spare core may help read the rest (``_source_tables``);
     without it, or until it says yes, one thread reads and writes in turn."""
     ds = data_schema(task.table_schema, task.partition_columns, task.column_mapping_mode)
@@ -133,7 +133,7 @@ def write_bin(files: DataFiles, task: BinTask, *, read_ahead: Callable[[], bool]
         if buffered_rows >= task.row_group_rows or buffered_bytes >= task.row_group_bytes:
             flush()
 
-    tables = _source_tables(files, task, read_target, TableConformer(read_target, ds.match_by_id), ds.match_by_id, _Helped(read_ahead))
+    tables = _source_tables(files, task, read_target, TableConformer(read_target, ds.match_by_id), ds.match_by_id, _Helped(spare_core))
     try:
         with closing(tables):  # on a failure, a helping thread stops before the file is deleted
             for table in tables:

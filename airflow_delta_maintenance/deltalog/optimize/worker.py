@@ -4,7 +4,7 @@ The same ``BinTask`` → ``add`` seam a Spark engine maps over its executors. Pa
 encoding and compression release the GIL, so a couple of threads keep both cores busy; each holds
 at most one row group buffer (``ROW_GROUP_BYTES``), which bounds the engine's memory. Once no bin
 waits to start and the running ones leave a core idle (the end of every run, and a run of one
-bin), a running bin is granted that core to read its sources ahead of its writer (``SpareCores``).
+bin), a running bin is granted that core for a second thread reading its sources (``SpareCores``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class SpareCores:
     """The cores a run's bins leave idle once no bin waits to start.
 
     Each running bin uses one core; a bin granted a spare core uses two until it ends. Before the
-    last bin has started no core is spare: a waiting bin uses it better than a read-ahead, whose
+    last bin has started no core is spare: a waiting bin uses it better than a second reader, whose
     hand-offs cost CPU on a machine the bins already fill."""
 
     def __init__(self, cores: int, bins: int) -> None:
@@ -62,7 +62,7 @@ class SpareCores:
 
 
 class _BinCores:
-    """One running bin's cores: ``grant`` is its ``read_ahead`` question for ``write_bin``."""
+    """One running bin's cores: ``grant`` is its ``spare_core`` question for ``write_bin``."""
 
     def __init__(self, spare: SpareCores) -> None:
         self._spare = spare
@@ -126,6 +126,6 @@ class WorkerEngine:
     def _write(self, spare: SpareCores, task: BinTask) -> dict[str, Any] | None:
         cores = spare.start()
         try:
-            return write_bin(self.files, task, read_ahead=cores.grant)
+            return write_bin(self.files, task, spare_core=cores.grant)
         finally:
             cores.finish()

@@ -290,12 +290,12 @@ def _bin_table(tmp_path: Path) -> tuple[Any, list[Any], dict]:
 # A bin reads on its own thread, or, granted a spare core at its first question, reads the rest
 # ahead on another: the same rows in the same order, the same statistics, the same failures.
 # (row_group_bytes=8: every small file is a slice of its own, read by either thread)
-READ_AHEAD = pytest.mark.parametrize(("read_ahead", "row_group_bytes"), [(None, 32 << 20), (lambda: True, 32 << 20), (lambda: True, 8)],
+SPARE_CORE = pytest.mark.parametrize(("spare_core", "row_group_bytes"), [(None, 32 << 20), (lambda: True, 32 << 20), (lambda: True, 8)],
                                      ids=["own-thread", "helped", "helped-file-slices"])
 
 
-@READ_AHEAD
-def test_a_bin_of_small_files_is_read_by_the_small_file_reader_with_the_same_rows_and_stats(tmp_path: Path, read_ahead: Any, row_group_bytes: int) -> None:
+@SPARE_CORE
+def test_a_bin_of_small_files_is_read_by_the_small_file_reader_with_the_same_rows_and_stats(tmp_path: Path, spare_core: Any, row_group_bytes: int) -> None:
     """Many small local files go through ``iter_small_files`` (each read whole): the rows
     (conformed to the table's schema: widened ids, the missing column and struct field as nulls,
     the deletion vector of the middle file applied) and the statistics are those of reading each
@@ -305,7 +305,7 @@ def test_a_bin_of_small_files_is_read_by_the_small_file_reader_with_the_same_row
     files, sources, schema = _bin_table(tmp_path)
     task = writer.BinTask(sources=tuple(sources), partition_values={}, table_schema=schema, partition_columns=(), row_group_bytes=row_group_bytes)
     assert [(fast, len(run)) for fast, run in writer._runs(files, task, False)] == [(True, 2), (False, 1), (True, 3)]
-    add = writer.write_bin(files, task, read_ahead=read_ahead)
+    add = writer.write_bin(files, task, spare_core=spare_core)
     assert add is not None
     out = pq.read_table(Path(files.root) / add["path"]).to_pylist()  # in the sources' order
     expected = []
@@ -319,8 +319,8 @@ def test_a_bin_of_small_files_is_read_by_the_small_file_reader_with_the_same_row
     assert stats["nullCount"] == {"id": 0, "v": 3, "s": {"a": 8, "b": 11}}
 
 
-@READ_AHEAD
-def test_a_bad_small_file_fails_the_bin_with_its_own_error_and_leaves_no_file(tmp_path: Path, read_ahead: Any, row_group_bytes: int) -> None:
+@SPARE_CORE
+def test_a_bad_small_file_fails_the_bin_with_its_own_error_and_leaves_no_file(tmp_path: Path, spare_core: Any, row_group_bytes: int) -> None:
     import threading
 
     from airflow_delta_maintenance.deltalog.datafiles import writer
@@ -331,16 +331,17 @@ def test_a_bad_small_file_fails_the_bin_with_its_own_error_and_leaves_no_file(tm
     before = set(root.iterdir())
     lying = [*sources[:4], dataclasses_replace(sources[4], num_records=3), sources[5]]
     with pytest.raises(CorruptLogError, match=r"f4\.parquet holds 2 rows, its add action's stats say 3"):
-        writer.write_bin(files, writer.BinTask(sources=tuple(lying), partition_values={}, table_schema=schema, partition_columns=(), row_group_bytes=row_group_bytes), read_ahead=read_ahead)
+        writer.write_bin(files, writer.BinTask(sources=tuple(lying), partition_values={}, table_schema=schema, partition_columns=(), row_group_bytes=row_group_bytes), spare_core=spare_core)
     (root / "f3.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(CorruptLogError, match=r"data file f3\.parquet of .* is not readable Parquet"):
-        writer.write_bin(files, writer.BinTask(sources=tuple(sources), partition_values={}, table_schema=schema, partition_columns=(), row_group_bytes=row_group_bytes), read_ahead=read_ahead)
+        writer.write_bin(files, writer.BinTask(sources=tuple(sources), partition_values={}, table_schema=schema, partition_columns=(), row_group_bytes=row_group_bytes), spare_core=spare_core)
     outside = tmp_path / "outside.parquet"
     pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), outside)
     (root / "f5.parquet").unlink()
     (root / "f5.parquet").symlink_to(outside)
     with pytest.raises(SymlinkInLogError, match=r"f5\.parquet"):
-        writer.write_bin(files, writer.BinTask(sources=(sources[4], sources[5]), partition_values={}, table_schema=schema, partition_columns=(), row_group_bytes=row_group_bytes), read_ahead=read_ahead)
+        task = writer.BinTask(sources=(sources[4], sources[5]), partition_values={}, table_schema=schema, partition_columns=(), row_group_bytes=row_group_bytes)
+        writer.write_bin(files, task, spare_core=spare_core)
     assert set(root.iterdir()) == before  # nothing written is left behind
     assert not [t for t in threading.enumerate() if t.name in ("delta-prefetch", "delta-read-helper")]  # a helper ends with its bin
 

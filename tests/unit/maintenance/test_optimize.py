@@ -239,11 +239,11 @@ def test_the_last_bin_of_a_run_reads_ahead_on_a_spare_core(tmp_path: Path, monke
         answers: list[bool] = []
 
         def asked() -> bool:
-            answers.append(kwargs["read_ahead"]())
+            answers.append(kwargs["spare_core"]())
             return answers[-1]
 
         # a slice per file (row groups of 8 bytes): these bins' three files are more than one slice
-        out = real(files, dataclasses.replace(task, row_group_bytes=8), read_ahead=asked)
+        out = real(files, dataclasses.replace(task, row_group_bytes=8), spare_core=asked)
         granted.append(any(answers))
         return out
 
