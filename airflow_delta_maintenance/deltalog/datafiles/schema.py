@@ -179,24 +179,28 @@ class TableConformer:
     """``conform_table`` for the many files of one bin: the column plan (which source column
     feeds each target column, and whether it needs conforming) is worked out once per distinct
     source schema, not once per file — a bin's small files almost always share one schema, and
-    per-file Python work is what holds the GIL while the other workers wait."""
+    per-file Python work is what holds the GIL while the other workers wait.
+
+    Two threads of one bin (``shared_reads``) conform at once, files of different schemas among
+    them: the schema and its plan are one value, read once per call, so a thread never pairs its
+    schema with the plan another thread has just put in its place."""
 
     def __init__(self, target: pa.Schema, by_id: bool) -> None:
         self.target = target
         self.by_id = by_id
-        self._schema: pa.Schema | None = None
-        self._plan: list[tuple[int, bool]] = []
+        self._cached: tuple[pa.Schema, list[tuple[int, bool]]] | None = None
 
     def __call__(self, table: pa.Table | pa.RecordBatch, where: str) -> pa.Table:
         schema = table.schema
-        if self._schema is None or not schema.equals(self._schema, check_metadata=True):
+        cached = self._cached
+        if cached is None or not schema.equals(cached[0], check_metadata=True):
             plan = []
             for tf in self.target:
                 i = _find(schema, tf, self.by_id)
                 plan.append((i, i >= 0 and schema.field(i).type == tf.type))
-            self._schema, self._plan = schema, plan
+            cached = self._cached = (schema, plan)
         columns = []
-        for (i, same), tf in zip(self._plan, self.target, strict=True):
+        for (i, same), tf in zip(cached[1], self.target, strict=True):
             if i < 0:
                 columns.append(pa.nulls(table.num_rows, tf.type))
             elif same:

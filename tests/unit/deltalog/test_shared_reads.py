@@ -75,3 +75,35 @@ def test_a_consumer_that_stops_early_stops_the_helper() -> None:
     assert [next(stream) for _ in range(3)] == [0, 1, 2]
     stream.close()
     assert not helpers()
+
+
+def test_a_conformer_shared_by_two_threads_never_pairs_a_schema_with_anothers_plan() -> None:
+    """The interleaving made deterministic: while one thread checks its file's schema against the
+    conformer's cached one (equal), the other conforms a file of another schema and replaces the
+    cache. The first must still use the plan of its own schema."""
+    import pyarrow as pa
+
+    from airflow_delta_maintenance.deltalog.datafiles.schema import TableConformer
+
+    target = pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.string())])
+    old_files = pa.table({"a": pa.array([1], pa.int64()), "b": pa.array(["x"])})
+    new_files = pa.table({"b": pa.array(["y"]), "a": pa.array([2], pa.int32())})  # reordered, narrower
+    conformer = TableConformer(target, False)
+    conformer(old_files, "f0.parquet")
+
+    class OtherThreadRunsDuringTheCheck:
+        def __init__(self, table: pa.Table) -> None:
+            self.table, self.num_rows = table, table.num_rows
+
+        @property
+        def schema(self) -> OtherThreadRunsDuringTheCheck:
+            return self
+
+        def equals(self, other: pa.Schema, check_metadata: bool = False) -> bool:
+            assert conformer(new_files, "f1.parquet").to_pydict() == {"a": [2], "b": ["y"]}
+            return self.table.schema.equals(other, check_metadata=check_metadata)
+
+        def column(self, i: int) -> pa.ChunkedArray:
+            return self.table.column(i)
+
+    assert conformer(OtherThreadRunsDuringTheCheck(old_files), "f2.parquet").to_pydict() == {"a": [1], "b": ["x"]}  # type: ignore[arg-type]
