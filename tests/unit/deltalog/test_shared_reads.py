@@ -12,7 +12,7 @@ from airflow_delta_maintenance.deltalog.datafiles.shared_reads import AHEAD, rea
 
 
 def helpers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "delta-read-helper"]
+    return [t for t in threading.enumerate() if t.name == "delta-read-helper"]  # only read_in_slices starts these
 
 
 def test_slices_are_cut_after_the_size_limit() -> None:
