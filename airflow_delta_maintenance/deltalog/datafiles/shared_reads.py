@@ -4,9 +4,10 @@ A bin's thread reads its sources and writes them; reading is about three quarter
 a core is spare (``optimize.worker.SpareCores``: the last bin of a run, or a run of one bin), a
 helper thread reads too: the sources are cut into slices of about a group's bytes, and whichever
 thread is free reads the next unread slice. The bin's thread takes the slices in order and writes
-them; waiting for a slice the helper is reading, it reads a later one meanwhile. So neither thread
-idles while there is reading to do, and the bin finishes in about half its time. A helper that only read
-ahead of a writer left it at three quarters (the reader was the bottleneck), and one started while
+them; waiting for a slice the helper is reading, it reads a later one meanwhile. Measured on one bin
+of 1,500 small files: 0.72 -> 0.54 s (what is left is the writer's row-group flushes, during which
+the helper stops ``AHEAD`` slices ahead). A helper that only read ahead of the writer gave 0.78-0.85
+of the time (then reading, three quarters of the work, was the bottleneck), and one started while
 every core is busy only adds hand-offs.
 
 No slice is claimed more than ``AHEAD`` past the one the bin's thread is taking, which bounds the
