@@ -78,8 +78,8 @@ def _partition_array(value: str | None, typ: pa.DataType, n: int) -> pa.Array:
 
 def write_bin(files: DataFiles, task: BinTask, *, spare_core: Callable[[], bool] | None = None) -> dict[str, Any] | None:
     """Rewrite ``task``'s sources as one file (see the module docstring). ``spare_core`` is asked
-    between source groups whether a spare core may help read the rest (``_source_tables``);
-    without it, or until it says yes, one thread reads and writes in turn."""
+    between source groups whether a spare core may help read the rest (``_source_tables``; once
+    yes, yes until the bin ends); without it, or until it says yes, one thread reads and writes."""
     ds = data_schema(task.table_schema, task.partition_columns, task.column_mapping_mode)
     read_target = ds.without_partitions()
     part_fields = [f for f in ds.schema if f.name in ds.partition_columns]
@@ -133,7 +133,7 @@ def write_bin(files: DataFiles, task: BinTask, *, spare_core: Callable[[], bool]
         if buffered_rows >= task.row_group_rows or buffered_bytes >= task.row_group_bytes:
             flush()
 
-    tables = _source_tables(files, task, read_target, TableConformer(read_target, ds.match_by_id), ds.match_by_id, _Helped(spare_core))
+    tables = _source_tables(files, task, read_target, TableConformer(read_target, ds.match_by_id), ds.match_by_id, spare_core or _alone)
     try:
         with closing(tables):  # on a failure, a helping thread stops before the file is deleted
             for table in tables:
@@ -203,18 +203,8 @@ def _live_tables(files: DataFiles, run: Sequence[SourceFile], read_target: pa.Sc
             yield live.table if rt is None else _materialise_row_tracking(live.table, live.row_index, src, rt)
 
 
-class _Helped:
-    """A bin's answer to "may a second thread read?": asks ``granted`` until it says yes, then
-    yes for the rest of the bin (the granted core is the bin's until it ends)."""
-
-    def __init__(self, granted: Callable[[], bool] | None) -> None:
-        self._granted = granted
-        self._yes = False
-
-    def __call__(self) -> bool:
-        if not self._yes and self._granted is not None:
-            self._yes = self._granted()
-        return self._yes
+def _alone() -> bool:
+    return False
 
 
 def _read_back(files: DataFiles, rel: str, row_group: int, column: str) -> pa.ChunkedArray:

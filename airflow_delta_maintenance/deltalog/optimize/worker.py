@@ -62,7 +62,8 @@ class SpareCores:
 
 
 class _BinCores:
-    """One running bin's cores: ``grant`` is its ``spare_core`` question for ``write_bin``."""
+    """One running bin's cores: ``grant`` is its ``spare_core`` question for ``write_bin``; once
+    granted, the core is the bin's until it ends."""
 
     def __init__(self, spare: SpareCores) -> None:
         self._spare = spare
@@ -71,8 +72,7 @@ class _BinCores:
     def grant(self) -> bool:
         if not self.granted:
             self.granted = self._spare._grant()
-            return self.granted
-        return False
+        return self.granted
 
     def finish(self) -> None:
         self._spare._release(2 if self.granted else 1)
