@@ -78,7 +78,7 @@ def console_main() -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from ..deltalog._runtime.memory import own_process_allocator
 
-    own_process_allocator()  # glibc's malloc thresholds are tuned per operation in this process only
+    own_process_allocator()  # Arrow's default pool, and glibc's malloc thresholds per operation: this process only
     return main()
 
 

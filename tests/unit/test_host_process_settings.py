@@ -11,7 +11,9 @@ Each case runs in a fresh interpreter, as Airflow's processes are:
   block raises the threshold, so a second 1 MiB ``malloc`` comes from the heap; with a fixed
   threshold both are mmapped (``mallinfo2().hblks`` counts mmapped blocks). The probe runs before
   and after a checkpoint operator runs in-process, and after the ``delta-maintenance`` command's
-  own process ran the same operation, where the tuning is wanted.
+  own process ran the same operation, where the tuning is wanted;
+- **Arrow's default pool**: unchanged by an operator run in-process; the system allocator in the
+  command's own process unless the user chose one.
 """
 
 from __future__ import annotations
@@ -69,6 +71,18 @@ code = cli.console_main()
 print(json.dumps({"before": before, "after": dynamic_mmap_threshold(), "code": code}))
 '''
 
+CLI_POOL = r'''
+import json, subprocess, sys
+from airflow_delta_maintenance import cli
+assert "pyarrow" not in sys.modules
+sys.argv = ["delta-maintenance", "checkpoint", sys.argv[1], "--force", "--json"]
+code = cli.console_main()
+import pyarrow as pa
+probe = "from airflow_delta_maintenance.deltalog._runtime import memory; print(memory._users_pool())"
+child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+print(json.dumps({"code": code, "pool": pa.default_memory_pool().backend_name, "child_sees_users_pool": child}))
+'''
+
 PARSE = r'''
 import gc, json, sys
 calls = []
@@ -123,6 +137,25 @@ def test_the_cli_process_keeps_its_allocator_tuning(glibc: None, tmp_path: Path)
     measured benefit of benchmarks/RESULTS.md), which the probe sees afterwards."""
     got = run(CLI, str(tmp_path / "table"))
     assert got["code"] == 0 and got["before"] and not got["after"], got
+
+
+@pytest.mark.slow  # two fresh interpreters (1.2 CPU s): make test runs it, the fast tier does not
+@pytest.mark.parametrize("users_pool", [None, "mimalloc"])
+def test_the_cli_process_allocates_arrow_buffers_from_the_system_allocator(tmp_path: Path, users_pool: str | None) -> None:
+    """Arrow's default pool is read once from the environment; the command sets it before pyarrow
+    is imported (buffers pyarrow's pool never reaches, such as the Parquet reader's decompressed
+    pages, come from it), unless the user chose one. A child of the command (spark-submit's
+    driver) is told apart from a user's choice: it tunes its allocator as its parent did."""
+    from airflow_delta_maintenance.demo.sample_table import create_sample_table
+
+    create_sample_table(str(tmp_path / "table"), commits=3)
+    env = {k: v for k, v in os.environ.items() if k not in ("ARROW_DEFAULT_MEMORY_POOL", "AIRFLOW_DELTA_MAINTENANCE_ARROW_POOL")}
+    if users_pool:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = users_pool
+    got = run(CLI_POOL, str(tmp_path / "table"), env=env)
+    assert got["code"] == 0, got
+    assert got["pool"] == (users_pool or "system"), got
+    assert got["child_sees_users_pool"] == str(bool(users_pool)), got
 
 
 @pytest.mark.slow  # Airflow's DagBag in a process of its own (5.2 s CPU): make test runs it, the fast tier does not
