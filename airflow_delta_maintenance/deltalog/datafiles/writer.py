@@ -176,7 +176,7 @@ def _source_tables(files: DataFiles, task: BinTask, read_target: pa.Schema, conf
     materialised columns when the table has them). Once ``helped()``, a second thread reads too:
     small files in shared slices (``shared_reads``), other files a row group ahead."""
     rt = task.row_tracking
-    group_bytes = task.row_group_bytes // 8
+    group_bytes = task.row_group_bytes // 8  # shared_reads.AHEAD slices make a row group
     for fast, run in _runs(files, task, match_by_id):
         if fast:  # many small files, read whole and conformed a group at a time
             slices = slices_by_size(run, lambda s: s.size, group_bytes)
