@@ -8,7 +8,7 @@ maintenance job the peak is what matters (it sizes the Airflow worker), so log o
 OPTIMIZE's bins allocate from the system allocator, which hands large blocks back to the OS when
 they are freed. ``ARROW_DEFAULT_MEMORY_POOL`` set by the user wins.
 
-In our own processes (below) the system allocator is Arrow's default from the start: some of
+In the command's process (below) the system allocator is Arrow's default from the start: some of
 Arrow's buffers ignore pyarrow's pool — the Parquet reader decompresses every page into a buffer
 of Arrow's process-wide default pool — so only the environment reaches them (mimalloc faulting
 fresh pages in for each small file's pages cost OPTIMIZE 4-6% of its CPU, measured).
@@ -100,7 +100,8 @@ def _users_pool() -> bool:
 def own_process_allocator() -> None:
     """This process is ours alone (the CLI command, a Spark job): log operations may tune glibc's
     malloc thresholds while they run, and Arrow's process-wide default pool is the system
-    allocator unless the user chose one (set before pyarrow is imported: Arrow reads it once).
+    allocator unless the user chose one — where pyarrow is not imported yet (Arrow reads the
+    variable once): the command, and the processes it starts; a Spark job imports pyarrow first.
     Never call it in a process that hosts other code."""
     global _mallopt
     _mallopt = _load_mallopt()
