@@ -6,10 +6,10 @@ helper thread reads too: the sources are cut into slices of about a group's byte
 thread is free reads the next unread slice. The bin's thread takes the slices in order and writes
 them; waiting for a slice the helper is reading, it reads a later one meanwhile. Measured on one bin
 of 1,500 small files: 0.72 -> 0.54 s. The writer's row-group flushes are what is left; the helper
-reads on through a flush (``AHEAD``: a row group's slices; two slices left it idle through most of
-each flush, and the whole command took 6% longer on that bin, at 9 MiB less peak). A helper that only read ahead of the writer gave 0.78-0.85
-of the time (then reading, three quarters of the work, was the bottleneck), and one started while
-every core is busy only adds hand-offs.
+reads on through a flush (``AHEAD``: a row group's slices; with two it idled through most of each
+flush, and the whole command took 6% longer on that bin, at 9 MiB less peak). A helper that only
+read ahead of the writer gave 0.78-0.85 of the time (then reading, three quarters of the work, was
+the bottleneck), and one started while every core is busy only adds hand-offs.
 
 No slice is claimed more than ``AHEAD`` past the one the bin's thread is taking, which bounds the
 memory; a slice it fails to read is raised by the bin's thread when it reaches that slice, so
