@@ -123,17 +123,17 @@ def release_free_memory() -> None:
 
 @contextmanager
 def log_operation_memory() -> Iterator[None]:
-    """Allocate Arrow buffers from the system pool inside the block (re-entrant)."""
+    """Allocate Arrow buffers from the system pool inside the block (re-entrant), unless the user
+    chose a pool (``ARROW_DEFAULT_MEMORY_POOL``: kept); either way the block's freed memory is
+    handed back at its end (a worker told to set the variable keeps that)."""
     global _depth, _saved
     import pyarrow as pa
 
-    if _users_pool():
-        yield
-        return
     with _lock:
         if _depth == 0:
-            _saved = pa.default_memory_pool()
-            pa.set_memory_pool(pa.system_memory_pool())
+            if not _users_pool():
+                _saved = pa.default_memory_pool()
+                pa.set_memory_pool(pa.system_memory_pool())
             _keep_freed_blocks(True)
         _depth += 1
     try:
@@ -141,9 +141,10 @@ def log_operation_memory() -> Iterator[None]:
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0 and _saved is not None:
-                pa.set_memory_pool(_saved)
-                _saved = None
+            if _depth == 0:
+                if _saved is not None:
+                    pa.set_memory_pool(_saved)
+                    _saved = None
                 _keep_freed_blocks(False)
                 release_free_memory()
 

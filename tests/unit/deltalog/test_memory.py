@@ -33,6 +33,24 @@ def test_a_failed_operation_restores_them_too(calls: list[tuple[str, int, int]])
     assert calls[-3:] == [("mallopt", -3, 128 << 10), ("mallopt", -1, 128 << 10), ("trim", 0, 0)]
 
 
+def test_a_pool_the_user_chose_is_kept_and_freed_memory_is_still_handed_back(calls: list[tuple[str, int, int]],
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/operators/optimize.md tells an Airflow worker to set ``ARROW_DEFAULT_MEMORY_POOL``:
+    its operations keep that pool and still trim at their end, as without the variable."""
+    import pyarrow as pa
+
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+    saved = pa.default_memory_pool()
+    pa.set_memory_pool(pa.mimalloc_memory_pool())
+    try:
+        with memory.log_operation_memory():
+            assert pa.default_memory_pool().backend_name == "mimalloc"
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+    finally:
+        pa.set_memory_pool(saved)
+    assert calls == [("mallopt", -3, 32 << 20), ("mallopt", -1, 1 << 30), ("mallopt", -3, 128 << 10), ("mallopt", -1, 128 << 10), ("trim", 0, 0)]
+
+
 @pytest.mark.parametrize(
     "env",
     [
