@@ -86,15 +86,13 @@ def _load_mallopt() -> Callable[[int, int], int] | None:
 
 _mallopt: Callable[[int, int], int] | None = None  # set by own_process_allocator(): only in our own processes
 
-_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
-# Marks _POOL_ENV as set by own_process_allocator, not by the user: child processes (spark-submit's
-# driver, which is ours too) inherit both and still tune their allocator.
-_POOL_OURS_ENV = "AIRFLOW_DELTA_MAINTENANCE_ARROW_POOL"
+_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"  # read by Arrow once, when pyarrow loads
 
 
-def _users_pool() -> bool:
-    pool = os.environ.get(_POOL_ENV)
-    return bool(pool) and os.environ.get(_POOL_OURS_ENV) != pool
+def _pool_from_environment() -> bool:
+    """Arrow's default pool is the one the environment names (the user's, or ours, inherited by
+    the processes the command starts): nothing to switch."""
+    return bool(os.environ.get(_POOL_ENV))
 
 
 def own_process_allocator() -> None:
@@ -105,8 +103,8 @@ def own_process_allocator() -> None:
     Never call it in a process that hosts other code."""
     global _mallopt
     _mallopt = _load_mallopt()
-    if not _users_pool() and "pyarrow" not in sys.modules:
-        os.environ[_POOL_ENV] = os.environ[_POOL_OURS_ENV] = "system"
+    if not _pool_from_environment() and "pyarrow" not in sys.modules:
+        os.environ[_POOL_ENV] = "system"
 
 
 def _keep_freed_blocks(keep: bool) -> None:
@@ -131,7 +129,7 @@ def log_operation_memory() -> Iterator[None]:
 
     with _lock:
         if _depth == 0:
-            if not _users_pool():
+            if not _pool_from_environment():
                 _saved = pa.default_memory_pool()
                 pa.set_memory_pool(pa.system_memory_pool())
             _keep_freed_blocks(True)

@@ -27,7 +27,7 @@ __all__ = ["AHEAD", "read_in_slices", "slices_by_size"]
 T = TypeVar("T")
 S = TypeVar("S")
 
-AHEAD = 8  # slices the helper may have read past the bin thread's position: a row group (writer.py cuts 8 per row group)
+AHEAD = 8  # slices the helper may have read past the bin thread's position (writer.py cuts a row group into AHEAD slices)
 
 
 def slices_by_size(items: Sequence[S], size: Callable[[S], int], limit: int) -> list[list[S]]:

@@ -27,7 +27,7 @@ from .files import DataFiles
 from .paths import encode_add_path, new_data_file_path
 from .reader import SMALL_FILE_BYTES, SourceFile, iter_live_rows, iter_small_files
 from .schema import TableConformer, data_schema
-from .shared_reads import read_in_slices, slices_by_size
+from .shared_reads import AHEAD, read_in_slices, slices_by_size
 from .stats import StatsCollector, StatsConfig, stats_leaves
 
 __all__ = ["BinTask", "RowTracking", "write_bin", "ROW_GROUP_ROWS", "ROW_GROUP_BYTES"]
@@ -176,7 +176,7 @@ def _source_tables(files: DataFiles, task: BinTask, read_target: pa.Schema, conf
     materialised columns when the table has them). Once ``helped()``, a second thread reads too:
     small files in shared slices (``shared_reads``), other files a row group ahead."""
     rt = task.row_tracking
-    group_bytes = task.row_group_bytes // 8  # shared_reads.AHEAD slices make a row group
+    group_bytes = task.row_group_bytes // AHEAD  # a row group is the read helper's reach
     for fast, run in _runs(files, task, match_by_id):
         if fast:  # many small files, read whole and conformed a group at a time
             slices = slices_by_size(run, lambda s: s.size, group_bytes)
