@@ -33,11 +33,16 @@ $(BUILDDEPS_STAMP):
 	mkdir -p $(dir $@) && touch $@
 
 # The lock pins every transitive dependency, so a fresh machine resolves nothing new.
+# pyspark ships only as a source distribution. A registry that answers every revalidation "modified"
+# (a proxy mirror does) makes uv download, unpack and build it again into a new cache revision on
+# every fresh venv and leave the old ones behind (1–2 GB a time, 73 GB here before a CI run ran out of
+# disk); pruning drops only such unreachable entries.
 $(STAMP): pyproject.toml setup.py accel/pyproject.toml accel/setup.py $(wildcard accel/airflow_delta_maintenance_accel/*.c accel/airflow_delta_maintenance_accel/*.py) requirements/dev.lock | $(BUILDDEPS_STAMP)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "uv==0.13.9"
 	$(UV) pip install -q --compile-bytecode --python $(PY) -r requirements/dev.lock
 	$(UV) pip install -q --python $(PY) --no-deps -e . -e accel
+	$(UV) cache prune -q
 	touch $@
 
 # Maven Central jars for delta-spark, hadoop-aws and DynamoDB Local (.ci/maven/*.xml) into

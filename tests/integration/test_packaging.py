@@ -194,11 +194,16 @@ def resolve(airflow: str, as_of: str, tmp_path: Path) -> Path:
     req = tmp_path / "requirements.in"
     req.write_text(f"apache-airflow=={airflow}\nairflow-delta-maintenance[spark] @ {REPO.as_uri()}\n")
     pinned = tmp_path / "pinned.txt"
-    out = subprocess.run([UV, "pip", "compile", "-q", str(req), "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-                          "--exclude-newer", as_of, "-o", str(pinned)], capture_output=True, text=True, timeout=600)
+    # Without a cache: reading pyspark's metadata means downloading and unpacking its sdist (300-470
+    # MB), which a registry that answers every revalidation "modified" (a proxy mirror does) leaves
+    # in the user's uv cache as a new revision on every run. UV_CACHE_DIR proves nothing is written.
+    cache = tmp_path / "uv-cache"
+    out = subprocess.run([UV, "pip", "compile", "-q", "--no-cache", str(req), "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+                          "--exclude-newer", as_of, "-o", str(pinned)], capture_output=True, text=True, timeout=600, env=os.environ | {"UV_CACHE_DIR": str(cache)})
     if out.returncode != 0 and ("Failed to fetch" in out.stderr or "dns error" in out.stderr.lower() or "network" in out.stderr.lower()):
         pytest.skip(f"PyPI unreachable: {out.stderr.strip().splitlines()[-1]}")
     assert out.returncode == 0, out.stderr[-2000:]
+    assert not cache.exists(), f"the resolution cached {sum(f.stat().st_size for f in cache.rglob('*') if f.is_file()) >> 20} MB in {cache}"
     pins = dict(line.split("==", 1) for line in pinned.read_text().splitlines() if "==" in line and not line.startswith(" "))
     assert pins["apache-airflow"] == airflow
     assert not ("pyspark" in pins and "pyspark-client" in pins), "never both distributions of the pyspark package"
