@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,15 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(os.environ.get("DELTA_TEST_TIERS") != "1", reason="make test-tiers runs the tiers (DELTA_TEST_TIERS=1)"),
 ]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _prune_uv_cache() -> Iterator[None]:
+    """The lowest-Airflow tier installs pyspark, an sdist only: behind a registry that answers every
+    revalidation "modified", each install unpacks and builds it into a new revision of the user's uv
+    cache and leaves the old one behind (~1.9 GB a run; the Makefile prunes after the dev install)."""
+    yield
+    run([UV, "cache", "prune", "-q"])
 
 
 def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
