@@ -72,6 +72,10 @@ def deployment_env(home: Path, dags: Path, port: int, secret: str, *, paused_at_
     return airflow_env(
         home,
         dags,
+        # SQLite lets one writer in at a time; four components and the UI write. With sqlite3's
+        # default busy timeout (5 s) a write that waits longer on a busy machine fails ("database is
+        # locked"): the UI's unpause on trigger did, and its run stayed queued.
+        AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{home}/airflow.db?timeout=60",
         AIRFLOW__CORE__EXECUTOR="LocalExecutor",
         AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=str(paused_at_creation).lower(),
         AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
@@ -126,9 +130,9 @@ class Deployment:
         with urllib.request.urlopen(req, timeout=120) as resp:
             return json.loads(resp.read())["access_token"]
 
-    def api(self, method: str, path: str, body: dict | None = None) -> dict:
+    def api(self, method: str, path: str, body: dict | None = None, *, token: str | None = None) -> dict:
         req = urllib.request.Request(f"{self.url}/api/v2{path}", data=json.dumps(body).encode() if body is not None else None, method=method,
-                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token()}"})
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {token or self.token()}"})
         with urllib.request.urlopen(req, timeout=120) as resp:
             return json.loads(resp.read() or b"{}")
 

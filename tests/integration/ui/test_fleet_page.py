@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
+from .browser import new_page, sign_in
 from .conftest import FLEET_DAG, INVALID_DAG, Deployment
-from .test_manual_triggers import _new_page, _sign_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -39,9 +39,9 @@ def test_the_fleet_page_shows_every_table_after_the_fleet_dags_run(airflow_deplo
     assert listed["delta_maintenance_fleet_health"]["external_views"][0]["href"] == "/delta-maintenance/report"
     shot = airflow_deployment.artifacts / "ui-fleet-health-page.png"
     with sync_playwright() as p:
-        browser, page = _new_page(p)
+        browser, page = new_page(p)
         try:
-            _sign_in(page, airflow_deployment.url)
+            sign_in(page, airflow_deployment.url)
             page.goto(f"{airflow_deployment.url}/delta-maintenance/report")  # the page the navigation entry opens
             rows = page.locator("#fleet tbody tr")
             wanted = {d.removeprefix("delta_maintenance__") for d in [*airflow_deployment.tables, INVALID_DAG]}

@@ -15,12 +15,10 @@ from airflow_delta_maintenance.deltalog.log_segment.listing import list_log_file
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from tests._infra.servers import LOOPBACK, listening_addresses
 
-from .conftest import INVALID_DAG, PASSWORD, USER, Deployment
+from .browser import new_page, sign_in, submit_the_trigger_form
+from .conftest import INVALID_DAG, Deployment
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]  # the deployment fixture may take long on a busy machine
-
-# Every UI wait is on a condition, with a deadline generous enough for a busy machine.
-UI_DEADLINE_MS = 120_000
 
 
 def assert_maintained(uri: str, *, latest: int) -> None:
@@ -35,28 +33,6 @@ def test_servers_listen_on_loopback_only(airflow_deployment: Deployment) -> None
     assert listening_addresses(port) <= LOOPBACK
 
 
-def _new_page(p: Any) -> tuple[Any, Any]:
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=UI_DEADLINE_MS)
-    browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.set_default_timeout(UI_DEADLINE_MS)
-    page.set_default_navigation_timeout(UI_DEADLINE_MS)
-    return browser, page
-
-
-def _sign_in(page: Any, url: str) -> None:
-    """Log in through SimpleAuthManager's form and wait until its redirect has landed: a goto
-    issued while the post-login navigation is under way is aborted (net::ERR_ABORTED)."""
-    page.goto(f"{url}/")
-    page.get_by_label("Username").fill(USER)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(lambda current: "login" not in current, timeout=UI_DEADLINE_MS)
-    page.wait_for_load_state("networkidle")
-
-
 def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -64,9 +40,9 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
     uri, _ = airflow_deployment.tables[dag_id]
     shot = airflow_deployment.artifacts / "ui-trigger.png"
     with sync_playwright() as p:
-        browser, page = _new_page(p)
+        browser, page = new_page(p)
         try:
-            _sign_in(page, airflow_deployment.url)
+            sign_in(page, airflow_deployment.url)
             page.goto(f"{airflow_deployment.url}/dags/{dag_id}")
             page.get_by_role("button", name="Trigger").first.click()
             dialog = page.get_by_role("dialog")
@@ -76,8 +52,7 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
             control.scroll_into_view_if_needed()
             control.click()  # a param changed in the form (a switch), validated by its schema
             expect(switch).to_be_checked()
-            dialog.get_by_role("button", name="Trigger").last.click()
-            expect(page.get_by_text("Dag run has been successfully triggered").first).to_be_visible()  # the toast may render twice
+            submit_the_trigger_form(page, airflow_deployment, dag_id)  # paused at creation: "Unpause on trigger" ticked
             page.screenshot(path=str(airflow_deployment.artifacts / "ui-triggered.png"), full_page=True)
         except Exception:
             page.screenshot(path=str(airflow_deployment.artifacts / "ui-failure.png"), full_page=True)
@@ -104,9 +79,9 @@ def test_trigger_with_params_from_the_ui(airflow_deployment: Deployment) -> None
     assert (record["operation"], record["from_version"], record["to_version"], record["count"]) == ("publish", 1, 12, 12), record
     log_shot = airflow_deployment.artifacts / "ui-task-log-summary.png"
     with sync_playwright() as p:  # keep a screenshot of the finished run, and of a task log with its summary line
-        browser, page = _new_page(p)
+        browser, page = new_page(p)
         try:
-            _sign_in(page, airflow_deployment.url)
+            sign_in(page, airflow_deployment.url)
             page.goto(f"{airflow_deployment.url}/dags/{dag_id}/runs/{run['dag_run_id']}")
             expect(page.get_by_text("Success").first).to_be_visible()
             page.screenshot(path=str(shot), full_page=True)
@@ -141,9 +116,9 @@ def test_an_invalid_table_leaves_the_other_dags_visible(airflow_deployment: Depl
     assert "invalid-config" in [t["name"] for t in broken["tags"]]
     assert broken["description"].startswith("INVALID CONFIGURATION: schedule: 'every hour' is not a cron expression")
     with sync_playwright() as p:
-        browser, page = _new_page(p)
+        browser, page = new_page(p)
         try:
-            _sign_in(page, airflow_deployment.url)
+            sign_in(page, airflow_deployment.url)
             page.goto(f"{airflow_deployment.url}/dags")
             for dag_id in [*airflow_deployment.tables, INVALID_DAG]:
                 expect(page.get_by_text(dag_id, exact=True).first).to_be_visible()
@@ -200,9 +175,9 @@ def test_the_connection_test_button_answers_truthfully(airflow_deployment: Deplo
     }
     answers: dict[str, dict] = {}
     with sync_playwright() as p:
-        browser, page = _new_page(p)
+        browser, page = new_page(p)
         try:
-            _sign_in(page, airflow_deployment.url)
+            sign_in(page, airflow_deployment.url)
             for conn_id, (type_name, fields, _, _) in cases.items():
                 _add_connection_in_the_form(page, airflow_deployment.url, conn_id, type_name, fields)
             page.goto(f"{airflow_deployment.url}/connections")

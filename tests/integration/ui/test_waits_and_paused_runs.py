@@ -15,8 +15,8 @@ from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import add_action_for, data_batch
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
+from .browser import UI_DEADLINE_MS, new_page, sign_in, submit_the_trigger_form
 from .conftest import Deployment
-from .test_manual_triggers import UI_DEADLINE_MS, _new_page, _sign_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -52,9 +52,9 @@ def test_a_manual_force_checkpoint_on_a_paused_scheduled_dag_is_not_overtaken(ai
     uri, _ = airflow_deployment.tables[dag_id]
     assert airflow_deployment.api("GET", f"/dags/{dag_id}")["is_paused"] is True
     with sync_playwright() as p:
-        browser, page = _new_page(p)
+        browser, page = new_page(p)
         try:
-            _sign_in(page, airflow_deployment.url)
+            sign_in(page, airflow_deployment.url)
             page.goto(f"{airflow_deployment.url}/dags/{dag_id}")
             page.get_by_role("button", name="Trigger").first.click()
             dialog = page.get_by_role("dialog")
@@ -63,8 +63,7 @@ def test_a_manual_force_checkpoint_on_a_paused_scheduled_dag_is_not_overtaken(ai
             control.scroll_into_view_if_needed()
             control.click()
             expect(dialog.locator('input[name="element_force_checkpoint"]')).to_be_checked()
-            dialog.get_by_role("button", name="Trigger").last.click()  # "Unpause on trigger" as Airflow shows it
-            expect(page.get_by_text("Dag run has been successfully triggered").first).to_be_visible()
+            submit_the_trigger_form(page, airflow_deployment, dag_id)  # "Unpause on trigger" as Airflow shows it
         except Exception:
             page.screenshot(path=str(airflow_deployment.artifacts / "ui-paused-trigger-failure.png"), full_page=True)
             raise
