@@ -130,9 +130,9 @@ class Deployment:
         with urllib.request.urlopen(req, timeout=120) as resp:
             return json.loads(resp.read())["access_token"]
 
-    def api(self, method: str, path: str, body: dict | None = None, *, token: str | None = None) -> dict:
+    def api(self, method: str, path: str, body: dict | None = None) -> dict:
         req = urllib.request.Request(f"{self.url}/api/v2{path}", data=json.dumps(body).encode() if body is not None else None, method=method,
-                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {token or self.token()}"})
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token()}"})
         with urllib.request.urlopen(req, timeout=120) as resp:
             return json.loads(resp.read() or b"{}")
 

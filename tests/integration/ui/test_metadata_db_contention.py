@@ -19,7 +19,6 @@ HELD_S = 8.0  # longer than sqlite3's default busy timeout (5 s)
 
 
 def test_an_api_write_waits_out_a_writer_holding_the_metadata_db(airflow_deployment: Deployment) -> None:
-    token = airflow_deployment.token()  # before the lock: nothing of the request but its write waits
     db = sqlite3.connect(airflow_deployment.home / "airflow.db", timeout=120, isolation_level=None, check_same_thread=False)
     db.execute("BEGIN IMMEDIATE")  # the write lock, as a long scheduler transaction holds it
     held = threading.Timer(HELD_S, db.rollback)
@@ -27,7 +26,7 @@ def test_an_api_write_waits_out_a_writer_holding_the_metadata_db(airflow_deploym
     started = time.monotonic()
     try:
         # the broken table's DAG stays paused: a write no other test depends on
-        answer = airflow_deployment.api("PATCH", f"/dags/{INVALID_DAG}", {"is_paused": True}, token=token)
+        answer = airflow_deployment.api("PATCH", f"/dags/{INVALID_DAG}", {"is_paused": True})  # its token: no DB write
     finally:
         held.join()
         db.close()
