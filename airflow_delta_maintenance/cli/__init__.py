@@ -8,11 +8,9 @@ storage refused: no space, read-only, permission) or 1 (unexpected); see ``commo
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
 import os
 import sys
-import threading
 from collections.abc import Sequence
 
 from .. import __version__
@@ -84,20 +82,10 @@ def console_main() -> int:
 
 def console_script() -> int:
     """The ``delta-maintenance`` entry point: ``console_main``, then the process ends without the
-    interpreter's teardown (freeing every module and object one by one: about 0.1 s after a
-    checkpoint of 200,000 files, a tenth of the command). What would run at exit still runs —
-    ``atexit`` handlers (logging, temporary directories), buffered output — and a thread still
-    working keeps the normal exit, which waits for it."""
-    code = console_main()
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
-        return code
-    atexit._run_exitfuncs()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):  # a closed pipe: what Python's own exit reports
-        code = code or 120
-    os._exit(code)
+    interpreter's teardown (see ``end_process``): exit handlers and buffered output still run."""
+    from ..deltalog._runtime.process_end import end_process
+
+    return end_process(console_main())
 
 
 if __name__ == "__main__":  # pragma: no cover

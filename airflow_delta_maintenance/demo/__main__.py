@@ -148,5 +148,7 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # `make demo`: the process ends without teardown (see end_process)
+    from ..deltalog._runtime.process_end import end_process
+
+    sys.exit(end_process(main()))

@@ -48,11 +48,14 @@ def run_and_report(dag: Any, conf: dict[str, Any]) -> dict[str, Any]:
     return {"state": str(run.state), "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()}, "xcom": xcom}
 
 
-def main(argv: Sequence[str]) -> None:
+def main(argv: Sequence[str]) -> int:
     conf = json.loads(argv[1]) if len(argv) > 1 else {}
     dag = maintenance_dag(load_dag_file(argv[0]), argv[2] if len(argv) > 2 else None)
     print(MARK + json.dumps(run_and_report(dag, conf)), flush=True)
+    return 0
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # the tasks ran in this process: it ends without teardown, as Airflow's task processes do
+    from ..deltalog._runtime.process_end import end_process
+
+    sys.exit(end_process(main(sys.argv[1:])))

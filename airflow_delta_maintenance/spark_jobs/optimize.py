@@ -68,5 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_job(_main, argv)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # spark-submit runs the file: the driver ends without teardown (see end_process)
+    from airflow_delta_maintenance.deltalog._runtime.process_end import end_process
+
+    sys.exit(end_process(main()))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._infra.exit_probe import ExitProbe
+
 REPO = Path(__file__).resolve().parents[2]
 UV = str(Path(sys.executable).with_name("uv"))
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -170,9 +172,13 @@ def test_init_dags_and_validate_config_from_the_wheel(installed: Path, tmp_path:
 
 
 def test_the_demo_runs_from_a_pip_install(installed: Path, tmp_path: Path) -> None:
-    env = clean_env(installed, tmp_path)
+    probe = ExitProbe(tmp_path / "exit-probe")
+    env = probe.env(clean_env(installed, tmp_path))
     env["DELTA_DEMO_DIR"] = str(tmp_path / "demo")
     out = run([str(installed / "python"), "-m", "airflow_delta_maintenance.demo"], env=env, cwd=tmp_path)
+    # the demo and the process that ran its DAG's tasks (Arrow's thread pools) end without teardown
+    ended = {Path(program).name: words for program, words in probe.ended() if "airflow_delta_maintenance" in program}
+    assert ended == {"run_dag.py": ["atexit"], "__main__.py": ["atexit"]}, probe.ended()
     assert "no spark-submit found" in out.stdout, out.stdout[-3000:]
     assert "run success" in out.stdout or "run DagRunState.SUCCESS" in out.stdout, out.stdout[-3000:]
     assert "published versions 1..36" in out.stdout, out.stdout[-3000:]

@@ -17,6 +17,7 @@ from airflow_delta_maintenance.deltalog.replay.snapshot import load_snapshot
 from airflow_delta_maintenance.deltalog.storage import open_table_storage
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
+from tests._infra.exit_probe import ExitProbe
 
 from .conftest import EXAMPLE_DAGS, airflow_env
 from .dag_runner import DagRunner
@@ -25,16 +26,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(18
 
 
 def run_dag(home: Path, config: Path, conf: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
-    """The run's outcome (states, XCom) and what its tasks logged."""
+    """The run's outcome (states, XCom) and what its tasks logged. The process, whose tasks used
+    Arrow, ends without the interpreter's teardown (as `make demo`'s does)."""
+    probe = ExitProbe(config.parent / "exit-probe")
     proc = subprocess.run(
         [sys.executable, "-m", "airflow_delta_maintenance.demo.run_dag", str(EXAMPLE_DAGS / "delta_maintenance.py"), json.dumps(conf or {})],
-        env=airflow_env(home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config)),
+        env=probe.env(airflow_env(home, EXAMPLE_DAGS, DELTA_MAINTENANCE_CONFIG=str(config))),
         capture_output=True,
         text=True,
         timeout=1500,  # a generous deadline: a Spark checkpoint on a busy machine
     )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [words for program, words in probe.ended() if program.endswith("run_dag.py")] == [["atexit"]], probe.ended()
     return json.loads(line[len("RESULT "):]), proc.stdout + proc.stderr
 
 

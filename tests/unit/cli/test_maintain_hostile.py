@@ -260,7 +260,7 @@ def test_a_stats_string_that_is_null_does_not_kill_the_checkpoint_command(tmp_pa
     log.commit(0, [commit_info(), protocol(), metadata()])
     log.commit(1, [commit_info(), add("a", 10, stats="null"), add("b", 20, stats='{"numRecords":3,"minValues":{"x":1},"maxValues":{"x":2},"nullCount":{"x":0}}')])
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from airflow_delta_maintenance.cli import main; sys.exit(main())", "checkpoint", str(root), "--force", "--version", "1", "--json"],
+        [str(Path(sys.executable).with_name("delta-maintenance")), "checkpoint", str(root), "--force", "--version", "1", "--json"],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])

@@ -12,7 +12,7 @@ import pytest
 from airflow_delta_maintenance.demo.sample_table import create_actions
 from airflow_delta_maintenance.maintenance.table.coordinator_client import open_coordinator
 
-CLI = [sys.executable, "-c", "import sys; from airflow_delta_maintenance.cli import main; sys.exit(main())"]
+CLI = [str(Path(sys.executable).with_name("delta-maintenance"))]  # the installed command, as a user runs it
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

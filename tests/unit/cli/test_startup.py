@@ -20,7 +20,9 @@ HEAVY = ("pyarrow", "fsspec", "numpy", "pandas", "pydantic", "yaml", "airflow_de
 
 
 def _fresh(code: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True, timeout=120)
+    # faulthandler: a child that dies of a signal names where, in the stderr this failure shows
+    out = subprocess.run([sys.executable, "-X", "faulthandler", "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stdout[-2000:], out.stderr[-4000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -82,21 +84,24 @@ def test_cleanup_of_a_local_classic_table_imports_neither_fsspec_nor_numpy(tmp_p
     assert result["numpy"] is False  # no UUID-named checkpoint: no compatibility checkpoint to write
 
 
-def _cleanup_in_own_process(root: Path, *, block_numpy: bool = False) -> dict:
-    return _fresh(
+def _cleanup_in_own_process(root: Path, tmp_path: Path, *, block_numpy: bool = False) -> dict:
+    """``delta-maintenance cleanup --execute`` as the installed entry point runs it, in a process
+    of its own; an exit handler reports whether numpy was loaded."""
+    report = tmp_path / "modules.json"
+    code = textwrap.dedent(
         f"""
-        import contextlib, io, json, sys
-        from airflow_delta_maintenance.cli import common, console_main
+        import atexit, json, sys
+        from airflow_delta_maintenance.cli import common, console_script
         if {block_numpy!r}:  # as decided at start when the UUID-named anchor was not there yet
             sys.meta_path.insert(0, common.BlockedImport("numpy", "not loaded by this cleanup"))
+        atexit.register(lambda: open({str(report)!r}, "w").write(json.dumps({{"numpy": "numpy" in sys.modules}})))
         sys.argv = ["delta-maintenance", "cleanup", {str(root)!r}, "--json", "--execute"]
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = console_main()
-        print(json.dumps({{"rc": rc, "out": json.loads(out.getvalue() or "null"), "err": err.getvalue(),
-                          "numpy": "numpy" in sys.modules}}))
+        sys.exit(console_script())
         """
     )
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), (done.returncode, done.stdout[-2000:], done.stderr[-4000:])
+    return {"rc": done.returncode, "out": json.loads(done.stdout or "null"), "err": done.stderr, **json.loads(report.read_text())}
 
 
 def _uuid_anchored_table(tmp_path: Path) -> Path:
@@ -115,7 +120,7 @@ def test_cleanup_with_a_uuid_named_anchor_loads_numpy_and_writes_the_compatibili
     from ..deltalog.test_cleanup_hostile import log_names
 
     root = _uuid_anchored_table(tmp_path)
-    result = _cleanup_in_own_process(root)
+    result = _cleanup_in_own_process(root, tmp_path)
     assert result["rc"] == 0 and result["out"]["needs_compat_checkpoint"] is True, result
     assert result["numpy"] is True and f"{15:020d}.checkpoint.parquet" in log_names(root)
 
@@ -125,7 +130,7 @@ def test_a_uuid_named_anchor_that_appears_after_the_start_stops_cleanup_before_a
 
     root = _uuid_anchored_table(tmp_path)
     before = log_names(root)
-    result = _cleanup_in_own_process(root, block_numpy=True)
+    result = _cleanup_in_own_process(root, tmp_path, block_numpy=True)
     assert result["rc"] == 1 and result["out"] is None and result["err"].count("\n") == 1 and "numpy" in result["err"], result
     assert log_names(root) == before
 
