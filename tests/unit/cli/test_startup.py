@@ -42,19 +42,9 @@ def test_parsing_the_command_line_imports_no_heavy_module() -> None:
 def test_the_installed_command_runs_without_pandas(tmp_path: Path) -> None:
     root = str(tmp_path / "t")
     create_sample_table(root, commits=3)
-    result = _fresh(
-        f"""
-        import contextlib, io, json, sys
-        sys.argv = ["delta-maintenance", "checkpoint", {root!r}, "--force", "--json"]
-        from airflow_delta_maintenance.cli import console_main
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            rc = console_main()
-        print(json.dumps({{"rc": rc, "out": json.loads(out.getvalue()), "pandas": "pandas" in sys.modules}}))
-        """
-    )
+    result = _command_in_own_process(["checkpoint", root, "--force", "--json"], tmp_path)
     assert result["rc"] == 0 and not result["out"]["skipped"] and result["out"]["version"] == 2
-    assert result["pandas"] is False
+    assert "pandas" not in result["loaded"]
 
 
 def test_cleanup_of_a_local_classic_table_imports_neither_fsspec_nor_numpy(tmp_path: Path) -> None:
@@ -67,41 +57,31 @@ def test_cleanup_of_a_local_classic_table_imports_neither_fsspec_nor_numpy(tmp_p
     old = time.time() - 60 * 86400
     for f in (tmp_path / "t" / "_delta_log").iterdir():
         os.utime(f, (old, old))
-    result = _fresh(
-        f"""
-        import contextlib, io, json, sys
-        sys.argv = ["delta-maintenance", "cleanup", {root!r}, "--json", "--execute"]
-        from airflow_delta_maintenance.cli import console_main
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            rc = console_main()
-        print(json.dumps({{"rc": rc, "out": json.loads(out.getvalue()), "fsspec": "fsspec" in sys.modules,
-                          "numpy": "numpy" in sys.modules}}))
-        """
-    )
+    result = _command_in_own_process(["cleanup", root, "--json", "--execute"], tmp_path)
     assert result["rc"] == 0 and result["out"]["executed"] is True and result["out"]["deleted"] == 2
-    assert result["fsspec"] is False
-    assert result["numpy"] is False  # no UUID-named checkpoint: no compatibility checkpoint to write
+    assert "fsspec" not in result["loaded"]
+    assert "numpy" not in result["loaded"]  # no UUID-named checkpoint: no compatibility checkpoint to write
 
 
-def _cleanup_in_own_process(root: Path, tmp_path: Path, *, block_numpy: bool = False) -> dict:
-    """``delta-maintenance cleanup --execute`` as the installed entry point runs it, in a process
-    of its own; an exit handler reports whether numpy was loaded."""
-    report = tmp_path / "modules.json"
+def _command_in_own_process(argv: list[str], tmp_path: Path, *, block_numpy: bool = False) -> dict:
+    """``delta-maintenance ARGV`` through the installed entry point (``console_script``), in a
+    process of its own; an exit handler reports which of numpy, pandas and fsspec it loaded."""
+    report = tmp_path / "loaded.json"
     code = textwrap.dedent(
         f"""
         import atexit, json, sys
         from airflow_delta_maintenance.cli import common, console_script
         if {block_numpy!r}:  # as decided at start when the UUID-named anchor was not there yet
             sys.meta_path.insert(0, common.BlockedImport("numpy", "not loaded by this cleanup"))
-        atexit.register(lambda: open({str(report)!r}, "w").write(json.dumps({{"numpy": "numpy" in sys.modules}})))
-        sys.argv = ["delta-maintenance", "cleanup", {str(root)!r}, "--json", "--execute"]
+        atexit.register(lambda: open({str(report)!r}, "w").write(json.dumps([m for m in ("numpy", "pandas", "fsspec") if m in sys.modules])))
+        sys.argv = ["delta-maintenance", *{argv!r}]
         sys.exit(console_script())
         """
     )
+    # faulthandler: a child that dies of a signal names where, in the stderr this failure shows
     done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode in (0, 1), (done.returncode, done.stdout[-2000:], done.stderr[-4000:])
-    return {"rc": done.returncode, "out": json.loads(done.stdout or "null"), "err": done.stderr, **json.loads(report.read_text())}
+    return {"rc": done.returncode, "out": json.loads(done.stdout or "null"), "err": done.stderr, "loaded": json.loads(report.read_text())}
 
 
 def _uuid_anchored_table(tmp_path: Path) -> Path:
@@ -120,9 +100,9 @@ def test_cleanup_with_a_uuid_named_anchor_loads_numpy_and_writes_the_compatibili
     from ..deltalog.test_cleanup_hostile import log_names
 
     root = _uuid_anchored_table(tmp_path)
-    result = _cleanup_in_own_process(root, tmp_path)
+    result = _command_in_own_process(["cleanup", str(root), "--json", "--execute"], tmp_path)
     assert result["rc"] == 0 and result["out"]["needs_compat_checkpoint"] is True, result
-    assert result["numpy"] is True and f"{15:020d}.checkpoint.parquet" in log_names(root)
+    assert "numpy" in result["loaded"] and f"{15:020d}.checkpoint.parquet" in log_names(root)
 
 
 def test_a_uuid_named_anchor_that_appears_after_the_start_stops_cleanup_before_any_deletion(tmp_path: Path) -> None:
@@ -130,7 +110,7 @@ def test_a_uuid_named_anchor_that_appears_after_the_start_stops_cleanup_before_a
 
     root = _uuid_anchored_table(tmp_path)
     before = log_names(root)
-    result = _cleanup_in_own_process(root, tmp_path, block_numpy=True)
+    result = _command_in_own_process(["cleanup", str(root), "--json", "--execute"], tmp_path, block_numpy=True)
     assert result["rc"] == 1 and result["out"] is None and result["err"].count("\n") == 1 and "numpy" in result["err"], result
     assert log_names(root) == before
 
