@@ -113,33 +113,3 @@ def test_a_uuid_named_anchor_that_appears_after_the_start_stops_cleanup_before_a
     result = _command_in_own_process(["cleanup", str(root), "--json", "--execute"], tmp_path, block_numpy=True)
     assert result["rc"] == 1 and result["out"] is None and result["err"].count("\n") == 1 and "numpy" in result["err"], result
     assert log_names(root) == before
-
-
-def _script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``console_script`` (the installed entry point) in a fresh process that registered an exit
-    handler, as logging and temporary directories do."""
-    marker = tmp_path / "atexit-ran"
-    code = textwrap.dedent(
-        f"""
-        import atexit, pathlib, sys
-        atexit.register(lambda: pathlib.Path({str(marker)!r}).write_text("yes"))
-        sys.argv = ["delta-maintenance", *{list(args)!r}]
-        from airflow_delta_maintenance.cli import console_script
-        sys.exit(console_script())
-        """
-    )
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-
-
-@pytest.mark.slow  # minutes on a busy machine: make test runs it, the fast tier does not
-def test_the_entry_point_skips_teardown_but_keeps_output_exit_code_and_exit_handlers(tmp_path: Path) -> None:
-    root = str(tmp_path / "t")
-    create_sample_table(root, commits=3)
-    done = _script(tmp_path, "checkpoint", root, "--force", "--json")
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["version"] == 2  # the whole JSON document, flushed
-    assert (tmp_path / "atexit-ran").read_text() == "yes"
-    (tmp_path / "atexit-ran").unlink()
-    failed = _script(tmp_path, "checkpoint", str(tmp_path / "missing"))
-    assert failed.returncode == 2 and "TableNotFoundError" in failed.stderr
-    assert (tmp_path / "atexit-ran").read_text() == "yes"
